@@ -1,0 +1,5 @@
+import sys
+
+from rzero.cli import main
+
+sys.exit(main())

