@@ -1,0 +1,383 @@
+"""The label-accuracy report: numbers (JSON), a readable summary (Markdown), a plot (PNG) and a
+page with every audited item (HTML).
+
+Label accuracy is correct / (correct + wrong). Items the judge called ill-posed and items it
+could not judge (call failed, timed out, no boxed answer) are counted and shown but are in
+neither the numerator nor the denominator: an unjudged item is never a wrong label.
+Every accuracy carries a 95 % Wilson interval, and the report says so in words when a sample is
+too small for its number to mean anything.
+
+Everything a model wrote (questions, labels, judge answers) is escaped in the HTML.
+"""
+
+from __future__ import annotations
+
+import html
+import io
+import math
+from collections import Counter
+from collections.abc import Iterable, Sequence
+from pathlib import Path
+from typing import Any
+
+from rzero.io import write_bytes_atomic, write_json_atomic, write_text_atomic
+
+VERDICTS = ("correct", "wrong", "ill_posed", "unjudged")
+# p_hat buckets: [lo, hi) except the last, which is closed so that p_hat = 1 is counted.
+P_HAT_BINS = ((0.0, 0.3), (0.3, 0.5), (0.5, 0.7), (0.7, 0.9), (0.9, 1.0))
+# Below this many judged items, or above this interval width, an accuracy says nothing.
+MIN_JUDGED = 10
+MAX_WIDTH = 0.5
+
+
+def wilson_interval(k: int, n: int, z: float = 1.96) -> tuple[float, float]:
+    """Wilson score interval for a binomial proportion k/n (95 % for z = 1.96).
+
+    With p = k/n:
+        center = (p + z²/(2n)) / (1 + z²/n)
+        half   = z / (1 + z²/n) * sqrt(p(1 − p)/n + z²/(4n²))
+        interval = [center − half, center + half]
+    (Wilson 1927; Agresti & Coull 1998). Unlike p ± z·sqrt(p(1−p)/n) it stays inside [0, 1]
+    and does not collapse to a point at k = 0 or k = n. With n = 0 nothing is known: [0, 1].
+    """
+    if n < 0 or not 0 <= k <= n:
+        raise ValueError(f"wilson_interval(k={k}, n={n}): need 0 <= k <= n")
+    if n == 0:
+        return 0.0, 1.0
+    p = k / n
+    z2 = z * z
+    denom = 1 + z2 / n
+    center = (p + z2 / (2 * n)) / denom
+    half = z / denom * math.sqrt(p * (1 - p) / n + z2 / (4 * n * n))
+    return max(0.0, center - half), min(1.0, center + half)
+
+
+def p_hat_bucket(p_hat: float) -> str:
+    for lo, hi in P_HAT_BINS:
+        if lo <= p_hat < hi or (hi == P_HAT_BINS[-1][1] and p_hat == hi):
+            return _bin_name(lo, hi)
+    raise ValueError(f"p_hat={p_hat}: outside [0, 1]")
+
+
+def _bin_name(lo: float, hi: float) -> str:
+    return f"[{lo:.1f}, {hi:.1f}]" if hi == P_HAT_BINS[-1][1] else f"[{lo:.1f}, {hi:.1f})"
+
+
+def summarize(verdicts: Iterable[str]) -> dict[str, Any]:
+    """Counts, accuracy, Wilson interval and a plain-words caveat for one group of verdicts."""
+    counts = Counter(verdicts)
+    unknown = set(counts) - set(VERDICTS)
+    if unknown:
+        raise ValueError(f"unknown verdicts {sorted(unknown)}; allowed: {VERDICTS}")
+    correct, wrong = counts["correct"], counts["wrong"]
+    n = correct + wrong
+    lo, hi = wilson_interval(correct, n)
+    out: dict[str, Any] = {
+        "n_audited": sum(counts.values()), "n_judged": n, "correct": correct, "wrong": wrong,
+        "n_ill_posed": counts["ill_posed"], "n_unjudged": counts["unjudged"],
+        "accuracy": correct / n if n else None, "ci_low": lo, "ci_high": hi,
+    }
+    if n == 0:
+        out["caveat"] = "nothing judged"
+    elif n < MIN_JUDGED or hi - lo > MAX_WIDTH:
+        out["caveat"] = (f"too few judged items to say anything (n = {n}, "
+                         f"interval width {hi - lo:.2f})")
+    else:
+        out["caveat"] = None
+    return out
+
+
+# ---------------------------------------------------------------- building the report
+
+
+def build_report(items: Sequence[dict[str, Any]], judge: dict[str, Any],
+                 extra: dict[str, Any] | None = None) -> dict[str, Any]:
+    """The report dict from audited items.
+
+    Each item: {"source": "step" | "labelled_kept" | "labelled_all", "iteration", "step",
+    "global_step", "question", "label", "p_hat", "kept", "key", "verdict", "judge_answer",
+    "reason"}. An item sampled into two groups (say a kept question drawn for both labelled
+    samples) appears once per group; the vote-share buckets count each distinct (question,
+    label) once.
+    """
+    per_step = []
+    steps = sorted({(it["iteration"], it["step"]) for it in items if it["source"] == "step"})
+    for iteration, step in steps:
+        group = [it for it in items if it["source"] == "step"
+                 and it["iteration"] == iteration and it["step"] == step]
+        per_step.append({"iteration": iteration, "step": step,
+                         "global_step": group[0].get("global_step"),
+                         "mean_p_hat": _mean(it["p_hat"] for it in group),
+                         **summarize(it["verdict"] for it in group)})
+
+    per_iteration = []
+    for iteration in sorted({it["iteration"] for it in items}):
+        row: dict[str, Any] = {"iteration": iteration}
+        for source, name in (("step", "challenger_steps"), ("labelled_kept", "labelled_kept"),
+                             ("labelled_all", "labelled_all")):
+            group = [it for it in items if it["iteration"] == iteration
+                     and it["source"] == source]
+            row[name] = summarize(it["verdict"] for it in group) if group else None
+        per_iteration.append(row)
+
+    distinct = {it["key"]: it for it in items}
+    buckets = []
+    for lo, hi in P_HAT_BINS:
+        name = _bin_name(lo, hi)
+        group = [it for it in distinct.values() if p_hat_bucket(it["p_hat"]) == name]
+        buckets.append({"bucket": name, "low": lo, "high": hi,
+                        **summarize(it["verdict"] for it in group)})
+
+    reasons = Counter(it["reason"] for it in distinct.values() if it["verdict"] == "unjudged")
+    overall = summarize(it["verdict"] for it in distinct.values())
+    return {
+        "judge": judge,
+        **(extra or {}),
+        "summary": _flat_summary(overall, per_iteration, extra or {}),
+        "overall": overall,
+        "per_step": per_step,
+        "per_iteration": per_iteration,
+        "vote_share_buckets": buckets,
+        "unjudged_reasons": dict(reasons.most_common()),
+        "items": list(items),
+    }
+
+
+def _flat_summary(overall: dict[str, Any], per_iteration: list[dict[str, Any]],
+                  extra: dict[str, Any]) -> dict[str, float | int | None]:
+    """Flat numbers for metric logs: overall, and the latest iteration's sets."""
+    out: dict[str, float | int | None] = {
+        "label_accuracy": overall["accuracy"], "label_accuracy_ci_low": overall["ci_low"],
+        "label_accuracy_ci_high": overall["ci_high"], "n_judged": overall["n_judged"],
+        "n_unjudged": overall["n_unjudged"], "n_ill_posed": overall["n_ill_posed"]}
+    if per_iteration:
+        last = per_iteration[-1]
+        for name in ("challenger_steps", "labelled_kept", "labelled_all"):
+            s = last[name]
+            out[f"{name}_label_accuracy"] = s["accuracy"] if s else None
+            out[f"{name}_n_judged"] = s["n_judged"] if s else 0
+    for key in ("requests", "cached"):
+        if key in extra:
+            out[key] = extra[key]
+    return out
+
+
+def _mean(values: Iterable[float]) -> float | None:
+    vals = list(values)
+    return sum(vals) / len(vals) if vals else None
+
+
+# ---------------------------------------------------------------- rendering
+
+
+def _acc(s: dict[str, Any] | None) -> str:
+    if not s or s["accuracy"] is None:
+        return "–"
+    return f"{s['accuracy']:.3f} [{s['ci_low']:.3f}, {s['ci_high']:.3f}]"
+
+
+def _judge_lines(judge: dict[str, Any]) -> list[str]:
+    lines = [f"Judge model: {judge['model']} at host {judge['host']}; prompt version "
+             f"{judge['prompt_version']}; temperature {judge['temperature']}, max tokens "
+             f"{judge['max_tokens']}."]
+    if judge.get("note"):
+        lines.append(judge["note"])
+    return lines
+
+
+def render_markdown(report: dict[str, Any]) -> str:
+    j = report["judge"]
+    out = ["# Label-accuracy audit", ""]
+    out += [f"> {line}" for line in _judge_lines(j)] + [""]
+    out += ["Label accuracy = correct / (correct + wrong), with a 95 % Wilson interval. "
+            "Ill-posed and unjudged items are counted but excluded: an unjudged item (failed "
+            "call, timeout, no boxed answer) is never counted as wrong.", ""]
+    ov = report["overall"]
+    out += [f"**Overall** (distinct items): accuracy {_acc(ov)}, n judged {ov['n_judged']}, "
+            f"unjudged {ov['n_unjudged']}, ill-posed {ov['n_ill_posed']}."
+            + (f" *{ov['caveat']}.*" if ov["caveat"] else ""), ""]
+    if "requests" in report:
+        out += [f"Judge requests this run: {report['requests']} "
+                f"({report.get('cached', 0)} verdicts came from the cache).", ""]
+
+    out += ["## Per challenger step", "",
+            "| iter | step | global step | mean p̂ | accuracy [95 % CI] | judged | unjudged "
+            "| ill-posed | note |", "|---|---|---|---|---|---|---|---|---|"]
+    for r in report["per_step"]:
+        out.append(f"| {r['iteration']} | {r['step']} | {r['global_step']} | "
+                   f"{r['mean_p_hat']:.2f} | {_acc(r)} | {r['n_judged']} | {r['n_unjudged']} | "
+                   f"{r['n_ill_posed']} | {r['caveat'] or ''} |")
+    out += ["", "## Per iteration", "",
+            "| iter | set | accuracy [95 % CI] | judged | unjudged | ill-posed | note |",
+            "|---|---|---|---|---|---|---|"]
+    for r in report["per_iteration"]:
+        for name in ("challenger_steps", "labelled_kept", "labelled_all"):
+            s = r[name]
+            if s is None:
+                continue
+            out.append(f"| {r['iteration']} | {name} | {_acc(s)} | {s['n_judged']} | "
+                       f"{s['n_unjudged']} | {s['n_ill_posed']} | {s['caveat'] or ''} |")
+    out += ["", "## By vote share p̂ (distinct items)", "",
+            "| p̂ bucket | accuracy [95 % CI] | judged | unjudged | ill-posed | note |",
+            "|---|---|---|---|---|---|"]
+    for r in report["vote_share_buckets"]:
+        out.append(f"| {r['bucket']} | {_acc(r)} | {r['n_judged']} | {r['n_unjudged']} | "
+                   f"{r['n_ill_posed']} | {r['caveat'] or ''} |")
+    if report["unjudged_reasons"]:
+        out += ["", "## Why items are unjudged", ""]
+        out += [f"- {reason}: {n}" for reason, n in report["unjudged_reasons"].items()]
+    out += ["", "![accuracy over steps](accuracy.png)", "",
+            "Every audited item is listed in report.html.", ""]
+    return "\n".join(out)
+
+
+_CSS = """body{font-family:sans-serif;margin:2em;max-width:90em}
+table{border-collapse:collapse;margin:1em 0}td,th{border:1px solid #ccc;padding:.3em .6em;
+vertical-align:top;text-align:left}pre{white-space:pre-wrap;margin:0;max-width:50em}
+.correct{background:#e6f4e6}.wrong{background:#fbe3e3}.ill_posed{background:#fff4d6}
+.unjudged{background:#eee}.note{background:#fff4d6;padding:.5em;border:1px solid #e0c060}"""
+
+
+def _e(value: Any) -> str:
+    return html.escape("" if value is None else str(value), quote=True)
+
+
+def _html_table(header: Sequence[str], rows: Iterable[Sequence[Any]],
+                classes: Iterable[str] | None = None) -> str:
+    head = "".join(f"<th>{_e(h)}</th>" for h in header)
+    body = []
+    for row, cls in zip(rows, classes or _forever(""), strict=False):
+        cells = "".join(f"<td>{c}</td>" for c in row)  # cells are escaped by the caller
+        body.append(f'<tr class="{_e(cls)}">{cells}</tr>')
+    return f"<table><tr>{head}</tr>{''.join(body)}</table>"
+
+
+def _forever(value: str) -> Iterable[str]:
+    while True:
+        yield value
+
+
+def _answer_cell(item: dict[str, Any]) -> str:
+    cell = f"<pre>{_e(item['judge_answer'])}</pre>"
+    if item.get("response"):
+        cell += (f"<details><summary>full reply</summary><pre>{_e(item['response'])}</pre>"
+                 "</details>")
+    return cell
+
+
+def render_html(report: dict[str, Any]) -> str:
+    j = report["judge"]
+    parts = ["<!DOCTYPE html><html><head><meta charset='utf-8'>",
+             "<title>rzero label-accuracy audit</title>", f"<style>{_CSS}</style></head><body>",
+             "<h1>Label-accuracy audit</h1>",
+             f"<p>Judge model <b>{_e(j['model'])}</b> at host <b>{_e(j['host'])}</b>, prompt "
+             f"version <b>{_e(j['prompt_version'])}</b>, temperature {_e(j['temperature'])}, "
+             f"max tokens {_e(j['max_tokens'])}.</p>"]
+    if j.get("note"):
+        parts.append(f'<p class="note">{_e(j["note"])}</p>')
+    parts.append("<p>Label accuracy = correct / (correct + wrong), with a 95 % Wilson "
+                 "interval; ill-posed and unjudged items are excluded (an unjudged item is "
+                 "never counted as wrong).</p>")
+    parts.append('<img src="accuracy.png" alt="label accuracy over challenger steps">')
+
+    def acc_cells(s: dict[str, Any]) -> list[str]:
+        return [_e(_acc(s)), _e(s["n_judged"]), _e(s["n_unjudged"]), _e(s["n_ill_posed"]),
+                _e(s["caveat"] or "")]
+
+    parts.append("<h2>Per challenger step</h2>")
+    parts.append(_html_table(
+        ["iter", "step", "global step", "mean p̂", "accuracy [95 % CI]", "judged", "unjudged",
+         "ill-posed", "note"],
+        ([_e(r["iteration"]), _e(r["step"]), _e(r["global_step"]), _e(f"{r['mean_p_hat']:.2f}"),
+          *acc_cells(r)] for r in report["per_step"])))
+    parts.append("<h2>Per iteration</h2>")
+    parts.append(_html_table(
+        ["iter", "set", "accuracy [95 % CI]", "judged", "unjudged", "ill-posed", "note"],
+        ([_e(r["iteration"]), _e(name), *acc_cells(r[name])] for r in report["per_iteration"]
+         for name in ("challenger_steps", "labelled_kept", "labelled_all") if r[name])))
+    parts.append("<h2>By vote share p̂ (distinct items)</h2>")
+    parts.append(_html_table(
+        ["p̂ bucket", "accuracy [95 % CI]", "judged", "unjudged", "ill-posed", "note"],
+        ([_e(r["bucket"]), *acc_cells(r)] for r in report["vote_share_buckets"])))
+    parts.append("<h2>Audited items</h2>")
+    items = report["items"]
+    parts.append(_html_table(
+        ["set", "iter", "step", "p̂", "question", "label", "judge answer", "verdict"],
+        ([_e(it["source"]), _e(it["iteration"]), _e(it["step"] if it["step"] is not None else ""),
+          _e(f"{it['p_hat']:.2f}"), f"<pre>{_e(it['question'])}</pre>",
+          f"<pre>{_e(it['label'])}</pre>", _answer_cell(it),
+          _e(it["verdict"]) + (f"<br><small>{_e(it['reason'])}</small>" if it.get("reason")
+                               else "")]
+         for it in items),
+        (it["verdict"] for it in items)))
+    parts.append("</body></html>\n")
+    return "\n".join(parts)
+
+
+def plot_accuracy(report: dict[str, Any]) -> bytes:
+    """PNG: accuracy per challenger step (left) and per labelled set (right), Wilson bars."""
+    # Figure + its Agg canvas directly: no pyplot, so no global backend state and no display.
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+    from matplotlib.figure import Figure
+    from matplotlib.ticker import MaxNLocator
+
+    fig = Figure(figsize=(11, 4.8), layout="constrained")
+    FigureCanvasAgg(fig)
+    ax_steps, ax_sets = fig.subplots(1, 2, gridspec_kw={"width_ratios": [2, 1]})
+
+    def bars(ax, xs, summaries, fmt, label):
+        ys = [s["accuracy"] for s in summaries]
+        err = [[y - s["ci_low"] for y, s in zip(ys, summaries, strict=True)],
+               [s["ci_high"] - y for y, s in zip(ys, summaries, strict=True)]]
+        ax.errorbar(xs, ys, yerr=err, fmt=fmt, capsize=4, label=label)
+
+    steps = [r for r in report["per_step"] if r["accuracy"] is not None]
+    if steps:
+        xs = [r["global_step"] if r["global_step"] is not None else i
+              for i, r in enumerate(steps)]
+        bars(ax_steps, xs, steps, "o-", "sample of each step's questions")
+        ax_steps.legend(loc="lower left", fontsize=8)
+    else:
+        ax_steps.text(0.5, 0.5, "no judged items", ha="center", va="center",
+                      transform=ax_steps.transAxes)
+    ax_steps.set_xlabel("challenger global step")
+    ax_steps.set_ylabel("label accuracy (95 % Wilson interval)")
+    ax_steps.set_title("Challenger steps", fontsize=10)
+
+    for offset, name, fmt in ((-0.1, "labelled_kept", "s"), (0.1, "labelled_all", "D")):
+        rows = [r for r in report["per_iteration"] if r[name] and r[name]["accuracy"] is not None]
+        if rows:
+            bars(ax_sets, [r["iteration"] + offset for r in rows], [r[name] for r in rows],
+                 fmt, name.replace("_", " "))
+    if ax_sets.get_legend_handles_labels()[0]:
+        ax_sets.legend(loc="lower left", fontsize=8)
+    iterations = [r["iteration"] for r in report["per_iteration"]]
+    if iterations:
+        ax_sets.set_xticks(iterations)
+        ax_sets.set_xlim(min(iterations) - 0.5, max(iterations) + 0.5)
+    ax_steps.xaxis.set_major_locator(MaxNLocator(integer=True))
+    ax_sets.set_xlabel("iteration")
+    ax_sets.set_title("Labelled sets", fontsize=10)
+    for ax in (ax_steps, ax_sets):
+        ax.set_ylim(-0.02, 1.02)
+        ax.grid(alpha=0.3)
+    title = f"Pseudo-label accuracy, judge {report['judge']['model']}"
+    title = title if len(title) < 100 else title[:97] + "..."
+    if report["judge"].get("embedded"):
+        title += "\n(the base model judging itself: shows the machinery, not the truth)"
+    fig.suptitle(title, fontsize=11)
+    buf = io.BytesIO()
+    fig.savefig(buf, format="png", dpi=100, bbox_inches="tight")
+    return buf.getvalue()
+
+
+def write_report(report: dict[str, Any], audit_dir: str | Path) -> dict[str, Path]:
+    """Write report.json, report.md, report.html and accuracy.png into audit_dir."""
+    audit_dir = Path(audit_dir)
+    paths = {name: audit_dir / name for name in
+             ("report.json", "report.md", "report.html", "accuracy.png")}
+    write_bytes_atomic(paths["accuracy.png"], plot_accuracy(report))
+    write_json_atomic(paths["report.json"], report)
+    write_text_atomic(paths["report.md"], render_markdown(report))
+    write_text_atomic(paths["report.html"], render_html(report))
+    return paths

@@ -1,0 +1,195 @@
+"""Start and stop a local OpenAI-compatible model server as a context manager.
+
+`serve_checkpoint(path)` runs `transformers serve <checkpoint dir>` (the CPU default; it needs
+the `transformers[serving]` extra) on a free loopback port, waits until the server answers its
+health check, yields a `ServedModel` (base URL and the model name requests must use), and stops
+the server on exit. The command is a parameter: `vllm_serve_command` starts `vllm serve`
+replicas the same way on GPU machines.
+
+Facts about `transformers serve` (5.x) this module relies on:
+- the positional argument pins the server to one model, loaded *before* the server listens,
+  so a healthy `/health` means the weights are in memory;
+- a pinned server answers only requests whose `model` is exactly the string it was started
+  with (here the checkpoint path), and returns 400 for any other name;
+- pointed at a GGUF file it fails: serve the converted checkpoint directory
+  (`rzero.models.resolve_model`).
+
+The server runs in its own process group, so stopping it (SIGTERM, then SIGKILL after a grace
+period) also ends any worker processes it spawned (vLLM's engine core) and nothing else.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+import urllib.error
+import urllib.request
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+
+CommandBuilder = Callable[[str, str, int], list[str]]
+"""(checkpoint path, host, port) -> argv of a server process."""
+
+
+class ServerError(RuntimeError):
+    """A model server died or never became healthy; the message carries its log tail."""
+
+
+@dataclass(frozen=True)
+class ServedModel:
+    """A running server: point an OpenAI client at `base_url` and request `model`."""
+    base_url: str  # http://HOST:PORT/v1
+    model: str  # the name the server expects in the request's `model` field
+    port: int
+    pid: int
+    log_path: Path
+
+
+def free_port(host: str = "127.0.0.1") -> int:
+    """A TCP port that is free on `host` right now (the OS picks it; a race is possible)."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.bind((host, 0))
+        return s.getsockname()[1]
+
+
+def _transformers_executable() -> list[str]:
+    # The console script sits next to the interpreter in a venv that is not activated.
+    script = Path(sys.executable).parent / "transformers"
+    return [str(script)] if script.is_file() else ["transformers"]
+
+
+def transformers_serve_command(path: str, host: str, port: int) -> list[str]:
+    """`transformers serve` pinned to one checkpoint directory (the request model name is `path`)."""
+    return [*_transformers_executable(), "serve", "--host", host, "--port", str(port),
+            "--log-level", "info", path]
+
+
+def vllm_serve_command(path: str, host: str, port: int, *,
+                       extra_args: Sequence[str] = ()) -> list[str]:
+    """`vllm serve` for one checkpoint (GPU machines); bind extra args with functools.partial."""
+    return ["vllm", "serve", path, "--host", host, "--port", str(port), *extra_args]
+
+
+def log_tail(path: Path, lines: int = 40) -> str:
+    try:
+        text = Path(path).read_text(errors="replace")
+    except OSError:
+        return "(no log)"
+    return "\n".join(text.splitlines()[-lines:]) or "(empty log)"
+
+
+def _get_json(url: str, timeout: float) -> tuple[int, object]:
+    with urllib.request.urlopen(url, timeout=timeout) as resp:
+        body = resp.read()
+        try:
+            return resp.status, json.loads(body)
+        except ValueError:
+            return resp.status, None
+
+
+def _stop(proc: subprocess.Popen, grace: float) -> None:
+    if proc.poll() is not None:
+        return
+    try:
+        os.killpg(proc.pid, signal.SIGTERM)
+    except ProcessLookupError:
+        return
+    try:
+        proc.wait(timeout=grace)
+    except subprocess.TimeoutExpired:
+        try:
+            os.killpg(proc.pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+        proc.wait()
+
+
+def _server_error(what: str, command: Sequence[str], log_path: Path) -> ServerError:
+    return ServerError(f"{what}\n  command: {' '.join(command)}\n  log: {log_path}\n"
+                       f"--- last lines of the log ---\n{log_tail(log_path)}")
+
+
+@contextmanager
+def serve(command: Sequence[str], *, port: int, model: str, log_path: str | Path,
+          host: str = "127.0.0.1", health_path: str = "/health",
+          startup_timeout: float = 300.0, stop_grace: float = 15.0,
+          env: Mapping[str, str] | None = None) -> Iterator[ServedModel]:
+    """Run `command` (a server that will listen on host:port), wait for health, yield, stop.
+
+    Raises ServerError, with the tail of the server's log, if the process exits before it is
+    healthy, does not become healthy within `startup_timeout` seconds, or does not list
+    `model` in `/v1/models`.
+    """
+    log_path = Path(log_path)
+    log_path.parent.mkdir(parents=True, exist_ok=True)
+    root = f"http://{host}:{port}"
+    with open(log_path, "ab") as log:
+        proc = subprocess.Popen(list(command), stdout=log, stderr=subprocess.STDOUT,
+                                stdin=subprocess.DEVNULL, start_new_session=True,
+                                env=dict(env) if env is not None else None)
+    try:
+        deadline = time.monotonic() + startup_timeout
+        while True:
+            code = proc.poll()
+            if code is not None:
+                raise _server_error(f"model server exited with code {code} before it was "
+                                    "healthy", command, log_path)
+            try:
+                status, _ = _get_json(root + health_path, timeout=2.0)
+                if status == 200:
+                    break
+            except (OSError, urllib.error.URLError):
+                pass  # not listening yet
+            if time.monotonic() > deadline:
+                raise _server_error(f"model server not healthy at {root}{health_path} after "
+                                    f"{startup_timeout:.0f} s", command, log_path)
+            time.sleep(0.25)
+        # A wrong name is the classic failure (the server answers 400 to every request), so
+        # check it here, once, with a clear message.
+        _, listing = _get_json(root + "/v1/models", timeout=10.0)
+        names = [m.get("id") for m in (listing or {}).get("data", [])
+                 if isinstance(m, dict)] if isinstance(listing, dict) else []
+        if model not in names:
+            raise _server_error(f"model server at {root} does not list the model {model!r} "
+                                f"(it lists {names})", command, log_path)
+        yield ServedModel(base_url=root + "/v1", model=model, port=port, pid=proc.pid,
+                          log_path=log_path)
+    finally:
+        _stop(proc, stop_grace)
+
+
+@contextmanager
+def serve_checkpoint(path: str | Path, port: int | None = None,
+                     log_path: str | Path | None = None, *,
+                     command: CommandBuilder = transformers_serve_command,
+                     model_name: str | None = None, host: str = "127.0.0.1",
+                     startup_timeout: float = 300.0,
+                     env: Mapping[str, str] | None = None) -> Iterator[ServedModel]:
+    """Serve a checkpoint directory on loopback for the duration of the `with` block.
+
+    `command(path, host, port)` builds the server's argv (default `transformers serve`; pass
+    `vllm_serve_command` on GPU). `model_name` is the name requests must use; both servers
+    default to the path as given on the command line. The log goes to `log_path` (default: a
+    new file in the temp directory, named in any error).
+    """
+    path = str(path)
+    if not Path(path).is_dir():
+        raise ServerError(f"serve_checkpoint: {path!r} is not a checkpoint directory (a GGUF "
+                          "file must be converted first: rzero.models.resolve_model)")
+    port = port or free_port(host)
+    if log_path is None:
+        fd, name = tempfile.mkstemp(prefix=f"rzero-serve-{port}-", suffix=".log")
+        os.close(fd)
+        log_path = name
+    with serve(command(path, host, port), port=port, model=model_name or path,
+               log_path=log_path, host=host, startup_timeout=startup_timeout,
+               env=env) as served:
+        yield served

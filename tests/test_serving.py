@@ -1,0 +1,118 @@
+"""rzero.serving against a real `transformers serve` process with a tiny checkpoint, and
+against fake server commands for the failure paths."""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+import sys
+import urllib.error
+import urllib.request
+
+import pytest
+
+from rzero.serving import ServerError, free_port, serve_checkpoint
+
+
+def _port_open(port: int) -> bool:
+    with socket.socket() as s:
+        return s.connect_ex(("127.0.0.1", port)) == 0
+
+
+def test_free_port_is_bindable():
+    port = free_port()
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", port))  # raises if the port were taken
+
+
+def test_transformers_serve_answers_chat_and_stops(tiny_checkpoint, tmp_path):
+    from openai import OpenAI
+
+    log = tmp_path / "server.log"
+    with serve_checkpoint(tiny_checkpoint, log_path=log) as served:
+        # a pinned `transformers serve` expects the checkpoint path, as given, as model name
+        assert served.model == str(tiny_checkpoint)
+        assert served.base_url == f"http://127.0.0.1:{served.port}/v1"
+        client = OpenAI(base_url=served.base_url, api_key="EMPTY", max_retries=0)
+        resp = client.chat.completions.create(
+            model=served.model, messages=[{"role": "user", "content": "What is 2+3?"}],
+            temperature=0, max_tokens=8)
+        assert isinstance(resp.choices[0].message.content, str)
+        assert resp.usage.completion_tokens >= 1
+        # any other model name is refused by the pinned server
+        req = urllib.request.Request(
+            served.base_url + "/chat/completions", method="POST",
+            headers={"Content-Type": "application/json"},
+            data=json.dumps({"model": "other", "max_tokens": 2,
+                             "messages": [{"role": "user", "content": "hi"}]}).encode())
+        with pytest.raises(urllib.error.HTTPError) as err:
+            urllib.request.urlopen(req, timeout=30)
+        assert err.value.code == 400
+        port = served.port
+    assert not _port_open(port)
+    assert "Uvicorn running" in log.read_text()
+
+
+def test_gguf_file_is_refused_before_starting(tmp_path):
+    gguf = tmp_path / "model.gguf"
+    gguf.write_bytes(b"GGUF")
+    with pytest.raises(ServerError, match="not a checkpoint directory"):
+        with serve_checkpoint(gguf):
+            pass
+
+
+def test_server_that_dies_reports_its_log_tail(tmp_path):
+    def crashing(path, host, port):
+        return [sys.executable, "-c", "print('loading failed: no weights'); raise SystemExit(3)"]
+
+    with pytest.raises(ServerError) as err:
+        with serve_checkpoint(tmp_path, log_path=tmp_path / "s.log", command=crashing):
+            pass
+    assert "exited with code 3" in str(err.value)
+    assert "loading failed: no weights" in str(err.value)
+
+
+def test_server_that_never_gets_healthy_times_out_and_is_killed(tmp_path):
+    marker = tmp_path / "pid"
+
+    def hanging(path, host, port):
+        return [sys.executable, "-c",
+                f"import os, time; open({str(marker)!r}, 'w').write(str(os.getpid())); "
+                "print('still loading', flush=True); time.sleep(120)"]
+
+    with pytest.raises(ServerError, match="not healthy .* after 2 s") as err:
+        with serve_checkpoint(tmp_path, log_path=tmp_path / "s.log", command=hanging,
+                              startup_timeout=2):
+            pass
+    assert "still loading" in str(err.value)
+    pid = int(marker.read_text())
+    with pytest.raises(ProcessLookupError):  # stopped, and reaped by serve()
+        os.kill(pid, 0)
+
+
+_FAKE_SERVER = """
+import json, sys
+from http.server import BaseHTTPRequestHandler, HTTPServer
+class H(BaseHTTPRequestHandler):
+    def do_GET(self):
+        body = {"status": "ok"} if self.path == "/health" else {
+            "object": "list", "data": [{"id": sys.argv[2], "object": "model"}]}
+        data = json.dumps(body).encode()
+        self.send_response(200); self.send_header("Content-Length", str(len(data)))
+        self.end_headers(); self.wfile.write(data)
+HTTPServer(("127.0.0.1", int(sys.argv[1])), H).serve_forever()
+"""
+
+
+def test_command_is_a_parameter_and_model_name_is_checked(tmp_path):
+    # stands in for `vllm serve PATH --served-model-name NAME`
+    def fake(path, host, port):
+        return [sys.executable, "-c", _FAKE_SERVER, str(port), "served-name"]
+
+    with serve_checkpoint(tmp_path, command=fake, model_name="served-name") as served:
+        assert served.model == "served-name"
+        assert _port_open(served.port)
+    with pytest.raises(ServerError, match="does not list the model 'wrong'"):
+        with serve_checkpoint(tmp_path, command=fake, model_name="wrong"):
+            pass
