@@ -147,8 +147,9 @@ class GenerationConfig:
                              "lever on CPU).", min=1)
     base_urls: list[str] = _f([], "openai: server base URLs (…/v1); requests are spread over "
                                   "them.")
-    solver_urls_file: str | None = _f(None, "openai: file written by `rzero serve-solver` "
-                                            "with the frozen solver's URLs, one a line.")
+    solver_urls_file: str | None = _f(None, "File with the frozen solver's server URLs, one "
+                                            "a line (written by `rzero serve-solver`); the "
+                                            "challenger reward then queries them.")
     api_key_env: str | None = _f(None, "openai: NAME of the environment variable holding the "
                                        "API key (the key itself is never stored).")
     concurrency: int = _f(8, "openai: requests in flight at once.", min=1)
@@ -264,6 +265,12 @@ def _coerce(key: str, value: Any, tp: Any) -> Any:
     elif tp is float:
         if isinstance(value, (int, float)) and not isinstance(value, bool):
             return float(value)
+        if isinstance(value, str):
+            # YAML 1.1 reads '1e-3' (no dot) as a string; accept what float() accepts
+            try:
+                return float(value)
+            except ValueError:
+                pass
     elif tp is str:
         if isinstance(value, str):
             return value
@@ -330,10 +337,8 @@ def _check_consistency(cfg: RZeroConfig) -> None:
     if lab.band_low is not None and lab.band_low > lab.band_high:
         raise ConfigError(f"labeling.band_low={lab.band_low!r}: must be <= labeling.band_high "
                           f"({lab.band_high!r})")
-    if cfg.generation.backend == "openai" and not (cfg.generation.base_urls
-                                                   or cfg.generation.solver_urls_file):
-        raise ConfigError("generation.backend='openai': set generation.base_urls or "
-                          "generation.solver_urls_file")
+    if cfg.generation.backend == "openai" and not cfg.generation.base_urls:
+        raise ConfigError("generation.backend='openai': set generation.base_urls")
 
 
 def _parse_override(text: str) -> tuple[list[str], Any]:

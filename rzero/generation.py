@@ -258,6 +258,17 @@ def read_urls_file(path: str) -> list[str]:
         return [line.strip() for line in f if line.strip()]
 
 
+def frozen_solver_generator(cfg, checkpoint: str) -> Generator:
+    """The challenger phase's frozen solver: server replicas when `rzero serve-solver` wrote
+    their URLs to `generation.solver_urls_file`, else the configured backend."""
+    gen = cfg.generation
+    if gen.solver_urls_file:
+        return OpenAIGenerator(read_urls_file(gen.solver_urls_file), checkpoint,
+                               api_key_env=gen.api_key_env, concurrency=gen.concurrency,
+                               timeout=gen.timeout, retries=gen.retries)
+    return make_generator(cfg, checkpoint)
+
+
 def make_generator(cfg, model_spec: str, *, model=None, tokenizer=None) -> Generator:
     """The backend the config asks for, serving `model_spec` (or the given in-memory model)."""
     gen = cfg.generation
@@ -267,10 +278,7 @@ def make_generator(cfg, model_spec: str, *, model=None, tokenizer=None) -> Gener
         return HFGenerator.from_spec(model_spec, batch_size=gen.batch_size,
                                      dtype=cfg.model.dtype, device=cfg.model.device)
     if gen.backend == "openai":
-        urls = list(gen.base_urls)
-        if gen.solver_urls_file:
-            urls += read_urls_file(gen.solver_urls_file)
-        return OpenAIGenerator(urls, model_spec, api_key_env=gen.api_key_env,
+        return OpenAIGenerator(gen.base_urls, model_spec, api_key_env=gen.api_key_env,
                                concurrency=gen.concurrency, timeout=gen.timeout,
                                retries=gen.retries)
     from rzero.models import resolve_model

@@ -1,10 +1,17 @@
 """Prompt templates for both roles, overridable by file.
 
-A template file's first line may be `system: ...`, the system message; the rest is the user
-message. The solver template holds `{question}`. The defaults follow the official R-Zero
-prompts in substance: the challenger is asked for one hard, self-contained problem in
-`<question>` tags with its answer in `\\boxed{}`; the solver to reason step by step and box
-its final answer.
+A template is a chat: a line starting with `system:`, `user:` or `assistant:` starts a new
+message, and the text up to the next such line is its content (text before any role line is
+a user message). The last message must be the user's. The solver template holds
+`{question}`.
+
+The defaults ask what the official R-Zero prompts ask (the challenger: one hard,
+self-contained problem in `<question>` tags with its answer in `\\boxed{}`; the solver:
+reason step by step and box the final answer) and add two worked examples as earlier chat
+turns. That is a departure from the paper: a 135M model almost never follows the format
+from instructions alone (measured with the embedded SmolLM2: 0 of 12 challenger samples
+well-formed and 0 of 10 solver answers boxed without examples; 5 of 16 and 14 of 20 with
+them), and a large model loses nothing by seeing them.
 """
 
 from __future__ import annotations
@@ -24,17 +31,27 @@ def read_template(path: str | None, default: str) -> str:
     return p.read_text()
 
 
+ROLES = ("system", "user", "assistant")
+
+
 def to_chat(template: str, **fields: str) -> Chat:
-    lines = template.strip("\n").split("\n")
-    messages = []
-    if lines and lines[0].startswith("system:"):
-        messages.append({"role": "system", "content": lines[0][len("system:"):].strip()})
-        lines = lines[1:]
-    body = "\n".join(lines).strip()
-    # str.replace, not str.format: templates and questions hold LaTeX braces
+    messages: list[dict[str, str]] = []
+    for line in template.strip("\n").split("\n"):
+        role, sep, rest = line.partition(":")
+        if sep and role in ROLES:
+            messages.append({"role": role, "content": rest.strip()})
+        elif messages:
+            messages[-1]["content"] += "\n" + line
+        else:
+            messages.append({"role": "user", "content": line})
+    if not messages or messages[-1]["role"] != "user":
+        raise ValueError("a prompt template must end with a user message")
+    for m in messages:
+        m["content"] = m["content"].strip()
+    # str.replace, not str.format: templates and questions hold LaTeX braces; only the
+    # last message is filled, so a question never lands in an example
     for key, value in fields.items():
-        body = body.replace("{" + key + "}", value)
-    messages.append({"role": "user", "content": body})
+        messages[-1]["content"] = messages[-1]["content"].replace("{" + key + "}", value)
     return messages
 
 
@@ -44,6 +61,6 @@ def challenger_chat(path: str | None = None) -> Chat:
 
 def solver_chat(question: str, path: str | None = None) -> Chat:
     template = read_template(path, "solver.txt")
-    if "{question}" not in template:
+    if "{question}" not in template.rsplit("user:", 1)[-1]:
         raise ValueError(f"solver prompt {path or 'solver.txt'!r} has no {{question}} field")
     return to_chat(template, question=question)

@@ -13,6 +13,12 @@ import pytest
 import torch
 
 
+# short prompts keep the tiny models' sequences (and so the tests) short; the loop tests
+# point challenger.prompt_file / solver.prompt_file at them
+SHORT_CHALLENGER = Path(__file__).parent / "data" / "challenger_short.txt"
+SHORT_SOLVER = Path(__file__).parent / "data" / "solver_short.txt"
+
+
 @pytest.fixture(scope="session")
 def tokenizer():
     from rzero.models import DEFAULT_MODEL, load_tokenizer
@@ -42,24 +48,32 @@ def tiny_checkpoint(tmp_path_factory, tokenizer) -> Path:
     return path
 
 
-def _format_examples(tokenizer, n: int, rng: random.Random) -> list[list[int]]:
+def _format_examples(tokenizer, n: int, rng: random.Random) -> list[tuple[list[int], int]]:
     """Chat transcripts in R-Zero's two formats, with random numbers so samples disagree."""
     from rzero.prompts import challenger_chat, solver_chat
 
     out = []
+    challenger_prompt = str(SHORT_CHALLENGER)
+    solver_prompt = str(SHORT_SOLVER)
     for _ in range(n):
         a, b = rng.randint(1, 9), rng.randint(1, 9)
         question = f"What is {a} plus {b}?"
         if rng.random() < 0.5:
-            chat = challenger_chat() + [{"role": "assistant", "content":
+            chat = challenger_chat(challenger_prompt) + [{"role": "assistant", "content":
                                          f"<question>{question}</question> "
                                          f"The answer is \\boxed{{{a + b}}}."}]
         else:
-            guess = a + b + rng.choice([0, 0, 1, -1])
-            chat = solver_chat(question) + [{"role": "assistant",
+            # the tiny model cannot add; a fixed 3:2 mix of two answers gives votes that
+            # agree often but not always, so p_hat lands in the band and rewards vary
+            guess = rng.choice([1, 1, 1, 2, 2])
+            chat = solver_chat(question, solver_prompt) + [{"role": "assistant",
                                              "content": f"So \\boxed{{{guess}}}."}]
         ids = tokenizer.apply_chat_template(chat, tokenize=True)
-        out.append(list(ids["input_ids"] if hasattr(ids, "keys") else ids))
+        prompt = tokenizer.apply_chat_template(chat[:-1], tokenize=True,
+                                               add_generation_prompt=True)
+        ids = list(ids["input_ids"] if hasattr(ids, "keys") else ids)
+        prompt = list(prompt["input_ids"] if hasattr(prompt, "keys") else prompt)
+        out.append((ids, len(prompt)))
     return out
 
 
@@ -71,19 +85,20 @@ def format_checkpoint(tmp_path_factory, tokenizer) -> Path:
     reward would be equal and GRPO would have nothing to learn from; this one writes valid
     questions and disagreeing boxed answers often enough for real rewards.
     """
+    STEPS = 100
     rng = random.Random(0)
     model = tiny_llama(tokenizer, hidden=64, layers=2, seed=1)
     examples = _format_examples(tokenizer, 64, rng)
-    opt = torch.optim.AdamW(model.parameters(), lr=4e-3)
+    opt = torch.optim.AdamW(model.parameters(), lr=5e-3)
     model.train()
-    for _ in range(80):
+    for _ in range(STEPS):
         batch = rng.sample(examples, 8)
-        width = max(map(len, batch))
+        width = max(len(seq) for seq, _ in batch)
         ids = torch.full((len(batch), width), tokenizer.pad_token_id)  # [B, T]
-        labels = torch.full((len(batch), width), -100)  # [B, T]
-        for i, seq in enumerate(batch):
+        labels = torch.full((len(batch), width), -100)  # [B, T]; loss on the reply only
+        for i, (seq, start) in enumerate(batch):
             ids[i, :len(seq)] = torch.tensor(seq)
-            labels[i, :len(seq)] = torch.tensor(seq)
+            labels[i, start:len(seq)] = torch.tensor(seq[start:])
         loss = model(input_ids=ids, labels=labels).loss
         opt.zero_grad()
         loss.backward()

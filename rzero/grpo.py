@@ -1,0 +1,162 @@
+"""The one module that imports trl: `train_grpo` wraps TRL's GRPOTrainer for either role.
+
+Rewards arrive as TRL reward functions `(prompts, completions, **columns) -> list[float]`,
+so this module knows nothing about what is being rewarded. One GRPO step here is one
+optimiser step: `prompts_per_step` prompts x `group_size` completions are generated, scored
+and used once (TRL's `steps_per_generation=1`, `num_iterations=1`), as in the reference
+recipe.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import torch
+
+
+@dataclass(frozen=True)
+class GRPOSettings:
+    steps: int
+    group_size: int
+    prompts_per_step: int
+    learning_rate: float
+    beta: float
+    epsilon: float
+    epsilon_high: float
+    max_completion_length: int
+    temperature: float
+    top_p: float = 1.0
+    top_k: int = 0
+    seed: int = 0
+    bf16: bool = False
+    gradient_checkpointing: bool = False
+    use_vllm: bool = False
+    vllm_mode: str = "colocate"
+    vllm_gpu_memory_utilization: float = 0.3
+    deepspeed: str | None = None
+
+
+@dataclass
+class TrainStats:
+    seconds_total: float = 0.0
+    seconds_optimizer: float = 0.0  # forward/backward/step, not rollouts or rewards
+    steps: int = 0
+
+
+def _timed_callback(stats: TrainStats):
+    from transformers import TrainerCallback
+
+    class _Timer(TrainerCallback):
+        """Times from the first micro-batch's loss to the optimiser step."""
+
+        def on_step_begin(self, args, state, control, **kwargs):
+            self._t0 = time.perf_counter()
+
+        def on_step_end(self, args, state, control, **kwargs):
+            stats.seconds_optimizer += time.perf_counter() - self._t0
+            stats.steps += 1
+
+    return _Timer()
+
+
+def train_grpo(model, tokenizer, rows: list[dict[str, Any]],
+               reward_funcs: list[Callable[..., list[float | None]]],
+               settings: GRPOSettings, output_dir: str | Path,
+               *, log: Callable[[dict[str, float]], None] | None = None,
+               desc: str = "grpo") -> TrainStats:
+    """Train `model` in place with GRPO on `rows` (each has a 'prompt' chat plus columns that
+    the reward functions receive as keyword lists). Returns timings.
+
+    `model` must have been loaded with `from_pretrained(dir)`: TRL rebuilds the frozen KL
+    reference from `model.config._name_or_path`, i.e. the weights at the start of the phase.
+    """
+    from datasets import Dataset
+    from tqdm.auto import tqdm
+    from transformers import TrainerCallback
+    from transformers.trainer_callback import PrinterCallback, ProgressCallback
+    from trl import GRPOConfig, GRPOTrainer
+
+    stats = TrainStats()
+    if settings.steps == 0:
+        return stats
+    if not rows:
+        raise ValueError("train_grpo: no training rows")
+    batch = settings.prompts_per_step * settings.group_size
+    # enough rows for every step to see distinct prompts; repeat the list when it is short
+    need = settings.steps * settings.prompts_per_step
+    data = [rows[i % len(rows)] for i in range(max(need, len(rows)))]
+    args = GRPOConfig(
+        output_dir=str(output_dir),
+        max_steps=settings.steps,
+        per_device_train_batch_size=batch,
+        gradient_accumulation_steps=1,
+        steps_per_generation=1,
+        num_iterations=1,
+        num_generations=settings.group_size,
+        learning_rate=settings.learning_rate,
+        lr_scheduler_type="constant",
+        warmup_steps=0,
+        beta=settings.beta,
+        epsilon=settings.epsilon,
+        epsilon_high=settings.epsilon_high,
+        max_completion_length=settings.max_completion_length,
+        temperature=settings.temperature,
+        top_p=settings.top_p,
+        top_k=settings.top_k if settings.top_k > 0 else 0,
+        seed=settings.seed,
+        data_seed=settings.seed,
+        bf16=settings.bf16,
+        fp16=False,
+        use_cpu=not torch.cuda.is_available(),
+        gradient_checkpointing=settings.gradient_checkpointing,
+        use_vllm=settings.use_vllm,
+        vllm_mode=settings.vllm_mode,
+        vllm_gpu_memory_utilization=settings.vllm_gpu_memory_utilization,
+        deepspeed=settings.deepspeed,
+        logging_steps=1,
+        save_strategy="no",
+        report_to=[],
+        disable_tqdm=True,
+        dataloader_num_workers=0,
+        shuffle_dataset=True,
+        log_completions=False,
+        mask_truncated_completions=False,
+    )
+
+    class _Progress(TrainerCallback):
+        """One compact progress bar instead of TRL's dict printing."""
+
+        def on_train_begin(self, args, state, control, **kwargs):
+            self.bar = tqdm(total=state.max_steps, desc=desc, unit="step", leave=False)
+
+        def on_log(self, args, state, control, logs=None, **kwargs):
+            if not logs:
+                return
+            scalars = {k: float(v) for k, v in logs.items() if isinstance(v, (int, float))}
+            if "reward" in scalars:
+                self.bar.set_postfix(reward=f"{scalars['reward']:.3f}",
+                                     kl=f"{scalars.get('kl', 0.0):.4f}")
+            if log is not None:
+                log(scalars)
+
+        def on_step_end(self, args, state, control, **kwargs):
+            self.bar.update(1)
+
+        def on_train_end(self, args, state, control, **kwargs):
+            self.bar.close()
+
+    trainer = GRPOTrainer(model=model, reward_funcs=reward_funcs, args=args,
+                          train_dataset=Dataset.from_list(data), processing_class=tokenizer,
+                          callbacks=[_timed_callback(stats), _Progress()])
+    trainer.remove_callback(ProgressCallback)
+    trainer.remove_callback(PrinterCallback)
+    t0 = time.perf_counter()
+    trainer.train()
+    stats.seconds_total = time.perf_counter() - t0
+    # free the reference model and optimiser state before the next phase
+    del trainer
+    return stats

@@ -1,0 +1,195 @@
+"""The loop with tiny in-process models: each phase trains what it should and nothing else,
+a full iteration writes every artifact, and a killed run resumes to the same rows."""
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+from safetensors.torch import load_file
+
+from conftest import SHORT_CHALLENGER, SHORT_SOLVER
+
+from rzero.config import load_config
+from rzero.loop import RZeroRun, RunDirConflict, read_marker, run_iterations
+
+
+def tiny_overrides(model: Path, **extra) -> list[str]:
+    sets = {
+        "model.name": str(model), "model.device": "cpu",
+        "challenger.steps": 1, "challenger.group_size": 4, "challenger.prompts_per_step": 2,
+        "challenger.max_completion_length": 32, "challenger.pool_size": 12,
+        "challenger.learning_rate": 1e-3,
+        "solver.steps": 1, "solver.group_size": 4, "solver.prompts_per_step": 2,
+        "solver.max_completion_length": 24, "solver.learning_rate": 1e-3,
+        "labeling.num_votes": 4, "labeling.max_new_tokens": 24,
+        "labeling.filter": False,  # keep every labelled question so the solver phase runs
+        "eval.limit": 3, "eval.max_new_tokens": 16, "run.iterations": 1,
+        "challenger.prompt_file": SHORT_CHALLENGER, "solver.prompt_file": SHORT_SOLVER,
+    }
+    sets.update(extra)
+    return [f"{k}={v}" for k, v in sets.items()]
+
+
+def weights(path) -> dict[str, torch.Tensor]:
+    return load_file(str(Path(path) / "model.safetensors"))
+
+
+def changed(a, b) -> bool:
+    wa, wb = weights(a), weights(b)
+    return any(not torch.equal(wa[k], wb[k]) for k in wa)
+
+
+@pytest.fixture(scope="module")
+def one_iteration(format_checkpoint, tmp_path_factory):
+    cfg = load_config(None, tiny_overrides(format_checkpoint))
+    run_dir = tmp_path_factory.mktemp("loop") / "run"
+    run_iterations(cfg, run_dir)
+    return run_dir
+
+
+def test_full_iteration_writes_every_artifact(one_iteration):
+    run = one_iteration
+    for name in ["config.yaml", "metrics.jsonl", "report.md", "iter_00/eval/eval.json",
+                 "iter_01/challenger_steps.jsonl", "iter_01/pool.jsonl",
+                 "iter_01/labelled.jsonl", "iter_01/challenger/model.safetensors",
+                 "iter_01/solver/model.safetensors", "iter_01/eval/eval.md"]:
+        assert (run / name).is_file(), name
+    assert list((run / "tensorboard").glob("events.out.tfevents.*"))
+    for phase in ["challenger", "pool", "labelling", "solver", "eval"]:
+        assert read_marker(run, 1, phase) is not None, phase
+
+
+def test_challenger_log_has_votes_and_rewards(one_iteration):
+    rows = [json.loads(x) for x in (one_iteration / "iter_01/challenger_steps.jsonl")
+            .read_text().splitlines()]
+    assert len(rows) == 8  # 1 step x 2 prompts x G=4
+    valid = [r for r in rows if r["valid"]]
+    assert valid, "the format-trained challenger wrote no valid question"
+    for r in valid:
+        assert len(r["answers"]) == 4 and 0.0 <= r["p_hat"] <= 1.0
+        # paper form, clipped: r = max(0, 1 - 2|p - 1/2| - r_rep)
+        expected = max(0.0, 1 - 2 * abs(r["p_hat"] - 0.5) - r["r_rep"])
+        assert r["reward"] == pytest.approx(expected)
+    assert all(r["reward"] == 0.0 for r in rows if not r["valid"])
+
+
+def test_labelled_rows_hold_votes(one_iteration):
+    rows = [json.loads(x) for x in (one_iteration / "iter_01/labelled.jsonl")
+            .read_text().splitlines()]
+    pool = (one_iteration / "iter_01/pool.jsonl").read_text().splitlines()
+    assert len(rows) == len(pool) > 0
+    for r in rows:
+        assert set(r) >= {"question", "answers", "label", "p_hat", "num_groups",
+                          "top2_margin", "parse_rate", "kept"}
+        assert len(r["answers"]) == 4
+
+
+def test_separate_mode_trains_each_role_from_its_own_weights(one_iteration, format_checkpoint):
+    run = one_iteration
+    # the challenger phase changed the challenger ...
+    assert changed(format_checkpoint, run / "iter_01/challenger")
+    # ... and the solver phase started from the base (S_0), not from the challenger
+    assert changed(format_checkpoint, run / "iter_01/solver")
+    solver_marker = read_marker(run, 1, "solver")
+    assert solver_marker["metrics"]["train_questions"] > 0
+    # the frozen solver of the challenger phase is the untouched base checkpoint
+    assert not changed(format_checkpoint, format_checkpoint)
+
+
+def test_report_lists_the_iteration(one_iteration):
+    text = (one_iteration / "report.md").read_text()
+    assert "| 1 |" in text and "separate weights" in text
+
+
+def test_shared_mode_updates_one_model(format_checkpoint, tmp_path):
+    cfg = load_config(None, tiny_overrides(format_checkpoint, **{"roles.shared": True,
+                                                                 "eval.enabled": False}))
+    run_iterations(cfg, tmp_path / "run")
+    it = tmp_path / "run/iter_01"
+    # challenger phase: base -> challenger; solver phase: challenger -> solver (same model)
+    assert changed(format_checkpoint, it / "challenger")
+    assert changed(it / "challenger", it / "solver")
+    assert read_marker(tmp_path / "run", 1, "labelling") is not None
+
+
+def test_zero_valid_questions_and_empty_band(tiny_checkpoint, tmp_path):
+    # a random model writes no <question>: every reward is 0, the step still runs and logs,
+    # and with nothing in the band the solver phase is skipped with a warning
+    cfg = load_config(None, tiny_overrides(tiny_checkpoint, **{"labeling.filter": True,
+                                                               "eval.enabled": False}))
+    run_iterations(cfg, tmp_path / "run")
+    rows = [json.loads(x) for x in (tmp_path / "run/iter_01/challenger_steps.jsonl")
+            .read_text().splitlines()]
+    assert len(rows) == 8 and all(r["reward"] == 0.0 and not r["valid"] for r in rows)
+    solver = read_marker(tmp_path / "run", 1, "solver")
+    assert solver["skipped"] and "no pooled question fell in the band" in solver["warning"]
+    assert "no pooled question fell in the band" in (tmp_path / "run/report.md").read_text()
+    metrics = [json.loads(x) for x in (tmp_path / "run/metrics.jsonl").read_text().splitlines()]
+    assert any("warning" in m for m in metrics)
+
+
+def test_run_dir_with_other_config_is_refused(one_iteration, format_checkpoint):
+    cfg = load_config(None, tiny_overrides(format_checkpoint, **{"run.seed": 5}))
+    with pytest.raises(RunDirConflict, match="run.seed"):
+        RZeroRun(cfg, one_iteration)
+
+
+def test_dead_solver_server_fails_the_phase_naming_the_url(format_checkpoint, tmp_path):
+    from rzero.generation import GenerationError
+    from rzero.serving import free_port
+
+    urls = tmp_path / "urls.txt"
+    url = f"http://127.0.0.1:{free_port()}/v1"  # nothing listens there
+    urls.write_text(url + "\n")
+    cfg = load_config(None, tiny_overrides(format_checkpoint, **{
+        "generation.solver_urls_file": str(urls), "generation.retries": 0,
+        "generation.timeout": 5}))
+    with pytest.raises(GenerationError, match=f"openai backend: request to {url}"):
+        run_iterations(cfg, tmp_path / "run")
+    # the base evaluation committed before the failure is intact; the challenger is not
+    assert read_marker(tmp_path / "run", 0, "eval") is not None
+    assert read_marker(tmp_path / "run", 1, "challenger") is None
+
+
+def _row_counts(run_dir: Path) -> dict[str, int]:
+    it = run_dir / "iter_01"
+    return {name: len((it / name).read_text().splitlines())
+            for name in ["challenger_steps.jsonl", "pool.jsonl", "labelled.jsonl"]} | {
+        "metrics": len((run_dir / "metrics.jsonl").read_text().splitlines())}
+
+
+def _iterate(run_dir, overrides, kill_at=None):
+    env = {**os.environ, "PYTHONUNBUFFERED": "1"}
+    env.pop("RZERO_KILL_AT", None)
+    if kill_at:
+        env["RZERO_KILL_AT"] = kill_at
+    args = [sys.executable, "-m", "rzero", "iterate", "--run-dir", str(run_dir)]
+    for o in overrides:
+        args += ["--set", o]
+    return subprocess.run(args, env=env, capture_output=True, text=True, timeout=900)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("kill_at", ["challenger:mid", "challenger:commit", "pool:mid",
+                                     "labelling:mid", "solver:mid", "solver:commit"])
+def test_killed_run_resumes_to_the_same_rows(kill_at, format_checkpoint, one_iteration,
+                                            tmp_path):
+    overrides = tiny_overrides(format_checkpoint, **{"eval.enabled": False})
+    killed = _iterate(tmp_path / "run", overrides, kill_at=kill_at)
+    assert killed.returncode == -9, killed.stderr[-2000:]
+    phase = kill_at.split(":")[0]
+    assert read_marker(tmp_path / "run", 1, phase) is None  # the phase did not commit
+    resumed = _iterate(tmp_path / "run", overrides)
+    assert resumed.returncode == 0, resumed.stderr[-2000:]
+    counts = _row_counts(tmp_path / "run")
+    # an uninterrupted run of the same config: 8 challenger rows, and pool/labelled equal
+    assert counts["challenger_steps.jsonl"] == 8
+    assert counts["pool.jsonl"] == counts["labelled.jsonl"]
+    reference = _row_counts(one_iteration)
+    assert counts["pool.jsonl"] == reference["pool.jsonl"]
+    # metrics: 1 challenger-step row + challenger, pool, labelling, solver phase rows
+    assert counts["metrics"] == 5
