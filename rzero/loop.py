@@ -205,7 +205,8 @@ class RZeroRun:
         gc.collect()
         n = len(read_jsonl(steps_log))
         valid = [s["valid_rate"] for s in summaries]
-        return {"checkpoint": checkpoint, "steps": summaries,
+        return {"checkpoint": checkpoint, "start": start, "frozen_solver": frozen_solver,
+                "steps": summaries,
                 "metrics": {"completions": n,
                             "valid_rate": sum(valid) / len(valid) if valid else 0.0,
                             "mean_reward": (sum(s["mean_reward"] for s in summaries)
@@ -221,7 +222,7 @@ class RZeroRun:
         self._account(gen)
         write_jsonl_atomic(iter_dir(self.run_dir, k) / "pool.jsonl", pool)
         counts["valid_rate"] = (counts["sampled"] - counts["malformed"]) / max(1, counts["sampled"])
-        return {"metrics": counts}
+        return {"challenger": challenger, "metrics": counts}
 
     def labelling_phase(self, k: int, solver: str) -> dict:
         from rzero.solver.train import label_pool, p_hat_histogram
@@ -234,7 +235,7 @@ class RZeroRun:
         write_jsonl_atomic(it / "labelled.jsonl", rows)
         kept = sum(r["kept"] for r in rows)
         p_hats = [r["p_hat"] for r in rows]
-        return {"metrics": {"questions": len(rows), "kept": kept,
+        return {"solver": solver, "metrics": {"questions": len(rows), "kept": kept,
                             "kept_fraction": kept / len(rows) if rows else 0.0,
                             "mean_p_hat": sum(p_hats) / len(p_hats) if p_hats else 0.0,
                             "mean_parse_rate": (sum(r["parse_rate"] for r in rows) / len(rows)
@@ -249,7 +250,7 @@ class RZeroRun:
         it = iter_dir(self.run_dir, k)
         kept = [r for r in read_jsonl(it / "labelled.jsonl") if r["kept"]]
         if not kept:
-            return {"checkpoint": start, "skipped": True,
+            return {"checkpoint": start, "start": start, "skipped": True,
                     "warning": f"iteration {k}: no pooled question fell in the band; the "
                                f"solver phase was skipped and the solver carried over",
                     "metrics": {"train_questions": 0}}
@@ -267,7 +268,7 @@ class RZeroRun:
         del model
         gc.collect()
         rewards = [row["reward"] for row in log if "reward" in row]
-        return {"checkpoint": checkpoint,
+        return {"checkpoint": checkpoint, "start": start,
                 "metrics": {"train_questions": len(rows),
                             "mean_reward": sum(rewards) / len(rewards) if rewards else 0.0}}
 
