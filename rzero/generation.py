@@ -34,6 +34,7 @@ class SamplingParams:
     top_k: int = 0  # 0 disables top-k
     max_new_tokens: int = 256
     seed: int | None = 0
+    min_new_tokens: int = 0  # suppress end-of-sequence before this many tokens (benchmarks)
 
 
 @dataclass
@@ -108,6 +109,7 @@ class HFGenerator:
             top_p=params.top_p if sample and params.top_p < 1.0 else None,
             top_k=params.top_k if sample and params.top_k > 0 else None,
             max_new_tokens=params.max_new_tokens,
+            min_new_tokens=params.min_new_tokens or None,
             eos_token_id=eos,
             pad_token_id=self.tokenizer.pad_token_id,
         )
@@ -244,7 +246,8 @@ class VLLMGenerator:
 
         vparams = VSampling(n=n, temperature=params.temperature, top_p=params.top_p,
                             top_k=params.top_k if params.top_k > 0 else -1,
-                            max_tokens=params.max_new_tokens, seed=params.seed)
+                            max_tokens=params.max_new_tokens, seed=params.seed,
+                            min_tokens=params.min_new_tokens)
         t0 = time.perf_counter()
         results = self.llm.chat([as_chat(p) for p in prompts], vparams, use_tqdm=False)
         out = [[c.text for c in r.outputs] for r in results]

@@ -362,7 +362,7 @@ def render_report(run_dir: Path, cfg: RZeroConfig) -> str:
         if not any(m.values()):
             continue
 
-        def g(phase, key, fmt="{:.3f}"):
+        def g(phase, key, fmt="{:.3f}", m=m):
             v = (m[phase] or {}).get("metrics", {}).get(key)
             return fmt.format(v) if isinstance(v, (int, float)) else "–"
 

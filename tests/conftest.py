@@ -12,7 +12,6 @@ from pathlib import Path
 import pytest
 import torch
 
-
 # short prompts keep the tiny models' sequences (and so the tests) short; the loop tests
 # point challenger.prompt_file / solver.prompt_file at them
 SHORT_CHALLENGER = Path(__file__).parent / "data" / "challenger_short.txt"

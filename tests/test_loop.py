@@ -9,12 +9,11 @@ from pathlib import Path
 
 import pytest
 import torch
+from conftest import SHORT_CHALLENGER, SHORT_SOLVER
 from safetensors.torch import load_file
 
-from conftest import SHORT_CHALLENGER, SHORT_SOLVER
-
 from rzero.config import load_config
-from rzero.loop import RZeroRun, RunDirConflict, read_marker, run_iterations
+from rzero.loop import RunDirConflict, RZeroRun, read_marker, run_iterations
 
 
 def tiny_overrides(model: Path, **extra) -> list[str]:
