@@ -1,5 +1,6 @@
 """math-verify equivalence behind the hard guard: verdicts, caching, timeouts, threads."""
 
+import os
 import threading
 import time
 
@@ -187,3 +188,39 @@ def test_a_pair_that_ran_out_of_budget_is_not_retried_with_less():
         # with the full limit it runs (and times out for good)
         [full] = c.check_many([(r"10^{10^{10}}", "3")])
         assert full.source == "timeout"
+
+
+def test_an_answer_that_keeps_timing_out_gets_no_more_worker_time():
+    # with a 2 s limit math-verify's own 1 s timeout stops each tower comparison;
+    # after 3 timeouts (and no completed comparison) the tower is skipped outright
+    with EquivalenceChecker(timeout_s=2.0) as c:
+        c.equivalent("1", "1.0")  # worker up
+        tower = r"10^{10^{10}}"
+        sources = [c.check_many([(tower, n)])[0].source for n in ("2", "3", "4")]
+        assert sources == ["math_verify"] * 3 and c.stats().inner_timeouts == 3
+        start = time.perf_counter()
+        [skipped] = c.check_many([(tower, "5")])
+        assert (skipped.equivalent, skipped.source) == (False, "slow_answer")
+        assert time.perf_counter() - start < 0.1
+        assert c.equivalent(tower, " 10^{10^{10}} ")  # identical strings still match
+        assert c.equivalent("2", "2.0")  # its partners are not blamed
+
+
+def test_worker_runs_under_a_memory_limit():
+    with EquivalenceChecker(memory_limit_mb=4096) as c:
+        assert c.equivalent(r"\frac{3}{6}", "0.5")
+        assert c.stats().errors == 0
+
+
+def test_a_forked_child_starts_its_own_worker(checker):
+    assert checker.equivalent("5/10", "0.5")  # the parent's worker is up
+    pid = os.fork()
+    if pid == 0:  # child: must not share (or kill) the parent's worker
+        ok = False
+        try:  # a pair nothing has asked before, so it needs a worker
+            ok = checker.equivalent("13/26", "0.5") and checker.stats().worker_starts >= 2
+        finally:
+            os._exit(0 if ok else 1)
+    _, status = os.waitpid(pid, 0)
+    assert os.waitstatus_to_exitcode(status) == 0
+    assert checker.equivalent("15/30", "0.5")  # the parent's worker still answers

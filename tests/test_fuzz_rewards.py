@@ -26,9 +26,34 @@ GRPO_BATCH = 16
 # cache or the fast path after their first appearance; the adversarial entries are the
 # point of the test.
 ANSWER_POOL = [
-    "5", "7", "-3", "12", "0", "1/2", "0.5", r"\frac{1}{2}", r"\dfrac12", r"\sqrt{2}",
-    "x+1", r"\pi", "3.14", "2^{10}", "1024", "(1,2)", r"\{1,2\}", r"\text{yes}", "ABC",
-    "½", "∞", "α+β", r"10^{10^{10}}", r"9^{9^{9}}", r"\frac{1}{0}", "0/0", r"\\", "{}{}",
+    "5",
+    "7",
+    "-3",
+    "12",
+    "0",
+    "1/2",
+    "0.5",
+    r"\frac{1}{2}",
+    r"\dfrac12",
+    r"\sqrt{2}",
+    "x+1",
+    r"\pi",
+    "3.14",
+    "2^{10}",
+    "1024",
+    "(1,2)",
+    r"\{1,2\}",
+    r"\text{yes}",
+    "ABC",
+    "½",
+    "∞",
+    "α+β",
+    r"10^{10^{10}}",
+    r"9^{9^{9}}",
+    r"\frac{1}{0}",
+    "0/0",
+    r"\\",
+    "{}{}",
 ]
 QUESTIONS = [
     "What is the sum of the first ten positive integers?",
@@ -58,7 +83,7 @@ def completion(rng: random.Random, i: int) -> str:
         return f"<question>{question * 40}</question> \\boxed{{{answer}}}"
     if kind == 4:  # unicode everywhere
         u = "".join(rng.choice(UNICODE) for _ in range(rng.randint(1, 8)))
-        return f"<question>{u} {question}</question> \\boxed{{{rng.choice(UNICODE)}{answer}}}"
+        return f"<question>{u} {question}</question> \\boxed{{{rng.choice(UNICODE)}}}"
     if kind == 5:  # towers that make sympy grind
         return f"<question>{question}</question> \\boxed{{10^{{10^{{10}}}}}}"
     if kind == 6:  # empty boxes
@@ -77,7 +102,9 @@ def completion(rng: random.Random, i: int) -> str:
     if kind == 9:  # random junk built from the syntax characters
         return "".join(rng.choice(JUNK_ALPHABET) for _ in range(rng.randint(0, 300)))
     if kind == 10:  # backslash runs, dangling commands
-        return rng.choice(["\\" * rng.randint(1, 5000), "\\boxed", "\\boxed ", "\\fbox{", "\\boxed }"])
+        return rng.choice(
+            ["\\" * rng.randint(1, 5000), "\\boxed", "\\boxed ", "\\fbox{", "\\boxed }"]
+        )
     if kind == 11:  # nested and brace-less boxes
         return rng.choice(
             [f"\\boxed{{\\boxed{{{answer}}}}}", f"$\\boxed {answer}$", f"\\fbox{{{answer}}}"]
@@ -121,7 +148,9 @@ def test_adversarial_completions(checker):
     assert sum(a is not None for a in answers) > 5000
 
     # voting: one question per VOTES_PER_QUESTION answers
-    groups = [answers[k : k + VOTES_PER_QUESTION] for k in range(0, len(answers), VOTES_PER_QUESTION)]
+    groups = [
+        answers[k : k + VOTES_PER_QUESTION] for k in range(0, len(answers), VOTES_PER_QUESTION)
+    ]
     votes = [timed(majority_vote, g, checker=checker, budget_s=LIMIT_S) for g in groups]
     for g, v in zip(groups, votes, strict=True):
         assert 0.0 <= v.p_hat <= 1.0 and 0.0 <= v.top2_margin <= v.p_hat
@@ -140,7 +169,12 @@ def test_adversarial_completions(checker):
             assert math.isfinite(p.reward) and 0.0 <= p.reward <= 1.0
             assert 0.0 <= p.repetition <= 1.0
         reference = timed(
-            challenger_rewards, qs, ps, form="reference", clip=False, invalid_reward=-1.0,
+            challenger_rewards,
+            qs,
+            ps,
+            form="reference",
+            clip=False,
+            invalid_reward=-1.0,
             variant="reference",
         )
         for p in reference:
