@@ -36,7 +36,7 @@ test-fast: setup
 	$(VENV)/bin/pytest -q -m "not slow" $(PYTEST_ARGS)
 
 lint: setup
-	$(VENV)/bin/ruff check rzero tests bench
+	$(VENV)/bin/ruff check rzero tests bench scripts
 
 bench: setup
 	$(PY) bench/generation.py

@@ -137,6 +137,13 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("eval", help="score a model on benchmarks")
     evaluation.add_arguments(p)
     p.set_defaults(func=cmd_eval)
+
+    from rzero import launch
+
+    p = sub.add_parser("serve-solver", help="serve the frozen solver as OpenAI-compatible "
+                                            "replicas (vllm serve; --engine transformers on CPU)")
+    launch.add_serve_solver_arguments(p)
+    p.set_defaults(func=launch.cmd_serve_solver)
     return parser
 
 

@@ -1,0 +1,133 @@
+"""One GRPO step under DeepSpeed ZeRO-2 and ZeRO-3 on CPU, through rzero.grpo.train_grpo,
+directly and through `accelerate launch` with configs/accelerate/deepspeed_zero2.yaml.
+
+Each run is a subprocess: DeepSpeed initialises torch.distributed (gloo on CPU, world size 1),
+which must not leak into the test process. The child reports, as one JSON line, the ZeRO
+stage DeepSpeed was initialised with and how many parameter tensors the step changed.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+
+from rzero.config import load_config
+from rzero.launch import accelerate_command
+from rzero.serving import free_port
+
+ROOT = Path(__file__).resolve().parents[1]
+
+CHILD = r'''
+import importlib, json, sys
+import torch
+import deepspeed
+from transformers import AutoModelForCausalLM, AutoTokenizer
+from rzero.grpo import GRPOSettings, train_grpo
+
+checkpoint, ds_config, out_dir, bf16 = sys.argv[1], sys.argv[2] or None, sys.argv[3], sys.argv[4] == "bf16"
+# DeepSpeed JIT-compiles a C++ shared-memory all-reduce for CPU ranks on one host at its
+# first init (about 2 minutes on 2 cores); with a single rank there is nothing to reduce.
+# (`import deepspeed.comm.torch as m` would bind the torch package deepspeed.comm re-exports)
+importlib.import_module("deepspeed.comm.torch").build_shm_op = lambda: None
+stages = []
+_initialize = deepspeed.initialize
+
+def recording_initialize(*args, **kwargs):
+    stages.append(kwargs["config_params"]["zero_optimization"]["stage"])
+    return _initialize(*args, **kwargs)
+
+deepspeed.initialize = recording_initialize  # accelerate looks it up at prepare() time
+
+tokenizer = AutoTokenizer.from_pretrained(checkpoint)
+model = AutoModelForCausalLM.from_pretrained(checkpoint, dtype=torch.float32)
+before = {n: p.detach().clone() for n, p in model.named_parameters()}
+
+def parity(prompts, completions, completion_ids, **kwargs):
+    # TRL lays a group's completions side by side, so each group of 4 is rewarded 0, 1, 0, 1:
+    # the group-normalised advantages are never all zero, whatever the model samples
+    return [float(i % 2) for i in range(len(completion_ids))]
+
+settings = GRPOSettings(steps=1, group_size=4, prompts_per_step=2, learning_rate=1e-2,
+                        beta=0.0, epsilon=0.2, epsilon_high=0.3, max_completion_length=8,
+                        temperature=1.0, bf16=bf16, deepspeed=ds_config)
+rows = [{"prompt": [{"role": "user", "content": "What is 2+3?"}]},
+        {"prompt": [{"role": "user", "content": "Name a prime."}]}]
+stats = train_grpo(model, tokenizer, rows, [parity], settings, out_dir)
+params = dict(model.named_parameters())
+with deepspeed.zero.GatheredParameters(list(params.values())):  # a no-op below ZeRO-3
+    # compared in the dtype training left them in: bf16 casts alone are not a change
+    changed = sum(not torch.equal(before[n].to(p.dtype), p.detach().cpu())
+                  for n, p in params.items())
+print("RESULT " + json.dumps({"stages": stages, "changed": changed, "tensors": len(before),
+                              "steps": stats.steps}))
+'''
+
+
+def _result(proc: subprocess.CompletedProcess) -> dict:
+    lines = [line for line in proc.stdout.splitlines() if line.startswith("RESULT ")]
+    assert proc.returncode == 0 and lines, proc.stdout[-3000:] + proc.stderr[-3000:]
+    return json.loads(lines[-1][len("RESULT "):])
+
+
+def _run_child(tmp_path: Path, checkpoint: Path, ds_config: str, *, cpu: bool,
+               bf16: bool = False) -> dict:
+    """One process standing in for rank 0 of a world of 1, as a launcher would start it."""
+    child = tmp_path / "child.py"
+    child.write_text(CHILD)
+    env = {**os.environ, "PYTHONPATH": str(ROOT), "RANK": "0", "WORLD_SIZE": "1",
+           "LOCAL_RANK": "0", "LOCAL_WORLD_SIZE": "1", "MASTER_ADDR": "127.0.0.1",
+           "MASTER_PORT": str(free_port())}
+    if cpu:
+        env.update(_CPU_ENV)
+    proc = subprocess.run([sys.executable, str(child), str(checkpoint),
+                           str(ROOT / "configs" / "deepspeed" / ds_config), str(tmp_path / "out"),
+                           "bf16" if bf16 else "fp32"],
+                          cwd=ROOT, env=env, capture_output=True, text=True, timeout=600)
+    return _result(proc)
+
+
+# CPU only, even on a GPU machine: DeepSpeed's CPU accelerator and a gloo process group
+_CPU_ENV = {"CUDA_VISIBLE_DEVICES": "", "DS_ACCELERATOR": "cpu"}
+
+
+@pytest.mark.parametrize(("ds_config", "stage"), [("zero2.json", 2), ("zero3.json", 3)])
+def test_grpo_step_under_zero_changes_the_parameters(tiny_checkpoint, tmp_path, ds_config,
+                                                     stage):
+    result = _run_child(tmp_path, tiny_checkpoint, ds_config, cpu=True)
+    assert result["stages"] == [stage]  # one engine (beta = 0: no reference model)
+    assert result["steps"] == 1
+    # every tensor gets a gradient (the embedding is tied to the head) and the lr is large
+    assert result["changed"] == result["tensors"]
+
+
+def test_accelerate_launch_with_the_zero2_config(tiny_checkpoint, tmp_path):
+    """The command accelerate_command builds, run for real: accelerate reads
+    configs/accelerate/deepspeed_zero2.yaml, which points the Trainer at zero2.json."""
+    child = tmp_path / "child.py"
+    child.write_text(CHILD)
+    argv, env = accelerate_command(
+        load_config(None, ["model.dtype=float32"]), num_processes=1, gpus=(),
+        main_process_port=free_port(),
+        accelerate_config="configs/accelerate/deepspeed_zero2.yaml",
+        entry=[str(child)], script_args=[str(tiny_checkpoint), "", str(tmp_path / "out"), "fp32"],
+        launcher=str(Path(sys.executable).parent / "accelerate"))
+    proc = subprocess.run(argv, cwd=ROOT, env={**os.environ, "PYTHONPATH": str(ROOT),
+                                               **_CPU_ENV, **env},
+                          capture_output=True, text=True, timeout=600)
+    result = _result(proc)
+    assert result["stages"] == [2]
+    assert result["changed"] == result["tensors"]
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs an NVIDIA GPU")
+def test_zero2_bf16_grpo_step_on_one_gpu(tiny_checkpoint, tmp_path):
+    result = _run_child(tmp_path, tiny_checkpoint, "zero2.json", cpu=False, bf16=True)
+    assert result["stages"] == [2]
+    assert result["changed"] == result["tensors"]

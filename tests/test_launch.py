@@ -1,0 +1,292 @@
+"""rzero.launch: GPU placement, the replicas' and the training launch's exact commands, and
+the frozen solver as real `transformers serve` replicas (the protocol of `vllm serve`)."""
+
+from __future__ import annotations
+
+import argparse
+import importlib.util
+import json
+import os
+import re
+import signal
+import socket
+from pathlib import Path
+
+import pytest
+import torch
+import yaml
+
+from rzero.config import load_config
+from rzero.generation import GenerationError, OpenAIGenerator, SamplingParams, read_urls_file
+from rzero.launch import (
+    Placement,
+    ReplicaSpec,
+    SolverReplicas,
+    accelerate_command,
+    add_serve_solver_arguments,
+    cmd_serve_solver,
+    format_command,
+    parse_gpus,
+    placement,
+    replica_plan,
+)
+from rzero.serving import ServerError, transformers_serve_command
+
+ROOT = Path(__file__).resolve().parents[1]
+QWEN = "configs/r-zero-qwen3-4b.yaml"  # model.dtype: bfloat16
+
+
+def _port_open(port: int) -> bool:
+    with socket.socket() as s:
+        return s.connect_ex(("127.0.0.1", port)) == 0
+
+
+# ---------------------------------------------------------------- placement
+
+
+def test_placement_splits_eight_gpus_four_train_four_serve():
+    assert placement(8, 4, 4) == Placement(train=(0, 1, 2, 3), solver=(4, 5, 6, 7))
+
+
+def test_placement_leaves_spare_gpus_idle_and_refuses_too_many():
+    assert placement(8, 2, 4) == Placement(train=(0, 1), solver=(2, 3, 4, 5))
+    with pytest.raises(ValueError, match="4 \\+ solver_gpus=5 = 9: more than the node's 8"):
+        placement(8, 4, 5)
+    with pytest.raises(ValueError, match="at least one GPU"):
+        placement(8, 0, 4)
+
+
+def test_parse_gpus_reads_lists_and_ranges():
+    assert parse_gpus("4,5,6,7") == (4, 5, 6, 7)
+    assert parse_gpus("4-7") == (4, 5, 6, 7)
+    assert parse_gpus("0,2-3") == (0, 2, 3)
+    assert parse_gpus("") == ()
+    with pytest.raises(ValueError, match="listed twice"):
+        parse_gpus("4,4")
+    with pytest.raises(ValueError, match="expected GPU indices"):
+        parse_gpus("four")
+
+
+# ---------------------------------------------------------------- replica plan
+
+
+def test_replica_plan_pins_one_gpu_and_one_port_per_vllm_replica():
+    plan = replica_plan(4, (4, 5, 6, 7), 1, 8100, "127.0.0.1", checkpoint="runs/q/iter_01/solver")
+    assert plan[0] == ReplicaSpec(
+        index=0, gpus=(4,), cuda_visible_devices="4", port=8100,
+        url="http://127.0.0.1:8100/v1",
+        command=("vllm", "serve", "runs/q/iter_01/solver", "--host", "127.0.0.1", "--port",
+                 "8100", "--tensor-parallel-size", "1"))
+    assert [s.cuda_visible_devices for s in plan] == ["4", "5", "6", "7"]
+    assert [s.port for s in plan] == [8100, 8101, 8102, 8103]
+    assert [s.url for s in plan] == [f"http://127.0.0.1:{p}/v1" for p in range(8100, 8104)]
+    assert list(plan[3].command) == ["vllm", "serve", "runs/q/iter_01/solver", "--host",
+                                     "127.0.0.1", "--port", "8103", "--tensor-parallel-size",
+                                     "1"]
+
+
+def test_replica_plan_with_tensor_parallelism_and_a_public_address():
+    # 2 replicas x TP 2 on GPUs 4-7; bound on every interface, advertised under the node name
+    plan = replica_plan(2, (4, 5, 6, 7), 2, 9000, "0.0.0.0", checkpoint="/ckpt",
+                        url_host="node3", gpu_memory_utilization=0.85)
+    assert [s.cuda_visible_devices for s in plan] == ["4,5", "6,7"]
+    assert [s.url for s in plan] == ["http://node3:9000/v1", "http://node3:9001/v1"]
+    assert list(plan[1].command) == ["vllm", "serve", "/ckpt", "--host", "0.0.0.0", "--port",
+                                     "9001", "--tensor-parallel-size", "2",
+                                     "--gpu-memory-utilization", "0.85"]
+
+
+def test_replica_plan_transformers_engine_on_cpu_hides_the_gpus():
+    plan = replica_plan(2, (), 1, 8100, "127.0.0.1", checkpoint="/ckpt", engine="transformers")
+    assert [s.cuda_visible_devices for s in plan] == ["", ""]
+    assert list(plan[1].command) == transformers_serve_command("/ckpt", "127.0.0.1", 8101)
+
+
+def test_replica_plan_refuses_a_gpu_count_that_does_not_fit():
+    with pytest.raises(ValueError, match="lists 3 GPUs; 2 replicas x tensor_parallel_size 2 "
+                                         "need exactly 4"):
+        replica_plan(2, (4, 5, 6), 2, 8100, "127.0.0.1", checkpoint="/ckpt")
+    with pytest.raises(ValueError, match="engine='vllm' needs GPUs"):
+        replica_plan(2, (), 1, 8100, "127.0.0.1", checkpoint="/ckpt")
+    with pytest.raises(ValueError, match="listed twice"):
+        replica_plan(2, (4, 4), 1, 8100, "127.0.0.1", checkpoint="/ckpt")
+
+
+def test_replicas_from_a_config_follow_its_backend(tmp_path):
+    gpu = load_config(QWEN, ["generation.tensor_parallel_size=2"])
+    replicas = SolverReplicas.from_config(gpu, "/ckpt", replicas=2, gpus=(4, 5, 6, 7),
+                                          urls_file=tmp_path / "urls.txt", port_base=8100)
+    assert [s.cuda_visible_devices for s in replicas.specs] == ["4,5", "6,7"]
+    assert replicas.specs[0].command[:2] == ("vllm", "serve")
+    cpu = load_config()  # backend hf, no GPUs: `transformers serve` replicas
+    replicas = SolverReplicas.from_config(cpu, tmp_path, replicas=2, gpus=(),
+                                          urls_file=tmp_path / "urls.txt", port_base=8100)
+    assert list(replicas.specs[1].command) == transformers_serve_command(str(tmp_path),
+                                                                         "127.0.0.1", 8101)
+    assert replicas.processes == []  # nothing starts before `with` / start()
+
+
+# ---------------------------------------------------------------- training launch
+
+
+def test_accelerate_command_for_the_four_training_gpus_of_one_node():
+    argv, env = accelerate_command(QWEN, num_processes=4, gpus=(0, 1, 2, 3))
+    assert argv == ["accelerate", "launch",
+                    "--config_file", "configs/accelerate/deepspeed_zero2.yaml",
+                    "--num_processes", "4", "--num_machines", "1", "--machine_rank", "0",
+                    "--main_process_port", "29500", "--mixed_precision", "bf16",
+                    "-m", "rzero", "iterate", "--config", QWEN]
+    assert env == {"CUDA_VISIBLE_DEVICES": "0,1,2,3"}
+
+
+def test_accelerate_command_for_the_second_of_two_nodes():
+    argv, env = accelerate_command(
+        QWEN, num_processes=16, gpus=range(8), num_machines=2, machine_rank=1,
+        main_process_ip="10.0.0.1", accelerate_config="configs/accelerate/multi_node.yaml",
+        script_args=["iterate", "--config", QWEN, "--run-dir", "runs/q"])
+    assert argv == ["accelerate", "launch", "--config_file", "configs/accelerate/multi_node.yaml",
+                    "--num_processes", "16", "--num_machines", "2", "--machine_rank", "1",
+                    "--main_process_ip", "10.0.0.1", "--main_process_port", "29500",
+                    "--mixed_precision", "bf16",
+                    "-m", "rzero", "iterate", "--config", QWEN, "--run-dir", "runs/q"]
+    assert env == {"CUDA_VISIBLE_DEVICES": "0,1,2,3,4,5,6,7"}
+
+
+def test_accelerate_command_takes_mixed_precision_from_the_model_dtype():
+    cfg = load_config(None, ["model.dtype=float32"])
+    argv, env = accelerate_command(cfg, num_processes=1, gpus=(), script_args=["info"],
+                                   accelerate_config="configs/accelerate/single_gpu.yaml")
+    assert argv[-5:] == ["--mixed_precision", "no", "-m", "rzero", "info"]
+    assert env == {"CUDA_VISIBLE_DEVICES": ""}
+
+
+def test_accelerate_command_refuses_inconsistent_counts():
+    # accelerate's --num_processes is the total over all machines
+    with pytest.raises(ValueError, match="4 GPUs x 2 machines = 8"):
+        accelerate_command(QWEN, num_processes=4, gpus=(0, 1, 2, 3), num_machines=2,
+                           main_process_ip="10.0.0.1")
+    with pytest.raises(ValueError, match="main_process_ip: needed"):
+        accelerate_command(QWEN, num_processes=8, gpus=(0, 1, 2, 3), num_machines=2)
+    with pytest.raises(ValueError, match="pass script_args"):
+        accelerate_command(load_config(), num_processes=1, gpus=(0,))
+
+
+def test_format_command_is_a_shell_line():
+    argv, env = accelerate_command(QWEN, num_processes=4, gpus=(0, 1, 2, 3))
+    assert format_command(argv, env) == (
+        "CUDA_VISIBLE_DEVICES=0,1,2,3 accelerate launch --config_file "
+        "configs/accelerate/deepspeed_zero2.yaml --num_processes 4 --num_machines 1 "
+        "--machine_rank 0 --main_process_port 29500 --mixed_precision bf16 -m rzero iterate "
+        "--config configs/r-zero-qwen3-4b.yaml")
+
+
+def test_accelerate_and_deepspeed_files_fit_together():
+    acc = {p.stem: yaml.safe_load(p.read_text())
+           for p in (ROOT / "configs" / "accelerate").glob("*.yaml")}
+    assert set(acc) == {"single_gpu", "multi_gpu", "multi_node", "deepspeed_zero2",
+                        "deepspeed_zero3"}
+    stages = {}
+    for name, c in acc.items():
+        if c["distributed_type"] != "DEEPSPEED":
+            continue
+        ds_file = ROOT / c["deepspeed_config"]["deepspeed_config_file"]
+        ds = json.loads(ds_file.read_text())
+        stages[name] = ds["zero_optimization"]["stage"]
+        # with a DeepSpeed file accelerate refuses these keys in its own config
+        assert "mixed_precision" not in c
+        assert set(c["deepspeed_config"]) <= {"deepspeed_config_file", "zero3_init_flag",
+                                              "deepspeed_multinode_launcher"}
+        # the HF Trainer fills "auto" from GRPOConfig: batch sizes, clipping, bf16
+        for key in ("train_batch_size", "train_micro_batch_size_per_gpu",
+                    "gradient_accumulation_steps", "gradient_clipping"):
+            assert ds[key] == "auto"
+        assert ds["bf16"] == {"enabled": "auto"}
+    assert stages == {"deepspeed_zero2": 2, "deepspeed_zero3": 3, "multi_node": 2}
+    assert acc["multi_node"]["deepspeed_config"]["deepspeed_multinode_launcher"] == "standard"
+
+
+def test_serve_solver_refuses_vllm_without_gpus(capsys):
+    p = argparse.ArgumentParser()
+    add_serve_solver_arguments(p)
+    args = p.parse_args(["/ckpt", "--replicas", "2"])
+    assert cmd_serve_solver(args) == 2
+    assert "engine='vllm' needs GPUs" in capsys.readouterr().err
+
+
+# ---------------------------------------------------------------- real replicas
+
+
+def _requests_in(log: Path) -> int:
+    return len(re.findall(r'"POST /v1/chat/completions HTTP/1\.1" 200', log.read_text()))
+
+
+@pytest.fixture
+def two_replicas(tiny_checkpoint, tmp_path):
+    urls_file = tmp_path / "solver_urls.txt"
+    with SolverReplicas(tiny_checkpoint, replicas=2, engine="transformers",
+                        urls_file=urls_file, log_dir=tmp_path / "logs",
+                        startup_timeout=120) as replicas:
+        yield replicas, urls_file
+
+
+def test_replicas_share_the_requests_and_stop_cleanly(two_replicas):
+    replicas, urls_file = two_replicas
+    urls = read_urls_file(str(urls_file))
+    assert urls == replicas.urls and len(set(urls)) == 2
+    gen = OpenAIGenerator(urls, replicas.model, concurrency=4, retries=0, timeout=60)
+    out = gen.generate(["What is 2+3?", "Name a prime."], 3,
+                       SamplingParams(temperature=1.0, max_new_tokens=4, seed=0))
+    assert [len(o) for o in out] == [3, 3]
+    # 2 prompts x 3 samples = 6 requests, round-robin over 2 servers -> 3 each
+    assert gen.requests_per_url == [3, 3]
+    assert [_requests_in(log) for log in replicas.log_paths] == [3, 3]
+    replicas.check_alive()  # both up: no error
+    ports = [s.port for s in replicas.specs]
+    replicas.stop()
+    assert not urls_file.exists()  # no later phase reads the URLs of stopped servers
+    assert not any(_port_open(p) for p in ports)
+
+
+def test_a_dead_replica_is_named_with_its_url_and_log(two_replicas):
+    replicas, urls_file = two_replicas
+    dead = replicas.specs[1]
+    os.killpg(replicas.processes[1].pid, signal.SIGKILL)
+    replicas.processes[1].wait(timeout=30)
+    with pytest.raises(ServerError) as err:
+        replicas.check_alive()
+    assert f"solver replica 1 at {dead.url} exited with code -9" in str(err.value)
+    assert f"log: {replicas.log_paths[1]}" in str(err.value)
+    gen = OpenAIGenerator(read_urls_file(str(urls_file)), replicas.model, concurrency=1,
+                          retries=0, timeout=30)
+    with pytest.raises(GenerationError, match=f"request to {re.escape(dead.url)} failed"):
+        gen.generate(["What is 2+3?"], 2, SamplingParams(max_new_tokens=2))
+
+
+def test_a_replica_that_cannot_load_fails_with_its_url_and_log(tmp_path):
+    empty = tmp_path / "not-a-model"
+    empty.mkdir()
+    replicas = SolverReplicas(empty, replicas=1, engine="transformers",
+                              urls_file=tmp_path / "urls.txt", log_dir=tmp_path / "logs",
+                              startup_timeout=120)
+    with pytest.raises(ServerError) as err:
+        with replicas:
+            pass
+    url = replicas.specs[0].url
+    assert f"solver replica 0 at {url} exited with code" in str(err.value)
+    assert f"log: {replicas.log_paths[0]}" in str(err.value)
+    assert not (tmp_path / "urls.txt").exists()
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(not torch.cuda.is_available() or importlib.util.find_spec("vllm") is None,
+                    reason="needs an NVIDIA GPU and vllm (the gpu extra)")
+def test_vllm_replica_serves_the_frozen_solver(tiny_checkpoint, tmp_path):
+    urls_file = tmp_path / "urls.txt"
+    with SolverReplicas(tiny_checkpoint, replicas=1, gpus=(0,), urls_file=urls_file,
+                        log_dir=tmp_path / "logs", gpu_memory_utilization=0.3,
+                        extra_args=["--max-model-len", "512", "--enforce-eager"]) as replicas:
+        gen = OpenAIGenerator(read_urls_file(str(urls_file)), replicas.model, retries=0)
+        out = gen.generate(["What is 2+3?"], 2, SamplingParams(max_new_tokens=4))
+        assert [len(o) for o in out] == [2]
+        assert gen.stats.new_tokens >= 2
+    assert not urls_file.exists()
