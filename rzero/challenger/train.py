@@ -6,9 +6,8 @@ batched call, votes, and combines uncertainty, repetition penalty and format gat
 `challenger_reward`. Every completion's record is appended to `challenger_steps.jsonl`,
 which the label-accuracy audit reads.
 
-Departure from the reference code: the repetition penalty's batch is the step's *valid*
-questions (invalid completions are gated to `invalid_reward` anyway), so a batch full of
-malformed output does not dilute the penalty of the few real questions.
+The repetition penalty clusters the step's well-formed questions and divides cluster sizes
+by the whole batch size B, as the paper's |C_k| / B (see `challenger_rewards`).
 """
 
 from __future__ import annotations
@@ -20,8 +19,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-from rzero.challenger.repetition import repetition_penalties
-from rzero.challenger.rewards import challenger_reward, uncertainty_reward
+from rzero.challenger.rewards import challenger_rewards
 from rzero.config import RZeroConfig
 from rzero.faults import crash_point
 from rzero.generation import Generator, SamplingParams
@@ -81,26 +79,26 @@ class ChallengerReward:
 
         seed = self.cfg.run.seed * 100_003 + self.iteration * 1_009 + self.step
         answers, votes = solver_votes(self.solver, valid_qs, self.cfg, seed)
-        penalties = (repetition_penalties(valid_qs, tau=c.tau, variant=c.bleu_variant)
-                     if valid_qs else [])
-
-        rewards = [c.invalid_reward] * len(texts)
+        p_hats: list[float | None] = [None] * len(texts)
+        for k, i in enumerate(valid_idx):
+            p_hats[i] = votes[k].p_hat
+        parts = challenger_rewards([questions[i] if valid[i] else None
+                                    for i in range(len(texts))], p_hats,
+                                   tau=c.tau, variant=c.bleu_variant, form=c.reward_form,
+                                   lam=c.repetition_lambda, clip=c.clip_reward,
+                                   invalid_reward=c.invalid_reward)
+        rewards = [p.reward for p in parts]
         rows = [dict(iteration=self.iteration, step=self.step, completion=texts[i][:4000],
-                     question=questions[i],
-                     challenger_answer=own_answers[i], valid=False, answers=[], label=None,
-                     p_hat=None, num_groups=0, top2_margin=None, parse_rate=None, r_unc=None,
-                     r_rep=None, reward=c.invalid_reward) for i in range(len(texts))]
+                     question=questions[i], challenger_answer=own_answers[i], valid=False,
+                     answers=[], label=None, p_hat=None, num_groups=0, top2_margin=None,
+                     parse_rate=None, r_unc=None, r_rep=None, reward=rewards[i])
+                for i in range(len(texts))]
         for k, i in enumerate(valid_idx):
             v = votes[k]
-            r_rep = penalties[k] if c.repetition_lambda > 0 else 0.0
-            rewards[i] = challenger_reward(v.p_hat, r_rep, valid=True, form=c.reward_form,
-                                           lam=c.repetition_lambda, clip=c.clip_reward,
-                                           invalid_reward=c.invalid_reward)
             rows[i].update(valid=True, answers=answers[k], label=v.label, p_hat=v.p_hat,
                            num_groups=v.num_groups, top2_margin=v.top2_margin,
-                           parse_rate=v.parse_rate,
-                           r_unc=uncertainty_reward(v.p_hat, c.reward_form),
-                           r_rep=r_rep, reward=rewards[i])
+                           parse_rate=v.parse_rate, r_unc=parts[i].uncertainty,
+                           r_rep=parts[i].repetition)
 
         self.log_path.parent.mkdir(parents=True, exist_ok=True)
         with self.log_path.open("a") as f:
