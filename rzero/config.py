@@ -150,6 +150,12 @@ class GenerationConfig:
     solver_urls_file: str | None = _f(None, "File with the frozen solver's server URLs, one "
                                             "a line (written by `rzero serve-solver`); the "
                                             "challenger reward then queries them.")
+    solver_replicas: int = _f(0, "Serve the frozen solver of each challenger phase as this many "
+                                 "OpenAI-compatible replicas (vllm serve on GPU, transformers "
+                                 "serve on CPU), started and stopped by the phase; 0: in-process.",
+                              min=0)
+    solver_gpus: list[int] = _f([], "GPUs for the solver replicas (replicas x "
+                                    "tensor_parallel_size of them); empty: CPU.")
     api_key_env: str | None = _f(None, "openai: NAME of the environment variable holding the "
                                        "API key (the key itself is never stored).")
     concurrency: int = _f(8, "openai: requests in flight at once.", min=1)

@@ -17,6 +17,7 @@ import itertools
 import os
 import threading
 import time
+import warnings
 from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
@@ -177,6 +178,7 @@ class OpenAIGenerator:
         self.clients = [OpenAI(base_url=u, api_key=key or "EMPTY", timeout=timeout,
                                max_retries=retries) for u in self.base_urls]
         self.requests_per_url = [0] * len(self.clients)
+        self.top_k_supported = True
         self._next = itertools.count()
         self._lock = threading.Lock()
         self.stats = GenerationStats()
@@ -188,16 +190,27 @@ class OpenAIGenerator:
             return k
 
     def _one(self, messages: Chat, params: SamplingParams, seed: int | None) -> str:
+        from openai import UnprocessableEntityError
+
         k = self._pick()
         extra: dict[str, Any] = {}
-        if params.top_k > 0:
-            extra["top_k"] = params.top_k
+        if params.top_k > 0 and self.top_k_supported:
+            extra["top_k"] = params.top_k  # vLLM's extension; not in the OpenAI API
         t0 = time.perf_counter()
         try:
-            resp = self.clients[k].chat.completions.create(
-                model=self.model, messages=messages, temperature=params.temperature,
-                top_p=params.top_p, max_tokens=params.max_new_tokens, seed=seed, n=1,
-                extra_body=extra or None)
+            try:
+                resp = self._create(k, messages, params, seed, extra)
+            except UnprocessableEntityError:
+                if not extra:
+                    raise
+                # servers that follow the OpenAI schema strictly (transformers serve) reject
+                # top_k: sample without it from now on, and say so once
+                with self._lock:
+                    if self.top_k_supported:
+                        self.top_k_supported = False
+                        warnings.warn(f"{self.base_urls[k]} rejects top_k; sampling without "
+                                      f"it", stacklevel=2)
+                resp = self._create(k, messages, params, seed, {})
         except Exception as exc:
             raise GenerationError(f"openai backend: request to {self.base_urls[k]} failed: "
                                   f"{type(exc).__name__}: {exc}") from exc
@@ -205,6 +218,13 @@ class OpenAIGenerator:
         usage = getattr(resp, "usage", None)
         self.stats.add(time.perf_counter() - t0, usage.completion_tokens if usage else 0)
         return text
+
+    def _create(self, k: int, messages: Chat, params: SamplingParams, seed: int | None,
+                extra: dict[str, Any]):
+        return self.clients[k].chat.completions.create(
+            model=self.model, messages=messages, temperature=params.temperature,
+            top_p=params.top_p, max_tokens=params.max_new_tokens, seed=seed, n=1,
+            extra_body=extra or None)
 
     def generate(self, prompts: Sequence[Prompt], n: int,
                  params: SamplingParams) -> list[list[str]]:

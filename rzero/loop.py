@@ -28,6 +28,7 @@ from __future__ import annotations
 import gc
 import shutil
 import time
+from contextlib import ExitStack
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -181,15 +182,40 @@ class RZeroRun:
     # ------------------------------------------------------------ the phases
 
     def challenger_phase(self, k: int, start: str, frozen_solver: str) -> dict:
-        from rzero.challenger.train import ChallengerReward
-        from rzero.generation import frozen_solver_generator
-        from rzero.grpo import train_grpo
-        from rzero.prompts import challenger_chat
+        from rzero.generation import GenerationError, frozen_solver_generator
 
         it = iter_dir(self.run_dir, k)
         steps_log = it / "challenger_steps.jsonl"
         steps_log.unlink(missing_ok=True)  # a redone phase starts its log afresh
-        solver = frozen_solver_generator(self.cfg, frozen_solver)
+        with ExitStack() as stack:
+            g = self.cfg.generation
+            service = None
+            if g.solver_replicas > 0:
+                # S_{k-1} changes every iteration, so the phase serves it for itself
+                from rzero.generation import OpenAIGenerator
+                from rzero.launch import SolverReplicas
+
+                service = stack.enter_context(SolverReplicas.from_config(
+                    self.cfg, frozen_solver, replicas=g.solver_replicas, gpus=g.solver_gpus,
+                    urls_file=it / "solver_urls.txt", log_dir=it / "solver_logs"))
+                solver = OpenAIGenerator(service.urls, service.model,
+                                         api_key_env=g.api_key_env, concurrency=g.concurrency,
+                                         timeout=g.timeout, retries=g.retries)
+            else:
+                solver = frozen_solver_generator(self.cfg, frozen_solver)
+            try:
+                return self._train_challenger(k, it, start, frozen_solver, solver, steps_log)
+            except GenerationError:
+                if service is not None:
+                    service.check_alive()  # a dead replica: name its URL and log instead
+                raise
+
+    def _train_challenger(self, k: int, it: Path, start: str, frozen_solver: str, solver,
+                          steps_log: Path) -> dict:
+        from rzero.challenger.train import ChallengerReward
+        from rzero.grpo import train_grpo
+        from rzero.prompts import challenger_chat
+
         summaries: list[dict[str, float]] = []
         reward = ChallengerReward(solver, self.cfg, steps_log, k, on_step=summaries.append)
         model, tokenizer = self.load(start)

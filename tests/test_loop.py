@@ -192,3 +192,19 @@ def test_killed_run_resumes_to_the_same_rows(kill_at, format_checkpoint, one_ite
     assert counts["pool.jsonl"] == reference["pool.jsonl"]
     # metrics: 1 challenger-step row + challenger, pool, labelling, solver phase rows
     assert counts["metrics"] == 5
+
+
+def test_challenger_phase_can_serve_its_frozen_solver_as_replicas(format_checkpoint, tmp_path):
+    # generation.solver_replicas: the phase starts `transformers serve` replicas of S_{k-1},
+    # the reward queries them over HTTP, and they are stopped when the phase ends
+    cfg = load_config(None, tiny_overrides(format_checkpoint, **{
+        "generation.solver_replicas": 1, "eval.enabled": False}))
+    run = RZeroRun(cfg, tmp_path / "run")
+    info = run.challenger_phase(1, str(format_checkpoint), str(format_checkpoint))
+    it = tmp_path / "run/iter_01"
+    log = next((it / "solver_logs").glob("*.log")).read_text()
+    assert "chat/completions" in log
+    assert not (it / "solver_urls.txt").exists()  # removed when the replicas stopped
+    rows = [json.loads(x) for x in (it / "challenger_steps.jsonl").read_text().splitlines()]
+    assert len(rows) == 8 and any(r["answers"] for r in rows)
+    assert info["frozen_solver"] == str(format_checkpoint)
