@@ -4,6 +4,8 @@ VENV ?= .venv
 TORCH_SPEC ?= torch==2.13.0
 CONFIG ?= configs/tiny.yaml
 RUN_DIR ?= runs/tiny
+ABLATE_CONFIG ?= configs/ablate-tiny.yaml
+ABLATE_DIR ?= runs/ablate
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.rzero-setup
 
@@ -27,7 +29,7 @@ audit: setup
 	$(VENV)/bin/rzero audit $(RUN_DIR) $(ARGS)
 
 ablate: setup
-	$(VENV)/bin/rzero ablate --config $(CONFIG) $(ARGS)
+	$(VENV)/bin/rzero ablate --config $(ABLATE_CONFIG) --out $(ABLATE_DIR) $(ARGS)
 
 test: setup
 	$(VENV)/bin/pytest -q $(PYTEST_ARGS)

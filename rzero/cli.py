@@ -132,6 +132,18 @@ def build_parser() -> argparse.ArgumentParser:
                         "(default: the run's base model)")
     p.set_defaults(func=cmd_audit)
 
+    from rzero import ablation
+
+    p = sub.add_parser("ablate", help="run ablation variants (separate vs shared weights, ...) "
+                                      "as resumable runs and compare them")
+    ablation.add_arguments(p)
+    p.set_defaults(func=ablation.run)
+
+    p = sub.add_parser("compare", help="one table over runs: eval average and audited label "
+                                       "accuracy per iteration")
+    ablation.add_compare_arguments(p)
+    p.set_defaults(func=ablation.run_compare)
+
     from rzero import evaluation
 
     p = sub.add_parser("eval", help="score a model on benchmarks")

@@ -1,0 +1,351 @@
+"""Ablations and their comparison, with tiny in-process models.
+
+One module fixture runs `ablate` for separate vs shared weights, 2 iterations of ~1 GRPO step
+each, recording every checkpoint a training phase loads; the tests then read those runs.
+"""
+
+import argparse
+import json
+import shutil
+from pathlib import Path
+
+import pytest
+import torch
+import yaml
+from conftest import SHORT_CHALLENGER, SHORT_SOLVER
+from safetensors.torch import load_file
+
+from rzero.ablation import (
+    VARIANTS,
+    ablate,
+    add_arguments,
+    add_compare_arguments,
+    compare,
+    parse_variants,
+    run,
+    run_compare,
+    variant_config,
+)
+from rzero.config import ConfigError, load_config
+from rzero.labeling.report import build_report
+from rzero.loop import RZeroRun, read_marker
+
+# Three questions the format-trained tiny model can answer: it boxes 1 or 2 whatever it is
+# asked, so the evaluation average is neither always 0 nor always 1.
+EVAL_ITEMS = [("What is 1 plus 0?", "1"), ("What is 2 plus 0?", "2"), ("What is 0 plus 1?", "1")]
+
+
+def ablate_overrides(model: Path, bench: Path) -> list[str]:
+    sets = {
+        "model.name": str(model), "model.device": "cpu", "run.iterations": 2,
+        "challenger.steps": 1, "challenger.group_size": 4, "challenger.prompts_per_step": 2,
+        "challenger.max_completion_length": 32, "challenger.pool_size": 8,
+        # Every GRPO step must see unequal rewards in some group, or its gradient is exactly
+        # zero and the weights do not move: the reference code's -1 for a malformed question
+        # (paper: 0) and its 0.1 format bonus for the solver make equal rewards unlikely, and
+        # a small learning rate keeps the formats the model was trained on for 2 iterations.
+        "challenger.learning_rate": 1e-4, "challenger.invalid_reward": -1,
+        "solver.steps": 1, "solver.group_size": 4, "solver.prompts_per_step": 2,
+        "solver.max_completion_length": 16, "solver.learning_rate": 1e-4,
+        "solver.reward": "reference",
+        "labeling.num_votes": 4, "labeling.max_new_tokens": 16,
+        "labeling.filter": False,  # keep every labelled question so the solver phase runs
+        "eval.benchmarks": f"tiny={bench}", "eval.max_new_tokens": 12,
+        "challenger.prompt_file": SHORT_CHALLENGER, "solver.prompt_file": SHORT_SOLVER,
+    }
+    return [f"{k}={v}" for k, v in sets.items()]
+
+
+@pytest.fixture(scope="module")
+def ablated(format_checkpoint, tmp_path_factory):
+    """OUT with separate/ and shared/, and every (run dir, checkpoint, weights) trained from."""
+    tmp = tmp_path_factory.mktemp("ablate")
+    bench = tmp / "tiny.jsonl"
+    bench.write_text("".join(json.dumps({"problem": q, "answer": a}) + "\n"
+                             for q, a in EVAL_ITEMS))
+    cfg = load_config(None, ablate_overrides(format_checkpoint, bench))
+    loads: list[tuple[str, str, dict[str, torch.Tensor]]] = []
+    original = RZeroRun.load
+
+    def recording_load(self, checkpoint):
+        model, tokenizer = original(self, checkpoint)
+        loads.append((Path(self.run_dir).name, str(checkpoint),
+                      {k: v.detach().clone() for k, v in model.state_dict().items()}))
+        return model, tokenizer
+
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(RZeroRun, "load", recording_load)
+        md = ablate(cfg, ["separate", "shared"], tmp / "out")
+    return {"out": tmp / "out", "md": md, "loads": loads, "cfg": cfg,
+            "base": str(format_checkpoint)}
+
+
+def weights(checkpoint) -> dict[str, torch.Tensor]:
+    return load_file(str(Path(checkpoint) / "model.safetensors"))
+
+
+def same(a: dict[str, torch.Tensor], b: dict[str, torch.Tensor]) -> bool:
+    """Every tensor of the saved checkpoint `b` equals the one in `a`, bit for bit."""
+    return all(torch.equal(a[k], b[k]) for k in b)
+
+
+def table(md: str, title: str) -> list[list[str]]:
+    """The body rows of the Markdown table under `## title`, as lists of cells."""
+    lines = md.split(f"## {title}\n\n", 1)[1].split("\n\n")[0].splitlines()
+    return [[c.strip() for c in line.strip("|").split("|")] for line in lines[2:]]
+
+
+def header(md: str, title: str) -> list[str]:
+    line = md.split(f"## {title}\n\n", 1)[1].splitlines()[0]
+    return [c.strip() for c in line.strip("|").split("|")]
+
+
+MAIN = "Performance and label accuracy per iteration"
+
+
+# ---------------------------------------------------------------- variants
+
+
+def test_variant_config_sets_each_variants_field():
+    cfg = load_config(None, ["roles.shared=true"])  # a recipe with shared weights
+    assert variant_config(cfg, "separate").roles.shared is False
+    assert variant_config(cfg, "shared").roles.shared is True
+    base = variant_config(cfg, "base_challenger")
+    assert base.roles.train_challenger is False and base.roles.shared is False
+    norep = variant_config(cfg, "no_repetition_penalty")
+    assert norep.challenger.repetition_lambda == 0.0 and norep.roles.shared is False
+    nofilter = variant_config(cfg, "no_band_filter")
+    assert nofilter.labeling.filter is False and nofilter.roles.shared is False
+    # nothing else moves, and the recipe itself is untouched
+    assert variant_config(cfg, "no_band_filter").challenger == cfg.challenger
+    assert cfg.roles.shared is True and cfg.labeling.filter is True
+    assert set(VARIANTS) == {"separate", "shared", "base_challenger",
+                             "no_repetition_penalty", "no_band_filter"}
+
+
+def test_unknown_variant_is_a_clear_error():
+    with pytest.raises(ConfigError, match="'sharde': unknown; allowed variants are separate"):
+        variant_config(load_config(None), "sharde")
+    with pytest.raises(ConfigError, match="unknown variant\\(s\\) 'bogus'"):
+        parse_variants("separate,bogus")
+    assert parse_variants(" shared , separate,shared") == ["shared", "separate"]
+    assert parse_variants("all") == list(VARIANTS)
+
+
+# ---------------------------------------------------------------- the ablation runs
+
+
+def test_ablate_writes_one_run_per_variant_and_the_comparison(ablated):
+    out = ablated["out"]
+    for variant, shared in (("separate", False), ("shared", True)):
+        saved = load_config(out / variant / "config.yaml")
+        assert saved.roles.shared is shared
+        assert saved.run.seed == ablated["cfg"].run.seed
+        assert saved.model.name == ablated["cfg"].model.name
+        assert read_marker(out / variant, 2, "eval") is not None
+    assert ablated["md"] == out / "comparison.md"
+    for ext in ("md", "html", "json", "png"):
+        assert (out / f"comparison.{ext}").is_file()
+    assert (out / "comparison.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+def test_comparison_table_has_a_row_per_iteration_and_the_eval_markers_numbers(ablated):
+    out = ablated["out"]
+    md = ablated["md"].read_text()
+    assert header(md, MAIN) == [
+        "iter", "solver step", "R-Zero (separate): eval avg (%)",
+        "R-Zero (separate): label acc [95 % CI]", "Single-R-Zero (shared): eval avg (%)",
+        "Single-R-Zero (shared): label acc [95 % CI]"]
+    rows = table(md, MAIN)
+    assert [r[:2] for r in rows] == [["0 (base)", "0"], ["1", "1"], ["2", "2"]]  # 1 step/iter
+    comp = json.loads((out / "comparison.json").read_text())
+    for k, row in enumerate(rows):
+        for col, variant in ((2, "separate"), (4, "shared")):
+            average = read_marker(out / variant, k, "eval")["metrics"]["average"]
+            # 3 items: the average is a multiple of 1/3, shown in percent
+            assert row[col] == f"{100 * average:.2f}"
+            assert comp["rows"][k]["variants"][variant]["eval_average"] == average
+        assert row[3] == row[5] == "–"  # not audited
+    # iteration 0 is the same base model for both variants
+    assert rows[0][2] == rows[0][4]
+    assert comp["config_differences"] == {"roles.shared": {"separate": False, "shared": True}}
+    assert "Config differences: roles.shared = false (separate), true (shared)." in md
+
+
+def test_comparison_context_is_the_labelling_markers(ablated):
+    out = ablated["out"]
+    rows = table(ablated["md"].read_text(), "Context: the labelled pool")
+    assert [r[0] for r in rows] == ["1", "2"]
+    for k, row in zip((1, 2), rows, strict=True):
+        m = read_marker(out / "separate", k, "labelling")["metrics"]
+        assert row[1] == f"{m['kept']}/{m['questions']} ({m['kept_fraction']:.2f})"
+        assert row[2] == f"{m['mean_p_hat']:.2f}"
+
+
+def test_audited_label_accuracy_and_interval_appear(ablated, tmp_path):
+    # copies without the weights, so the module's runs stay unaudited for the other tests
+    for variant in ("separate", "shared"):
+        shutil.copytree(ablated["out"] / variant, tmp_path / variant,
+                        ignore=shutil.ignore_patterns("*.safetensors", "tensorboard"))
+
+    def item(k, source, verdict, i):
+        return {"source": source, "iteration": k, "step": None, "global_step": None,
+                "question": f"q{k}-{source}-{i}", "label": "1", "p_hat": 0.5,
+                "kept": source == "labelled_kept", "key": f"{k}-{source}-{i}",
+                "verdict": verdict, "judge_answer": "1", "reason": None, "response": ""}
+
+    # iteration 1: 7 of 10 kept labels correct; iteration 2: 3 of 4 (+1 unjudged, not wrong)
+    items = ([item(1, "labelled_kept", v, i) for i, v in enumerate(["correct"] * 7
+                                                                   + ["wrong"] * 3)]
+             + [item(2, "labelled_kept", v, i) for i, v in enumerate(["correct"] * 3
+                                                                     + ["wrong", "unjudged"])]
+             + [item(1, "labelled_all", "correct", i) for i in range(2)])
+    report = build_report(items, {"model": "hand-written judge", "host": "none",
+                                  "prompt_version": "judge-v1", "temperature": 0.0,
+                                  "max_tokens": 8, "seed": 0, "embedded": False, "note": None})
+    (tmp_path / "shared/audit").mkdir()
+    (tmp_path / "shared/audit/report.json").write_text(json.dumps(report))
+
+    paths = compare([tmp_path / "separate", tmp_path / "shared"])
+    assert paths["md"] == tmp_path / "comparison.md"  # default: the common parent
+    md = paths["md"].read_text()
+    rows = table(md, MAIN)
+    # Wilson 95 %, k=7 n=10: center (0.7 + 1.92/10)/1.384 = 0.6445, half 0.2477 -> [39.7, 89.2]
+    assert rows[1][5] == "70.0% [39.7, 89.2] n=10"
+    # k=3 n=4 -> [30.1, 95.4]; n < 10, so the cell carries the "too few to say" mark
+    assert rows[2][5] == "75.0% [30.1, 95.4] n=4 †"
+    assert rows[0][5] == "–" and rows[1][3] == "–"  # base row; separate not audited
+    context = table(md, "Context: the labelled pool")
+    assert context[0][6] == "100.0% [34.2, 100.0] n=2 †"  # 2 of 2 over all labelled
+    comp = json.loads(paths["json"].read_text())
+    acc = comp["rows"][1]["variants"]["shared"]["label_accuracy"]
+    assert acc["accuracy"] == pytest.approx(0.7) and acc["n_judged"] == 10
+    assert comp["rows"][2]["variants"]["shared"]["label_accuracy"]["n_unjudged"] == 1
+    assert "Judge of shared: hand-written judge." in md
+
+
+def test_html_escapes_every_text(ablated, tmp_path):
+    run_dir = tmp_path / "<b>odd & name"
+    shutil.copytree(ablated["out"] / "separate", run_dir,
+                    ignore=shutil.ignore_patterns("*.safetensors", "tensorboard"))
+    page = compare([run_dir], tmp_path)["html"].read_text()
+    assert "<b>odd" not in page and "&lt;b&gt;odd &amp; name" in page
+
+
+# ---------------------------------------------------------------- which weights train
+
+
+def _loads(ablated, variant):
+    return [(ckpt, state) for run_dir, ckpt, state in ablated["loads"] if run_dir == variant]
+
+
+def test_shared_mode_trains_one_set_of_weights(ablated):
+    run_dir = ablated["out"] / "shared"
+    ch1, sol1 = read_marker(run_dir, 1, "challenger"), read_marker(run_dir, 1, "solver")
+    ch2, sol2 = read_marker(run_dir, 2, "challenger"), read_marker(run_dir, 2, "solver")
+    it1, it2 = str(run_dir / "iter_01"), str(run_dir / "iter_02")
+    # markers: each phase starts from the checkpoint the phase before it saved
+    assert ch1["start"] == ablated["base"]
+    assert sol1["start"] == ch1["checkpoint"] == f"{it1}/challenger"
+    assert ch2["start"] == ch2["frozen_solver"] == sol1["checkpoint"] == f"{it1}/solver"
+    assert sol2["start"] == ch2["checkpoint"] == f"{it2}/challenger"
+    # the weights each training phase actually loaded are those saved files, bit for bit
+    loads = _loads(ablated, "shared")
+    assert [ckpt for ckpt, _ in loads] == [ablated["base"], f"{it1}/challenger",
+                                           f"{it1}/solver", f"{it2}/challenger"]
+    for (_, state), saved in zip(loads, [ablated["base"], ch1["checkpoint"], sol1["checkpoint"],
+                                         ch2["checkpoint"]], strict=True):
+        assert same(state, weights(saved))
+    # and every phase changed them
+    chain = [ablated["base"], ch1["checkpoint"], sol1["checkpoint"], ch2["checkpoint"],
+             sol2["checkpoint"]]
+    for before, after in zip(chain, chain[1:], strict=False):
+        assert not same(weights(before), weights(after)), (before, after)
+
+
+def test_separate_mode_continues_each_role_from_its_own_weights(ablated):
+    run_dir = ablated["out"] / "separate"
+    ch1, sol1 = read_marker(run_dir, 1, "challenger"), read_marker(run_dir, 1, "solver")
+    ch2, sol2 = read_marker(run_dir, 2, "challenger"), read_marker(run_dir, 2, "solver")
+    it1 = str(run_dir / "iter_01")
+    assert ch1["start"] == sol1["start"] == ch1["frozen_solver"] == ablated["base"]
+    assert ch2["start"] == ch1["checkpoint"] == f"{it1}/challenger"
+    assert sol2["start"] == sol1["checkpoint"] == f"{it1}/solver"
+    assert ch2["frozen_solver"] == sol1["checkpoint"]
+    loads = _loads(ablated, "separate")
+    assert [ckpt for ckpt, _ in loads] == [ablated["base"], ablated["base"],
+                                           f"{it1}/challenger", f"{it1}/solver"]
+    for (_, state), saved in zip(loads, [ablated["base"], ablated["base"], ch1["checkpoint"],
+                                         sol1["checkpoint"]], strict=True):
+        assert same(state, weights(saved))
+    for before, after in ((ablated["base"], ch1), (ablated["base"], sol1),
+                          (ch1["checkpoint"], ch2), (sol1["checkpoint"], sol2)):
+        assert not same(weights(before), weights(after["checkpoint"]))
+    # the two roles never share weights here
+    assert not same(weights(ch2["checkpoint"]), weights(sol2["checkpoint"]))
+
+
+# ---------------------------------------------------------------- rerun and bad input
+
+
+def test_rerunning_ablate_resumes_without_training(ablated, monkeypatch):
+    markers = {(v, k): read_marker(ablated["out"] / v, k, "solver")
+               for v in ("separate", "shared") for k in (1, 2)}
+
+    def no_training(self, checkpoint):
+        pytest.fail(f"a committed phase was redone: it loaded {checkpoint}")
+
+    monkeypatch.setattr(RZeroRun, "load", no_training)
+    assert ablate(ablated["cfg"], ["separate", "shared"], ablated["out"]) == ablated["md"]
+    assert {key: read_marker(ablated["out"] / key[0], key[1], "solver")
+            for key in markers} == markers
+
+
+def test_ablate_refuses_a_run_dir_of_another_config_before_any_work(ablated, tmp_path, capsys):
+    recipe = tmp_path / "recipe.yaml"
+    raw = ablated["cfg"].to_dict()
+    raw["run"]["seed"] = 5
+    recipe.write_text(yaml.safe_dump(raw))
+    saved = (ablated["out"] / "shared" / "config.yaml").read_text()
+    parser = argparse.ArgumentParser()
+    add_arguments(parser)
+    rc = run(parser.parse_args(["--config", str(recipe), "--out", str(ablated["out"])]))
+    err = capsys.readouterr().err.strip().splitlines()
+    assert rc == 2 and len(err) == 1 and "run.seed" in err[0] and "--fresh" in err[0]
+    assert (ablated["out"] / "shared" / "config.yaml").read_text() == saved
+
+
+def test_compare_of_a_dir_that_is_not_a_run_is_one_error_line(ablated, tmp_path, capsys):
+    parser = argparse.ArgumentParser()
+    add_compare_arguments(parser)
+    (tmp_path / "empty").mkdir()
+    for bad, why in ((tmp_path / "empty", "is not a run directory (no config.yaml)"),
+                     (tmp_path / "missing", "is not a directory")):
+        rc = run_compare(parser.parse_args([str(ablated["out"] / "separate"), str(bad)]))
+        err = capsys.readouterr().err.strip().splitlines()
+        assert rc == 2 and err == [f"error: {bad} {why}"]
+    good = str(ablated["out"] / "separate")
+    assert run_compare(parser.parse_args([good, good + "/"])) == 2
+    assert capsys.readouterr().err == "error: compare: the same run directory is given twice\n"
+    (tmp_path / "broken/audit").mkdir(parents=True)
+    shutil.copy(ablated["out"] / "separate" / "config.yaml", tmp_path / "broken")
+    (tmp_path / "broken/audit/report.json").write_text("{truncated")
+    assert run_compare(parser.parse_args([str(tmp_path / "broken")])) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "audit/report.json: not valid JSON" in err[0]
+
+
+def test_unknown_variant_on_the_command_line_exits_2(capsys):
+    parser = argparse.ArgumentParser()
+    add_arguments(parser)
+    assert run(parser.parse_args(["--variants", "separate,sharde"])) == 2
+    assert "unknown variant(s) 'sharde'" in capsys.readouterr().err
+
+
+def test_the_ablate_recipe_loads_for_every_variant():
+    recipe = Path(__file__).parent.parent / "configs" / "ablate-tiny.yaml"
+    cfg = load_config(recipe)
+    for variant in VARIANTS:
+        vcfg = variant_config(cfg, variant)
+        assert vcfg.model == cfg.model and vcfg.run.seed == cfg.run.seed
+    assert [variant_config(cfg, v).roles.shared for v in ("separate", "shared")] == [False, True]
