@@ -19,14 +19,14 @@ def _umask() -> int:
 _MODE = 0o666 & ~_umask()  # mkstemp makes 0600 files; run files should read like any other
 
 
-def write_text_atomic(path: str | Path, text: str) -> None:
+def write_bytes_atomic(path: str | Path, data: bytes) -> None:
     """Write to a temp file in the same directory, fsync, then rename over `path`."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
     try:
-        with os.fdopen(fd, "w") as f:
-            f.write(text)
+        with os.fdopen(fd, "wb") as f:
+            f.write(data)
             f.flush()
             os.fsync(f.fileno())
         os.chmod(tmp, _MODE)
@@ -36,18 +36,8 @@ def write_text_atomic(path: str | Path, text: str) -> None:
         raise
 
 
-def write_bytes_atomic(path: str | Path, data: bytes) -> None:
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
-    try:
-        with os.fdopen(fd, "wb") as f:
-            f.write(data)
-        os.chmod(tmp, _MODE)
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
+def write_text_atomic(path: str | Path, text: str) -> None:
+    write_bytes_atomic(path, text.encode("utf-8"))
 
 
 def write_json_atomic(path: str | Path, obj: Any) -> None:
