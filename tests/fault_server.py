@@ -103,6 +103,15 @@ class FaultServer:
         with self._lock:
             return sum(1 for r in self.requests if key is None or r.key == key)
 
+    def count_at_least(self, n: int, key: str | None = None, wait: float = 10.0) -> int:
+        """The count once it reaches `n`, or after `wait` seconds. A client that gave up on a
+        timeout may have sent its last request before this server's handler thread recorded it;
+        the request is still in the socket buffer and is recorded shortly after."""
+        deadline = time.monotonic() + wait
+        while self.count(key) < n and time.monotonic() < deadline:
+            time.sleep(0.05)
+        return self.count(key)
+
     def times(self, key: str) -> list[float]:
         with self._lock:
             return [r.time for r in self.requests if r.key == key]
