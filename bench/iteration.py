@@ -32,9 +32,10 @@ def main() -> None:
         run.run()
         total = time.perf_counter() - t0
     timing = run.timing
-    print("phase times (s):")
+    print("phase times (s) and peak resident memory (GiB):")
     for name, seconds in timing.phases.items():
-        print(f"  {name:<16} {seconds:8.1f}")
+        peak = timing.peak_rss_gib.get(name)
+        print(f"  {name:<16} {seconds:8.1f}   {peak if peak is not None else float('nan'):5.2f}")
     model_time = timing.generation + timing.optimizer
     print(f"total wall time:        {total:8.1f} s")
     print(f"inside generation:      {timing.generation:8.1f} s")

@@ -70,6 +70,10 @@ class ChallengerConfig:
     epsilon: float = _f(0.2, "Lower PPO clip range (paper: 0.2).", min=0.0)
     epsilon_high: float = _f(0.3, "Upper PPO clip range (paper: 0.3, clip-higher).", min=0.0)
     max_completion_length: int = _f(256, "Max new tokens of a challenger completion.", min=1)
+    micro_batch_size: int = _f(0, "Sequences per forward/backward pass. A step's prompts x G "
+                                  "sequences are accumulated over micro-batches: the same "
+                                  "update with less memory. 0: the whole step in one pass.",
+                               min=0)
     temperature: float = _f(1.0, "Rollout sampling temperature.", min=0.0, min_exclusive=True)
     reward_form: str = _f("paper", "Uncertainty reward: paper 1-2|p-1/2|; reference "
                                    "min(p,1-p) (official code); learnability 1-p (Absolute Zero).",
@@ -107,6 +111,10 @@ class SolverConfig:
     epsilon: float = _f(0.2, "Lower PPO clip range.", min=0.0)
     epsilon_high: float = _f(0.3, "Upper PPO clip range.", min=0.0)
     max_completion_length: int = _f(256, "Max new tokens of a solver completion.", min=1)
+    micro_batch_size: int = _f(0, "Sequences per forward/backward pass. A step's prompts x G "
+                                  "sequences are accumulated over micro-batches: the same "
+                                  "update with less memory. 0: the whole step in one pass.",
+                               min=0)
     temperature: float = _f(1.0, "Rollout sampling temperature.", min=0.0, min_exclusive=True)
     reward: str = _f("accuracy", "accuracy: 1 if the boxed answer matches the pseudo-label; "
                                  "reference: 0.9*accuracy + 0.1*format (official code).",
@@ -343,6 +351,12 @@ def _check_consistency(cfg: RZeroConfig) -> None:
     if lab.band_low is not None and lab.band_low > lab.band_high:
         raise ConfigError(f"labeling.band_low={lab.band_low!r}: must be <= labeling.band_high "
                           f"({lab.band_high!r})")
+    for role in ("challenger", "solver"):
+        r = getattr(cfg, role)
+        batch = r.prompts_per_step * r.group_size
+        if r.micro_batch_size and batch % r.micro_batch_size:
+            raise ConfigError(f"{role}.micro_batch_size={r.micro_batch_size!r}: must divide the "
+                              f"step batch {role}.prompts_per_step x {role}.group_size = {batch}")
     if cfg.generation.backend == "openai" and not cfg.generation.base_urls:
         raise ConfigError("generation.backend='openai': set generation.base_urls")
 

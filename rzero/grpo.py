@@ -3,8 +3,10 @@
 Rewards arrive as TRL reward functions `(prompts, completions, **columns) -> list[float]`,
 so this module knows nothing about what is being rewarded. One GRPO step here is one
 optimiser step: `prompts_per_step` prompts x `group_size` completions are generated, scored
-and used once (TRL's `steps_per_generation=1`, `num_iterations=1`), as in the reference
-recipe.
+and used once (`num_iterations=1`), as in the reference recipe. With `micro_batch_size` the
+step's forward/backward passes run over micro-batches whose gradients are accumulated (TRL's
+`steps_per_generation` = `gradient_accumulation_steps`), which bounds activation memory
+without changing the update.
 """
 
 from __future__ import annotations
@@ -29,6 +31,7 @@ class GRPOSettings:
     epsilon_high: float
     max_completion_length: int
     temperature: float
+    micro_batch_size: int = 0  # 0: the whole step batch in one forward/backward
     top_p: float = 1.0
     top_k: int = 0
     seed: int = 0
@@ -86,15 +89,23 @@ def train_grpo(model, tokenizer, rows: list[dict[str, Any]],
     if not rows:
         raise ValueError("train_grpo: no training rows")
     batch = settings.prompts_per_step * settings.group_size
+    micro = settings.micro_batch_size or batch
+    if batch % micro:
+        raise ValueError(f"train_grpo: micro_batch_size {micro} does not divide the step "
+                         f"batch {batch}")
+    accumulate = batch // micro
     # enough rows for every step to see distinct prompts; repeat the list when it is short
     need = settings.steps * settings.prompts_per_step
     data = [rows[i % len(rows)] for i in range(max(need, len(rows)))]
     args = GRPOConfig(
         output_dir=str(output_dir),
         max_steps=settings.steps,
-        per_device_train_batch_size=batch,
-        gradient_accumulation_steps=1,
-        steps_per_generation=1,
+        # one generation of `batch` sequences per optimiser step, its loss and gradient
+        # accumulated over `accumulate` micro-batches (TRL's default "dapo" loss divides by
+        # the token count of the whole generation batch, so the update is the full-batch one)
+        per_device_train_batch_size=micro,
+        gradient_accumulation_steps=accumulate,
+        steps_per_generation=accumulate,
         num_iterations=1,
         num_generations=settings.group_size,
         learning_rate=settings.learning_rate,

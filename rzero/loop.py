@@ -53,6 +53,7 @@ class Timing:
     generation: float = 0.0  # inside model.generate (rollouts, votes, pool, eval)
     optimizer: float = 0.0  # GRPO steps minus their reward calls
     phases: dict[str, float] = field(default_factory=dict)
+    peak_rss_gib: dict[str, float] = field(default_factory=dict)  # per phase, this process
 
 
 def iter_dir(run_dir: Path, k: int) -> Path:
@@ -114,6 +115,8 @@ class RZeroRun:
         info = {"phase": phase, "iteration": k, "seconds": round(seconds, 3), **info}
         write_json_atomic(marker_path(self.run_dir, k, phase), info)
         self.timing.phases[f"{k}/{phase}"] = seconds
+        if info.get("peak_rss_gib") is not None:
+            self.timing.peak_rss_gib[f"{k}/{phase}"] = info["peak_rss_gib"]
         self.log_tensorboard(k, info)
         self.rebuild_metrics()
         return info
@@ -170,7 +173,7 @@ class RZeroRun:
             steps=r.steps, group_size=r.group_size, prompts_per_step=r.prompts_per_step,
             learning_rate=r.learning_rate, beta=r.beta, epsilon=r.epsilon,
             epsilon_high=r.epsilon_high, max_completion_length=r.max_completion_length,
-            temperature=r.temperature, seed=seed, bf16=self.cfg.model.dtype == "bfloat16",
+            micro_batch_size=r.micro_batch_size, temperature=r.temperature, seed=seed, bf16=self.cfg.model.dtype == "bfloat16",
             gradient_checkpointing=self.cfg.model.gradient_checkpointing,
             use_vllm=g.trl_use_vllm, vllm_mode=g.trl_vllm_mode,
             vllm_gpu_memory_utilization=g.gpu_memory_utilization)
@@ -228,7 +231,6 @@ class RZeroRun:
         checkpoint = save_checkpoint(model, tokenizer, it / "challenger")
         shutil.rmtree(it / ".trainer_challenger", ignore_errors=True)
         del model, solver
-        gc.collect()
         n = len(read_jsonl(steps_log))
         valid = [s["valid_rate"] for s in summaries]
         return {"checkpoint": checkpoint, "start": start, "frozen_solver": frozen_solver,
@@ -292,7 +294,6 @@ class RZeroRun:
         checkpoint = save_checkpoint(model, tokenizer, it / "solver")
         shutil.rmtree(it / ".trainer_solver", ignore_errors=True)
         del model
-        gc.collect()
         rewards = [row["reward"] for row in log if "reward" in row]
         return {"checkpoint": checkpoint, "start": start,
                 "metrics": {"train_questions": len(rows),
@@ -324,8 +325,13 @@ class RZeroRun:
         done = read_marker(self.run_dir, k, phase)
         if done is not None:
             return done
+        reset_peak_rss()
         t0 = time.perf_counter()
         info = fn(k, *args)
+        release_memory()  # the phase's models and buffers, before the next phase loads its own
+        peak = peak_rss_gib()
+        if peak is not None:
+            info["peak_rss_gib"] = round(peak, 3)
         crash_point(f"{phase}:commit")
         return self.commit(k, phase, info, time.perf_counter() - t0)
 
@@ -359,6 +365,44 @@ class RZeroRun:
         if self._tb is not None:
             self._tb.close()
         return self.run_dir
+
+
+# ---------------------------------------------------------------- memory
+
+
+def release_memory() -> None:
+    """Collect garbage and hand freed heap pages back to the OS (glibc keeps them otherwise,
+    so the next phase's models would stack on the last phase's high-water mark)."""
+    gc.collect()
+    try:
+        import ctypes
+
+        ctypes.CDLL("libc.so.6").malloc_trim(0)
+    except (OSError, AttributeError):
+        pass  # not glibc
+
+
+def reset_peak_rss() -> None:
+    """Start a new peak-memory window (Linux: writing 5 to clear_refs resets VmHWM)."""
+    try:
+        Path("/proc/self/clear_refs").write_text("5")
+    except OSError:
+        pass  # not Linux, or not permitted: the peak is then the process's peak so far
+
+
+def peak_rss_gib() -> float | None:
+    """Peak resident memory of this process since the last `reset_peak_rss`, in GiB."""
+    try:
+        for line in Path("/proc/self/status").read_text().splitlines():
+            if line.startswith("VmHWM:"):
+                return int(line.split()[1]) / 2**20  # kB -> GiB
+    except OSError:
+        pass
+    try:
+        import resource
+    except ImportError:
+        return None
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2**20  # kB on Linux
 
 
 # ---------------------------------------------------------------- report
@@ -400,10 +444,11 @@ def render_report(run_dir: Path, cfg: RZeroConfig) -> str:
             f"| {g('labelling', 'kept_fraction')} | {g('solver', 'mean_reward')} "
             f"| {g('eval', 'average')} | {seconds:.0f} |")
         warnings += [x["warning"] for x in m.values() if x and x.get("warning")]
-    lines += ["", "Phase times (s):", ""]
+    lines += ["", "Phase times (s) and peak resident memory:", ""]
     for k in range(0, cfg.run.iterations + 1):
-        parts = [f"{p} {m['seconds']:.0f}" for p in PHASES
-                 if (m := read_marker(run_dir, k, p)) is not None]
+        parts = [f"{p} {m['seconds']:.0f}"
+                 + (f" ({m['peak_rss_gib']:.1f} GiB peak)" if m.get("peak_rss_gib") else "")
+                 for p in PHASES if (m := read_marker(run_dir, k, p)) is not None]
         if parts:
             lines.append(f"- iteration {k}: " + ", ".join(parts))
     if warnings:

@@ -67,6 +67,13 @@ def test_band_edges_must_come_together():
     assert (cfg.labeling.band_low, cfg.labeling.band_high) == (0.3, 0.8)
 
 
+def test_micro_batch_must_divide_the_step_batch():
+    # solver step batch = 2 questions x G 4 = 8: micro-batches of 2 or 4 tile it, 3 does not
+    assert load_config(None, ["solver.group_size=4", "solver.micro_batch_size=4"])
+    with pytest.raises(ConfigError, match=r"solver.micro_batch_size=3: must divide .* = 8"):
+        load_config(None, ["solver.group_size=4", "solver.micro_batch_size=3"])
+
+
 def test_every_field_has_help():
     rows = describe_fields()
     assert len(rows) > 60
