@@ -51,6 +51,7 @@ def cmd_generate(args) -> int:
 
 
 def cmd_iterate(args) -> int:
+    from rzero import distributed
     from rzero.loop import RunDirConflict, run_iterations
 
     cfg = load_config(args.config, args.overrides)
@@ -60,7 +61,11 @@ def cmd_iterate(args) -> int:
     except RunDirConflict as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
-    print(f"run finished: {run_dir}\nreport: {run_dir / 'report.md'}")
+    except distributed.MainProcessFailed as exc:  # the main process printed the details
+        print(f"error (process {distributed.rank()}): {exc}", file=sys.stderr)
+        return 1
+    if distributed.is_main():
+        print(f"run finished: {run_dir}\nreport: {run_dir / 'report.md'}")
     return 0
 
 

@@ -11,6 +11,7 @@ without changing the update.
 
 from __future__ import annotations
 
+import shutil
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -18,6 +19,8 @@ from pathlib import Path
 from typing import Any
 
 import torch
+
+from rzero import distributed
 
 
 @dataclass(frozen=True)
@@ -66,13 +69,46 @@ def _timed_callback(stats: TrainStats):
     return _Timer()
 
 
+def save_trained(trainer, tokenizer, target: Path) -> None:
+    """Every training process takes part (ZeRO-3 gathers its parameter shards here); the main
+    process writes a temp dir and renames it, so a checkpoint dir is complete or absent."""
+    tmp = target.with_name(f".{target.name}.tmp")
+    if distributed.is_main():
+        shutil.rmtree(tmp, ignore_errors=True)
+    distributed.barrier()
+    trainer.save_model(str(tmp))
+    if distributed.is_main():
+        tokenizer.save_pretrained(tmp)
+        (tmp / "training_args.bin").unlink(missing_ok=True)
+        shutil.rmtree(target, ignore_errors=True)
+        tmp.rename(target)
+    distributed.barrier()
+
+
+def split_batch(settings: GRPOSettings, processes: int = 1) -> tuple[int, int]:
+    """(sequences per forward/backward on each process, micro-batches accumulated per step)
+    for a step of prompts_per_step x group_size sequences spread over `processes`."""
+    batch = settings.prompts_per_step * settings.group_size
+    if batch % processes:
+        raise ValueError(f"a step's {settings.prompts_per_step} prompts x G "
+                         f"{settings.group_size} = {batch} sequences do not split evenly over "
+                         f"{processes} training processes")
+    per_process = batch // processes
+    micro = settings.micro_batch_size or per_process
+    if per_process % micro:
+        raise ValueError(f"micro_batch_size {micro} does not divide the {per_process} "
+                         f"sequences each of {processes} training process(es) gets per step")
+    return micro, per_process // micro
+
+
 def train_grpo(model, tokenizer, rows: list[dict[str, Any]],
                reward_funcs: list[Callable[..., list[float | None]]],
                settings: GRPOSettings, output_dir: str | Path,
                *, log: Callable[[dict[str, float]], None] | None = None,
-               desc: str = "grpo") -> TrainStats:
+               desc: str = "grpo", save_to: str | Path | None = None) -> TrainStats:
     """Train `model` in place with GRPO on `rows` (each has a 'prompt' chat plus columns that
-    the reward functions receive as keyword lists). Returns timings.
+    the reward functions receive as keyword lists). Returns timings. With `save_to`, the
+    trained weights are saved there as a Hugging Face checkpoint (see `save_trained`).
 
     `model` must have been loaded with `from_pretrained(dir)`: TRL rebuilds the frozen KL
     reference from `model.config._name_or_path`, i.e. the weights at the start of the phase.
@@ -88,12 +124,7 @@ def train_grpo(model, tokenizer, rows: list[dict[str, Any]],
         return stats
     if not rows:
         raise ValueError("train_grpo: no training rows")
-    batch = settings.prompts_per_step * settings.group_size
-    micro = settings.micro_batch_size or batch
-    if batch % micro:
-        raise ValueError(f"train_grpo: micro_batch_size {micro} does not divide the step "
-                         f"batch {batch}")
-    accumulate = batch // micro
+    micro, accumulate = split_batch(settings, distributed.world_size())
     # enough rows for every step to see distinct prompts; repeat the list when it is short
     need = settings.steps * settings.prompts_per_step
     data = [rows[i % len(rows)] for i in range(max(need, len(rows)))]
@@ -142,7 +173,8 @@ def train_grpo(model, tokenizer, rows: list[dict[str, Any]],
         """One compact progress bar instead of TRL's dict printing."""
 
         def on_train_begin(self, args, state, control, **kwargs):
-            self.bar = tqdm(total=state.max_steps, desc=desc, unit="step", leave=False)
+            self.bar = tqdm(total=state.max_steps, desc=desc, unit="step", leave=False,
+                            disable=not distributed.is_main())
 
         def on_log(self, args, state, control, logs=None, **kwargs):
             if not logs:
@@ -168,6 +200,8 @@ def train_grpo(model, tokenizer, rows: list[dict[str, Any]],
     t0 = time.perf_counter()
     trainer.train()
     stats.seconds_total = time.perf_counter() - t0
+    if save_to is not None:
+        save_trained(trainer, tokenizer, Path(save_to))
     # free the reference model and optimiser state before the next phase
     del trainer
     return stats

@@ -35,12 +35,14 @@ from typing import Any
 
 import yaml
 
+from rzero import distributed
 from rzero.config import RZeroConfig, config_from_dict
 from rzero.faults import crash_point
 from rzero.io import read_jsonl, write_json_atomic, write_jsonl_atomic, write_text_atomic
 from rzero.models import load_model, load_tokenizer, resolve_model
 
 PHASES = ("challenger", "pool", "labelling", "solver", "eval", "audit")
+TRAINING_PHASES = ("challenger", "solver")  # run on every training process
 
 
 class RunDirConflict(RuntimeError):
@@ -71,17 +73,6 @@ def read_marker(run_dir: Path, k: int, phase: str) -> dict[str, Any] | None:
     return json.loads(path.read_text()) if path.is_file() else None
 
 
-def save_checkpoint(model, tokenizer, target: Path) -> str:
-    """save_pretrained into a temp dir, then rename: a checkpoint dir is complete or absent."""
-    tmp = target.with_name(f".{target.name}.tmp")
-    shutil.rmtree(tmp, ignore_errors=True)
-    model.save_pretrained(tmp, safe_serialization=True)
-    tokenizer.save_pretrained(tmp)
-    shutil.rmtree(target, ignore_errors=True)
-    tmp.rename(target)
-    return str(target)
-
-
 def prepare_run_dir(cfg: RZeroConfig, run_dir: Path, fresh: bool = False) -> None:
     """Create RUN_DIR, or check that the one there was made with this config."""
     saved = run_dir / "config.yaml"
@@ -102,10 +93,13 @@ def prepare_run_dir(cfg: RZeroConfig, run_dir: Path, fresh: bool = False) -> Non
 
 class RZeroRun:
     def __init__(self, cfg: RZeroConfig, run_dir: str | Path, *, fresh: bool = False):
+        distributed.init()  # several processes under accelerate/torchrun; else a no-op
         self.cfg = cfg
         self.run_dir = Path(run_dir)
-        prepare_run_dir(cfg, self.run_dir, fresh)
+        distributed.on_main(prepare_run_dir, cfg, self.run_dir, fresh)
         self.timing = Timing()
+        # the main process converts the embedded model once; the others then find it cached
+        distributed.on_main(resolve_model, cfg.model.name)
         self.base = resolve_model(cfg.model.name)
         self._tb = None
 
@@ -189,11 +183,17 @@ class RZeroRun:
 
         it = iter_dir(self.run_dir, k)
         steps_log = it / "challenger_steps.jsonl"
-        steps_log.unlink(missing_ok=True)  # a redone phase starts its log afresh
+        if distributed.is_main():
+            steps_log.unlink(missing_ok=True)  # a redone phase starts its log afresh
         with ExitStack() as stack:
             g = self.cfg.generation
             service = None
-            if g.solver_replicas > 0:
+
+            def frozen():
+                """The frozen solver: only the main process scores challenger steps."""
+                nonlocal service
+                if g.solver_replicas == 0:
+                    return frozen_solver_generator(self.cfg, frozen_solver)
                 # S_{k-1} changes every iteration, so the phase serves it for itself
                 from rzero.generation import OpenAIGenerator
                 from rzero.launch import SolverReplicas
@@ -201,11 +201,11 @@ class RZeroRun:
                 service = stack.enter_context(SolverReplicas.from_config(
                     self.cfg, frozen_solver, replicas=g.solver_replicas, gpus=g.solver_gpus,
                     urls_file=it / "solver_urls.txt", log_dir=it / "solver_logs"))
-                solver = OpenAIGenerator(service.urls, service.model,
-                                         api_key_env=g.api_key_env, concurrency=g.concurrency,
-                                         timeout=g.timeout, retries=g.retries)
-            else:
-                solver = frozen_solver_generator(self.cfg, frozen_solver)
+                return OpenAIGenerator(service.urls, service.model, api_key_env=g.api_key_env,
+                                       concurrency=g.concurrency, timeout=g.timeout,
+                                       retries=g.retries)
+
+            solver = distributed.on_main(frozen, share=False)
             try:
                 return self._train_challenger(k, it, start, frozen_solver, solver, steps_log)
             except GenerationError:
@@ -225,11 +225,14 @@ class RZeroRun:
         rows = [{"prompt": challenger_chat(self.cfg.challenger.prompt_file)}]
         stats = train_grpo(model, tokenizer, rows, [reward],
                            self.grpo_settings("challenger", self.cfg.run.seed + k),
-                           it / ".trainer_challenger", desc=f"iter {k} challenger")
-        self._account(solver)
+                           it / ".trainer_challenger", desc=f"iter {k} challenger",
+                           save_to=it / "challenger")
+        if solver is not None:
+            self._account(solver)
         self.timing.optimizer += stats.seconds_optimizer - reward.seconds
-        checkpoint = save_checkpoint(model, tokenizer, it / "challenger")
-        shutil.rmtree(it / ".trainer_challenger", ignore_errors=True)
+        checkpoint = str(it / "challenger")
+        if distributed.is_main():
+            shutil.rmtree(it / ".trainer_challenger", ignore_errors=True)
         del model, solver
         n = len(read_jsonl(steps_log))
         valid = [s["valid_rate"] for s in summaries]
@@ -289,10 +292,11 @@ class RZeroRun:
         stats = train_grpo(model, tokenizer, rows, [SolverReward(self.cfg.solver.reward)],
                            self.grpo_settings("solver", self.cfg.run.seed + 1000 + k),
                            it / ".trainer_solver", log=log.append,
-                           desc=f"iter {k} solver")
+                           desc=f"iter {k} solver", save_to=it / "solver")
         self.timing.optimizer += stats.seconds_optimizer
-        checkpoint = save_checkpoint(model, tokenizer, it / "solver")
-        shutil.rmtree(it / ".trainer_solver", ignore_errors=True)
+        checkpoint = str(it / "solver")
+        if distributed.is_main():
+            shutil.rmtree(it / ".trainer_solver", ignore_errors=True)
         del model
         rewards = [row["reward"] for row in log if "reward" in row]
         return {"checkpoint": checkpoint, "start": start,
@@ -325,15 +329,24 @@ class RZeroRun:
         done = read_marker(self.run_dir, k, phase)
         if done is not None:
             return done
-        reset_peak_rss()
-        t0 = time.perf_counter()
-        info = fn(k, *args)
-        release_memory()  # the phase's models and buffers, before the next phase loads its own
-        peak = peak_rss_gib()
-        if peak is not None:
-            info["peak_rss_gib"] = round(peak, 3)
-        crash_point(f"{phase}:commit")
-        return self.commit(k, phase, info, time.perf_counter() - t0)
+        def work() -> tuple[dict, float]:
+            reset_peak_rss()
+            t0 = time.perf_counter()
+            info = fn(k, *args)
+            release_memory()  # the phase's models and buffers, before the next phase's own
+            peak = peak_rss_gib()
+            if peak is not None:
+                info["peak_rss_gib"] = round(peak, 3)
+            return info, time.perf_counter() - t0
+
+        def commit(info: dict, seconds: float) -> dict:
+            crash_point(f"{phase}:commit")
+            return self.commit(k, phase, info, seconds)
+
+        if phase in TRAINING_PHASES:
+            # every training process trains; the main one commits, the others get the marker
+            return distributed.on_main(commit, *work())
+        return distributed.on_main(lambda: commit(*work()))
 
     # ------------------------------------------------------------ the algorithm
 

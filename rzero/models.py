@@ -167,7 +167,10 @@ def pick_device(device: str = "auto") -> str:
     import torch
 
     if device == "auto":
-        return "cuda" if torch.cuda.is_available() else "cpu"
+        device = "cuda" if torch.cuda.is_available() else "cpu"
+    if device == "cuda" and "LOCAL_RANK" in os.environ:
+        # one process per GPU under accelerate/torchrun: this process's own GPU
+        return f"cuda:{int(os.environ['LOCAL_RANK'])}"
     return device
 
 

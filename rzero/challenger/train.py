@@ -7,7 +7,9 @@ batched call, votes, and combines uncertainty, repetition penalty and format gat
 which the label-accuracy audit reads.
 
 The repetition penalty clusters the step's well-formed questions and divides cluster sizes
-by the whole batch size B, as the paper's |C_k| / B (see `challenger_rewards`).
+by the whole batch size B, as the paper's |C_k| / B (see `challenger_rewards`). Under several
+training processes the batch is gathered first, so B is the global batch, and only the main
+process queries the frozen solver and writes the log.
 """
 
 from __future__ import annotations
@@ -19,6 +21,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
+from rzero import distributed
 from rzero.challenger.rewards import challenger_rewards
 from rzero.config import RZeroConfig
 from rzero.faults import crash_point
@@ -68,8 +71,20 @@ class ChallengerReward:
 
     def __call__(self, prompts: list, completions: list, **kwargs) -> list[float]:
         t0 = time.perf_counter()
+        local = [completion_text(x) for x in completions]
+        # under several training processes each holds a slice of the step's batch: score the
+        # whole batch once, on the main process, and hand every process its slice
+        slices = distributed.gather(local)
+        rewards = distributed.on_main(self._score, [t for part in slices for t in part])
+        start = sum(len(part) for part in slices[:distributed.rank()])
+        self.seconds += time.perf_counter() - t0
+        self.step += 1
+        crash_point("challenger:mid")
+        return rewards[start:start + len(local)]
+
+    def _score(self, texts: list[str]) -> list[float]:
+        """Rewards of one step's whole batch; appends its rows to the step log."""
         c = self.cfg.challenger
-        texts = [completion_text(x) for x in completions]
         questions = [extract_question(t) for t in texts]
         own_answers = [extract_boxed(t) for t in texts]
         valid = [q is not None and a is not None for q, a in zip(questions, own_answers,
@@ -103,11 +118,8 @@ class ChallengerReward:
         self.log_path.parent.mkdir(parents=True, exist_ok=True)
         with self.log_path.open("a") as f:
             f.write("".join(json.dumps(r, ensure_ascii=False) + "\n" for r in rows))
-        self.seconds += time.perf_counter() - t0
         if self.on_step is not None:
             self.on_step(step_summary(rows))
-        self.step += 1
-        crash_point("challenger:mid")
         return rewards
 
 

@@ -1,0 +1,169 @@
+"""The loop under several training processes: the challenger reward is computed once over
+the global batch, the main process's failures reach the others, and a real 2-process
+`accelerate launch` on CPU runs one iteration with every phase committed once."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+import torch
+from conftest import SHORT_CHALLENGER, SHORT_SOLVER
+from safetensors.torch import load_file
+
+from rzero import distributed
+from rzero.challenger import train as challenger_train
+from rzero.challenger.train import ChallengerReward
+from rzero.config import load_config
+from rzero.generation import GenerationStats
+from rzero.loop import read_marker
+from rzero.serving import free_port
+
+
+class ThreeToOne:
+    """A frozen solver whose m = 4 votes are always 1, 1, 1, 2: p_hat = 3/4."""
+
+    def __init__(self):
+        self.stats = GenerationStats()
+        self.questions: list[str] = []
+
+    def generate(self, prompts, n, params):
+        self.questions += [chat[-1]["content"] for chat in prompts]
+        return [["\\boxed{1}", "\\boxed{1}", "\\boxed{1}", "\\boxed{2}"][:n] for _ in prompts]
+
+
+def completion(question: str) -> list[dict[str, str]]:
+    return [{"role": "assistant", "content": f"<question>{question}</question> \\boxed{{1}}"}]
+
+
+QUESTIONS = [
+    "What is the sum of the first ten positive odd integers?",
+    "A train travels 120 kilometres in 90 minutes; find its average speed in km per hour.",
+    "Solve for x in the linear equation 7x - 5 = 30.",
+    "How many distinct ways can the letters of the word LEVEL be arranged?",
+    "Compute the area of a circle with radius 3, in terms of pi.",
+    "If 15 percent of a number equals 45, what is the number?",
+    "Find the greatest common divisor of 84 and 126.",
+]
+
+
+def test_rank_1_of_2_gets_its_slice_of_the_global_batch_reward(tmp_path, monkeypatch):
+    # the step's batch B = 8 is split 4 + 4 over two processes; the first question appears
+    # once in each half. Computed over the global batch (the paper's B):
+    #   p_hat = 3/4 -> r_unc = 1 - 2|3/4 - 1/2| = 0.5 for every question
+    #   the duplicated question: cluster of 2 -> r_rep = 2/8 = 0.25 -> reward 0.25
+    #   each other question: cluster of 1 -> r_rep = 1/8 = 0.125 -> reward 0.375
+    # Per process (B = 4) the duplicate would be invisible: 0.5 - 1/4 = 0.25 for all.
+    rank0 = [completion(q) for q in QUESTIONS[:4]]
+    rank1 = [completion(q) for q in [QUESTIONS[0], *QUESTIONS[4:7]]]
+    monkeypatch.setattr(distributed, "gather",
+                        lambda local: [[challenger_train.completion_text(c) for c in rank0],
+                                       local])
+    monkeypatch.setattr(distributed, "rank", lambda: 1)
+    cfg = load_config(None, ["labeling.num_votes=4"])
+    solver = ThreeToOne()
+    reward = ChallengerReward(solver, cfg, tmp_path / "steps.jsonl", iteration=1)
+    got = reward(prompts=[None] * 4, completions=rank1)
+    assert got == pytest.approx([0.25, 0.375, 0.375, 0.375])
+    # the frozen solver saw all 8 questions in one call; the log holds the global batch once
+    assert len(solver.questions) == 8
+    rows = [json.loads(x) for x in (tmp_path / "steps.jsonl").read_text().splitlines()]
+    assert len(rows) == 8
+    assert [r["r_rep"] for r in rows] == pytest.approx([0.25] + [0.125] * 3 + [0.25]
+                                                       + [0.125] * 3)
+
+
+def test_one_process_needs_no_process_group():
+    assert distributed.world_size() == 1 and distributed.is_main()
+    assert distributed.on_main(lambda x: x + 1, 1) == 2
+    assert distributed.gather([1, 2]) == [[1, 2]]
+
+
+TWO_PROCESS_SCRIPT = textwrap.dedent("""
+    import json, sys
+    from rzero import distributed
+
+    distributed.init()
+    out = {"rank": distributed.rank(), "world": distributed.world_size()}
+    out["shared"] = distributed.on_main(lambda: {"from": distributed.rank()})
+    out["private"] = distributed.on_main(lambda: "secret", share=False)
+    out["gathered"] = distributed.gather([distributed.rank()] * (distributed.rank() + 1))
+    try:
+        distributed.on_main(lambda: 1 / 0)
+    except Exception as exc:
+        out["error"] = f"{type(exc).__name__}: {exc}"
+    print("RESULT " + json.dumps(out), flush=True)
+""")
+
+
+def _env() -> dict[str, str]:
+    env = {**os.environ, "PYTHONUNBUFFERED": "1", "OMP_NUM_THREADS": "1"}
+    env.pop("RZERO_KILL_AT", None)
+    return env
+
+
+def test_on_main_under_two_real_processes(tmp_path):
+    script = tmp_path / "two.py"
+    script.write_text(TWO_PROCESS_SCRIPT)
+    proc = subprocess.run(
+        [sys.executable, "-m", "torch.distributed.run", "--nproc_per_node", "2",
+         "--master_port", str(free_port()), str(script)],
+        env=_env(), capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    results = sorted((json.loads(line.split("RESULT ", 1)[1])
+                      for line in proc.stdout.splitlines() if "RESULT " in line),
+                     key=lambda r: r["rank"])
+    assert [(r["rank"], r["world"]) for r in results] == [(0, 2), (1, 2)]
+    assert all(r["shared"] == {"from": 0} for r in results)  # computed once, by rank 0
+    assert [r["private"] for r in results] == ["secret", None]
+    assert all(r["gathered"] == [[0], [1, 1]] for r in results)
+    assert results[0]["error"] == "ZeroDivisionError: division by zero"
+    assert results[1]["error"] == ("MainProcessFailed: the main process failed: "
+                                   "ZeroDivisionError: division by zero")
+
+
+@pytest.mark.slow
+def test_accelerate_launch_two_cpu_processes_runs_one_iteration(format_checkpoint, tmp_path):
+    run_dir = tmp_path / "run"
+    sets = {
+        "model.name": str(format_checkpoint), "model.device": "cpu",
+        "challenger.steps": 1, "challenger.group_size": 4, "challenger.prompts_per_step": 2,
+        "challenger.max_completion_length": 32, "challenger.pool_size": 12,
+        "challenger.learning_rate": 1e-3,
+        "solver.steps": 1, "solver.group_size": 4, "solver.prompts_per_step": 2,
+        "solver.max_completion_length": 24, "solver.learning_rate": 1e-3,
+        "labeling.num_votes": 4, "labeling.max_new_tokens": 24, "labeling.filter": False,
+        "eval.enabled": False, "run.iterations": 1,
+        "challenger.prompt_file": SHORT_CHALLENGER, "solver.prompt_file": SHORT_SOLVER,
+    }
+    args = [sys.executable, "-m", "accelerate.commands.launch", "--cpu",
+            "--num_processes", "2", "--num_machines", "1", "--mixed_precision", "no",
+            "--dynamo_backend", "no", "--main_process_port", str(free_port()),
+            "-m", "rzero", "iterate", "--run-dir", str(run_dir)]
+    for key, value in sets.items():
+        args += ["--set", f"{key}={value}"]
+    proc = subprocess.run(args, env=_env(), capture_output=True, text=True, timeout=900)
+    assert proc.returncode == 0, proc.stderr[-4000:]
+    it = run_dir / "iter_01"
+    # the step's 8 completions (2 prompts x G 4, 4 per process) scored and logged once
+    rows = (it / "challenger_steps.jsonl").read_text().splitlines()
+    assert len(rows) == 8
+    challenger = read_marker(run_dir, 1, "challenger")
+    assert [s["completions"] for s in challenger["steps"]] == [8]
+    for phase in ("pool", "labelling", "solver"):
+        assert read_marker(run_dir, 1, phase) is not None
+    # one row per phase plus the challenger step: nothing repeated by the second process
+    assert len((run_dir / "metrics.jsonl").read_text().splitlines()) == 5
+    pool = (it / "pool.jsonl").read_text().splitlines()
+    assert len((it / "labelled.jsonl").read_text().splitlines()) == len(pool)
+    # both roles trained (gradients all-reduced over the two processes) and saved once
+    base = load_file(str(Path(format_checkpoint) / "model.safetensors"))
+    for role in ("challenger", "solver"):
+        trained = load_file(str(it / role / "model.safetensors"))
+        assert any(not torch.equal(base[k], trained[k]) for k in base)
+    assert not list(it.glob(".*.tmp")) and not (it / ".trainer_challenger").exists()
