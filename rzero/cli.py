@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import argparse
 import os
+import signal
 import sys
+import threading
 from pathlib import Path
 
 from rzero.config import ConfigError, describe_fields, load_config
@@ -164,9 +166,17 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+def _raise_interrupt(signum, frame):
+    raise KeyboardInterrupt
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
+    # SIGTERM (kill, a scheduler's preemption) unwinds like Ctrl-C, so model servers and
+    # replicas started by this run are stopped on the way out
+    if threading.current_thread() is threading.main_thread():
+        signal.signal(signal.SIGTERM, _raise_interrupt)
     try:
         return args.func(args)
     except (ConfigError, ModelSpecError) as exc:

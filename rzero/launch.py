@@ -44,6 +44,7 @@ from rzero.serving import (
     _get_json,
     _server_error,
     _stop,
+    die_with_parent,
     free_port,
     transformers_serve_command,
     vllm_serve_command,
@@ -269,7 +270,8 @@ class SolverReplicas:
                 with open(log_path, "ab") as log:
                     self.processes.append(subprocess.Popen(
                         list(spec.command), stdout=log, stderr=subprocess.STDOUT,
-                        stdin=subprocess.DEVNULL, start_new_session=True, env=env))
+                        stdin=subprocess.DEVNULL, start_new_session=True, env=env,
+                        preexec_fn=die_with_parent))
             self._wait_healthy()
             if self.urls_file is not None:
                 write_text_atomic(self.urls_file, "".join(u + "\n" for u in self.urls))

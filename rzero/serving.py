@@ -95,6 +95,18 @@ def _get_json(url: str, timeout: float) -> tuple[int, object]:
             return resp.status, None
 
 
+def die_with_parent() -> None:
+    """`preexec_fn` for model servers: on Linux the kernel SIGKILLs the child when the process
+    that started it dies, even by SIGKILL, so no server outlives its run. (Servers run in their
+    own session, so a terminal's Ctrl-C reaches only us; we then stop them in order.)"""
+    try:
+        import ctypes
+
+        ctypes.CDLL("libc.so.6", use_errno=True).prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
+    except (OSError, AttributeError):
+        pass  # not Linux: stopped by the context managers only
+
+
 def _stop(proc: subprocess.Popen, grace: float) -> None:
     if proc.poll() is not None:
         return
@@ -134,7 +146,8 @@ def serve(command: Sequence[str], *, port: int, model: str, log_path: str | Path
     with open(log_path, "ab") as log:
         proc = subprocess.Popen(list(command), stdout=log, stderr=subprocess.STDOUT,
                                 stdin=subprocess.DEVNULL, start_new_session=True,
-                                env=dict(env) if env is not None else None)
+                                env=dict(env) if env is not None else None,
+                                preexec_fn=die_with_parent)
     try:
         deadline = time.monotonic() + startup_timeout
         while True:

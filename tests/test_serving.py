@@ -6,9 +6,13 @@ from __future__ import annotations
 import json
 import os
 import socket
+import subprocess
 import sys
+import textwrap
+import time
 import urllib.error
 import urllib.request
+from pathlib import Path
 
 import pytest
 
@@ -116,3 +120,33 @@ def test_command_is_a_parameter_and_model_name_is_checked(tmp_path):
     with pytest.raises(ServerError, match="does not list the model 'wrong'"):
         with serve_checkpoint(tmp_path, command=fake, model_name="wrong"):
             pass
+
+
+def test_a_server_dies_with_the_process_that_started_it(tmp_path):
+    # the parent starts a long-lived child as a model server is started, then dies by
+    # SIGKILL (no cleanup code runs); the kernel must take the child with it
+    parent = textwrap.dedent("""
+        import os, signal, subprocess, sys
+        from rzero.serving import die_with_parent
+        child = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(300)"],
+                                 start_new_session=True, preexec_fn=die_with_parent)
+        print(child.pid, flush=True)
+        os.kill(os.getpid(), signal.SIGKILL)
+    """)
+    proc = subprocess.run([sys.executable, "-c", parent], capture_output=True, text=True,
+                          timeout=60)
+    assert proc.returncode == -9
+    child = int(proc.stdout.split()[0])
+    deadline = time.monotonic() + 10
+    while time.monotonic() < deadline:
+        try:
+            os.kill(child, 0)
+        except ProcessLookupError:
+            return  # gone
+        # a zombie (dead, not yet reaped by init) counts as gone
+        stat = Path(f"/proc/{child}/stat")
+        if stat.exists() and stat.read_text().split(") ")[-1].startswith("Z"):
+            return
+        time.sleep(0.1)
+    os.kill(child, 9)
+    raise AssertionError(f"child {child} outlived its parent")

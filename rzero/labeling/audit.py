@@ -24,6 +24,7 @@ version, sampling settings), so a rerun makes no calls for them.
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import json
 import logging
@@ -74,6 +75,8 @@ def judge_messages(question: str) -> list[dict[str, str]]:
             {"role": "user", "content": JUDGE_PROMPT.format(question=question)}]
 
 
+EMBEDDED_CONCURRENCY = 2  # requests in flight to the embedded judge's local server
+EMBEDDED_TIMEOUT = 900.0  # s; a 512-token answer takes ~40-70 s there, longer under load
 BACKOFF_BASE = 0.5  # s; retry n waits BACKOFF_BASE * 2**n, capped at BACKOFF_MAX
 BACKOFF_MAX = 8.0
 RETRY_AFTER_MAX = 60.0  # a server asking for a longer pause than this is not waited for
@@ -415,11 +418,16 @@ def audit_run(run_dir: str | Path, cfg: AuditConfig, *,
     if not _uncached(items, spec, cfg, run_dir / "audit" / "cache.jsonl"):
         return _audit_with(None, spec, "127.0.0.1", note, run_dir, cfg, items)
     path = resolve_model(spec)
+    # One CPU process serves the judge: requests in flight share its cores rather than run
+    # faster, and one the client gives up on keeps generating, so a short timeout turns into
+    # a pile of retries. Two in flight, and a timeout that covers a full-length answer.
+    local = dataclasses.replace(cfg, concurrency=min(cfg.concurrency, EMBEDDED_CONCURRENCY),
+                                timeout=max(cfg.timeout, EMBEDDED_TIMEOUT))
     with serve_checkpoint(path, log_path=run_dir / "audit" / "judge_server.log") as served:
-        judge = Judge(served.base_url, served.model, max_tokens=cfg.max_tokens,
-                      temperature=cfg.temperature, timeout=cfg.timeout, retries=cfg.retries,
-                      seed=cfg.seed)
-        return _audit_with(judge, spec, _host(served.base_url), note, run_dir, cfg, items)
+        judge = Judge(served.base_url, served.model, max_tokens=local.max_tokens,
+                      temperature=local.temperature, timeout=local.timeout,
+                      retries=local.retries, seed=local.seed)
+        return _audit_with(judge, spec, _host(served.base_url), note, run_dir, local, items)
 
 
 def _only_served_model(cfg: AuditConfig) -> str:
