@@ -83,7 +83,12 @@ class FaultServer:
                 except (BrokenPipeError, ConnectionResetError):
                     pass  # the client gave up (timeout): expected for "slow"
 
-        self._httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        class Server(ThreadingHTTPServer):
+            # the default listen backlog of 5 drops connections when 8 clients and their
+            # retries arrive at once; a dropped SYN would look like a fault we did not inject
+            request_queue_size = 128
+
+        self._httpd = Server(("127.0.0.1", 0), Handler)
         self._httpd.daemon_threads = True
         self._thread = threading.Thread(target=self._httpd.serve_forever, daemon=True)
         self._thread.start()

@@ -160,6 +160,16 @@ def test_sample_is_seeded_per_group_and_stable(tmp_path):
     assert len([it for it in again if it.iteration == 2]) == 12
 
 
+def test_global_step_is_derived_for_logs_without_it(tmp_path):
+    # iteration 2, step 1 with 3 challenger steps per iteration: global step (2-1)*3 + 1 = 4
+    row = step_row("What is 2+3?", "5", iteration=2, step=1)
+    del row["global_step"]
+    write_run(tmp_path, {1: [row]}, [], iteration=2)
+    write_text_atomic(tmp_path / "config.yaml", yaml.safe_dump({"challenger": {"steps": 3}}))
+    (item,) = select_items(tmp_path, per_step=4, seed=0)
+    assert (item.iteration, item.step, item.global_step) == (2, 1, 4)
+
+
 def test_cache_key_covers_model_prompt_and_sampling():
     k = cache_key("What is 2+3?", "5", "m", temperature=0.0, max_tokens=64, seed=0)
     assert k != cache_key("What is 2+3?", "6", "m", temperature=0.0, max_tokens=64, seed=0)
@@ -240,12 +250,13 @@ def test_faults_become_unjudged_and_good_items_are_unaffected(tmp_path):
         for name in ("report.json", "report.md", "report.html", "accuracy.png", "cache.jsonl"):
             assert (tmp_path / "audit" / name).stat().st_size > 0
 
-        # a rerun asks again only for the unjudged items (they are not cached)
+        # a rerun asks again only for the failed calls (not cached); the reply without a box
+        # was the judge's answer and is cached like the verdicts
         before = server.count()
         report2 = audit_run(tmp_path, judge_cfg(server, retries=0))
         asked = {r.key for r in server.requests[before:]}
-        assert asked == {"What is 7-2?", "What is 6/2?", "What is 1+1?", "What is 9-4?"}
-        assert report2["cached"] == 4  # 2+3, 4+4, 3*3, x
+        assert asked == {"What is 7-2?", "What is 6/2?", "What is 1+1?"}
+        assert report2["cached"] == 5  # 2+3, 4+4, 3*3, x and 9-4 (no box)
 
 
 def test_second_audit_makes_no_requests(tmp_path):
@@ -350,8 +361,10 @@ def test_embedded_judge_end_to_end_with_transformers_serve(tiny_checkpoint, tmp_
     assert "base model itself" in (audit_dir / "report.md").read_text()
     assert "base model itself" in (audit_dir / "report.html").read_text()
     assert "Uvicorn running" in (audit_dir / "judge_server.log").read_text()
-    # only verdicts other than unjudged are cached
-    assert all(r["verdict"] != "unjudged" for r in read_jsonl(audit_dir / "cache.jsonl"))
+    # every reply that arrived is cached, a reply without a box included
+    cached = read_jsonl(audit_dir / "cache.jsonl")
+    assert len(cached) == 4
+    assert all(r["verdict"] != "unjudged" or r["reason"] == "no boxed answer" for r in cached)
 
 
 def test_embedded_judge_is_not_started_when_every_verdict_is_cached(tmp_path):

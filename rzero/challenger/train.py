@@ -103,7 +103,9 @@ class ChallengerReward:
                                    lam=c.repetition_lambda, clip=c.clip_reward,
                                    invalid_reward=c.invalid_reward)
         rewards = [p.reward for p in parts]
-        rows = [dict(iteration=self.iteration, step=self.step, completion=texts[i][:4000],
+        global_step = (self.iteration - 1) * c.steps + self.step
+        rows = [dict(iteration=self.iteration, step=self.step, global_step=global_step,
+                     completion=texts[i][:4000],
                      question=questions[i], challenger_answer=own_answers[i], valid=False,
                      answers=[], label=None, p_hat=None, num_groups=0, top2_margin=None,
                      parse_rate=None, r_unc=None, r_rep=None, reward=rewards[i])

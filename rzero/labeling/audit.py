@@ -17,9 +17,11 @@ only shows that the machinery works: a model judging its own labels is not groun
 Each judge call ends in one verdict: `correct` or `wrong` (its boxed answer is / is not
 math-verify-equivalent to ỹ), `ill_posed` (it answered \\boxed{ILL-POSED}), or `unjudged`
 (call failed after retries, timed out, malformed response, no boxed answer). Unjudged items are
-never counted as wrong, and are not cached, so a rerun tries them again; every other verdict is
-cached in `RUN_DIR/audit/cache.jsonl` under a hash of (question, label, judge model, prompt
-version, sampling settings), so a rerun makes no calls for them.
+never counted as wrong. Failed calls are not cached, so a rerun tries them again; every verdict
+from a reply that arrived (a reply without a box included: the judge samples at temperature 0
+with a fixed seed, so asking again gives the same reply) is cached in `RUN_DIR/audit/cache.jsonl`
+under a hash of (question, label, judge model, prompt version, sampling settings), so a rerun
+makes no calls for them.
 """
 
 from __future__ import annotations
@@ -80,6 +82,7 @@ EMBEDDED_TIMEOUT = 900.0  # s; a 512-token answer takes ~40-70 s there, longer u
 BACKOFF_BASE = 0.5  # s; retry n waits BACKOFF_BASE * 2**n, capped at BACKOFF_MAX
 BACKOFF_MAX = 8.0
 RETRY_AFTER_MAX = 60.0  # a server asking for a longer pause than this is not waited for
+NO_BOX = "no boxed answer"  # the one unjudged reason that is the judge's own, final answer
 MAX_STORED_RESPONSE = 4000  # characters of the judge's full reply kept in cache and report
 CACHE_WRITE_EVERY = 2.0  # s between cache rewrites while an audit runs
 
@@ -125,9 +128,19 @@ def _sample(rows: list[dict[str, Any]], k: int, seed_text: str) -> list[dict[str
     return random.Random(seed_text).sample(pool, min(k, len(pool)))
 
 
+def _steps_per_iteration(run_dir: Path) -> int | None:
+    """challenger.steps from the run's config.yaml, for logs that predate `global_step`."""
+    try:
+        cfg = yaml.safe_load((run_dir / "config.yaml").read_text()) or {}
+        return int(cfg["challenger"]["steps"])
+    except (OSError, KeyError, TypeError, ValueError, yaml.YAMLError):
+        return None
+
+
 def select_items(run_dir: str | Path, per_step: int, seed: int) -> list[AuditItem]:
     """The audit sample of a run directory (see the module docstring)."""
     items: list[AuditItem] = []
+    per_iteration = _steps_per_iteration(Path(run_dir))
     for iteration, d in _iteration_dirs(Path(run_dir)):
         steps: dict[tuple[int, int], list[dict[str, Any]]] = {}
         for r in read_jsonl(d / "challenger_steps.jsonl"):
@@ -136,7 +149,10 @@ def select_items(run_dir: str | Path, per_step: int, seed: int) -> list[AuditIte
                 steps.setdefault(group, []).append(r)
         for (it, step), rows in sorted(steps.items()):
             for r in _sample(rows, per_step, f"{seed}:step:{it}:{step}"):
-                items.append(AuditItem("step", it, step, r.get("global_step"), r["question"],
+                global_step = r.get("global_step")
+                if global_step is None and per_iteration is not None:
+                    global_step = (it - 1) * per_iteration + step
+                items.append(AuditItem("step", it, step, global_step, r["question"],
                                        str(r["label"]), float(r["p_hat"]), None))
         labelled = [r for r in read_jsonl(d / "labelled.jsonl")
                     if r.get("label") is not None and r.get("question")]
@@ -259,7 +275,7 @@ def verdict_of(reply: JudgeReply, label: str) -> tuple[str, str | None, str | No
         return "unjudged", None, reply.error
     answer = extract_boxed(reply.text)
     if answer is None:
-        return "unjudged", None, "no boxed answer"
+        return "unjudged", None, NO_BOX
     if _is_ill_posed(answer):
         return "ill_posed", answer, None
     return ("correct" if equivalent(answer, label) else "wrong"), answer, None
@@ -278,7 +294,10 @@ def cache_key(question: str, label: str, judge_model: str, *, temperature: float
 
 
 def load_cache(path: Path) -> dict[str, dict[str, Any]]:
-    return {r["key"]: r for r in read_jsonl(path) if r.get("verdict") not in (None, "unjudged")}
+    # entries of failed calls are never written; an older cache may hold some: ask again
+    return {r["key"]: r for r in read_jsonl(path)
+            if r.get("verdict") is not None
+            and (r.get("verdict") != "unjudged" or r.get("reason") == NO_BOX)}
 
 
 # ---------------------------------------------------------------- the audit
@@ -341,7 +360,7 @@ def _judge_all(judge: Judge | None, judge_name: str, items: Sequence[AuditItem],
                               "verdict": verdict, "judge_answer": judge.scrub(answer),
                               "reason": reason, "attempts": reply.attempts,
                               "response": judge.scrub((reply.text or "")[:MAX_STORED_RESPONSE])}
-                if verdict != "unjudged":
+                if reply.error is None:  # the judge's own answer, boxed or not: final
                     cache[key] = fresh[key]
                 if time.monotonic() - last_write > CACHE_WRITE_EVERY:
                     write_jsonl_atomic(cache_path, cache.values())
