@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import os
 import signal
+import subprocess
 import sys
 import threading
 from pathlib import Path
@@ -58,6 +59,16 @@ def cmd_iterate(args) -> int:
 
     cfg = load_config(args.config, args.overrides)
     run_dir = Path(args.run_dir or cfg.run.output_dir)
+    from rzero.launch import format_command, iterate_launch, needs_launcher
+
+    if needs_launcher(cfg):
+        # several training GPUs: run this same command once per GPU under accelerate
+        forwarded = [*(["--config", args.config] if args.config else []),
+                     *[a for o in args.overrides for a in ("--set", o)],
+                     "--run-dir", str(run_dir), *(["--fresh"] if args.fresh else [])]
+        argv, env = iterate_launch(cfg, forwarded)
+        print(f"launching: {format_command(argv, env)}", file=sys.stderr, flush=True)
+        return subprocess.call(argv, env={**os.environ, **env})
     try:
         run_iterations(cfg, run_dir, fresh=args.fresh)
     except RunDirConflict as exc:

@@ -209,6 +209,16 @@ class RunConfig:
     iterations: int = _f(3, "Alternating iterations K (paper: 3).", min=1)
     seed: int = _f(0, "Global seed.")
     output_dir: str = _f("runs/default", "Run directory (overridden by --run-dir / RUN_DIR).")
+    train_gpus: list[int] = _f([], "GPUs that train on each machine, one process each. With "
+                                   "more than one (or num_machines > 1), `rzero iterate` "
+                                   "relaunches itself through `accelerate launch` on them; "
+                                   "empty: train in this process on model.device.")
+    num_machines: int = _f(1, "Machines of a multi-node launch (each runs the same command "
+                              "with RZERO_MACHINE_RANK and RZERO_MAIN_PROCESS_IP set).", min=1)
+    accelerate_config: str = _f("configs/accelerate/deepspeed_zero2.yaml",
+                                "accelerate config file of the training launch.")
+    main_process_port: int = _f(29500, "Rendezvous port of the training launch.", min=1,
+                                max=65535)
 
 
 @dataclass
@@ -357,6 +367,13 @@ def _check_consistency(cfg: RZeroConfig) -> None:
         if r.micro_batch_size and batch % r.micro_batch_size:
             raise ConfigError(f"{role}.micro_batch_size={r.micro_batch_size!r}: must divide the "
                               f"step batch {role}.prompts_per_step x {role}.group_size = {batch}")
+    shared = set(cfg.run.train_gpus) & set(cfg.generation.solver_gpus)
+    if shared and cfg.generation.solver_replicas > 0:
+        raise ConfigError(f"run.train_gpus={cfg.run.train_gpus!r}: GPUs {sorted(shared)} also "
+                          f"serve the solver (generation.solver_gpus="
+                          f"{cfg.generation.solver_gpus!r}); give each GPU one job")
+    if len(set(cfg.run.train_gpus)) != len(cfg.run.train_gpus):
+        raise ConfigError(f"run.train_gpus={cfg.run.train_gpus!r}: a GPU is listed twice")
     if cfg.generation.backend == "openai" and not cfg.generation.base_urls:
         raise ConfigError("generation.backend='openai': set generation.base_urls")
 

@@ -405,6 +405,30 @@ def accelerate_command(cfg: str | Path | RZeroConfig, *, num_processes: int,
     return argv, {"CUDA_VISIBLE_DEVICES": cuda_visible_devices(gpus)}
 
 
+def needs_launcher(cfg: RZeroConfig) -> bool:
+    """Whether the config's training placement needs several processes (and we are not
+    already one of them)."""
+    launched = "WORLD_SIZE" in os.environ or "LOCAL_RANK" in os.environ
+    return not launched and (len(cfg.run.train_gpus) > 1 or cfg.run.num_machines > 1)
+
+
+def iterate_launch(cfg: RZeroConfig, iterate_args: Sequence[str],
+                   env: dict[str, str] | None = None) -> tuple[list[str], dict[str, str]]:
+    """`accelerate launch ... -m rzero iterate ARGS` from run.train_gpus / run.num_machines;
+    on a multi-node run this machine's rank and node 0's address come from RZERO_MACHINE_RANK
+    and RZERO_MAIN_PROCESS_IP."""
+    env = dict(os.environ if env is None else env)
+    r = cfg.run
+    gpus = tuple(r.train_gpus) or (0,)
+    rank = int(env.get("RZERO_MACHINE_RANK", "0"))
+    return accelerate_command(
+        cfg, num_processes=len(gpus) * r.num_machines, gpus=gpus, num_machines=r.num_machines,
+        machine_rank=rank, main_process_ip=env.get("RZERO_MAIN_PROCESS_IP"),
+        main_process_port=r.main_process_port, accelerate_config=r.accelerate_config,
+        script_args=("iterate", *iterate_args), launcher=env.get("RZERO_LAUNCHER",
+                                                                  "accelerate"))
+
+
 def format_command(argv: Sequence[str], env: dict[str, str] | None = None) -> str:
     """A shell line for a README or a log: `VAR=value prog args…`, quoted where needed."""
     prefix = [f"{k}={shlex.quote(v)}" for k, v in (env or {}).items()]

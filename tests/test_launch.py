@@ -10,13 +10,15 @@ import os
 import re
 import signal
 import socket
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
 import torch
 import yaml
 
-from rzero.config import load_config
+from rzero.config import ConfigError, load_config
 from rzero.generation import GenerationError, OpenAIGenerator, SamplingParams, read_urls_file
 from rzero.launch import (
     Placement,
@@ -26,6 +28,8 @@ from rzero.launch import (
     add_serve_solver_arguments,
     cmd_serve_solver,
     format_command,
+    iterate_launch,
+    needs_launcher,
     parse_gpus,
     placement,
     replica_plan,
@@ -290,3 +294,56 @@ def test_vllm_replica_serves_the_frozen_solver(tiny_checkpoint, tmp_path):
         assert [len(o) for o in out] == [2]
         assert gen.stats.new_tokens >= 2
     assert not urls_file.exists()
+
+
+def test_iterate_launch_comes_from_the_recipe():
+    # configs/r-zero-qwen3-4b.yaml: run.train_gpus [0, 1, 2, 3], solver replicas on 4-7
+    cfg = load_config(QWEN)
+    argv, env = iterate_launch(cfg, ["--config", QWEN, "--run-dir", "runs/q"], env={})
+    assert argv == ["accelerate", "launch",
+                    "--config_file", "configs/accelerate/deepspeed_zero2.yaml",
+                    "--num_processes", "4", "--num_machines", "1", "--machine_rank", "0",
+                    "--main_process_port", "29500", "--mixed_precision", "bf16",
+                    "-m", "rzero", "iterate", "--config", QWEN, "--run-dir", "runs/q"]
+    assert env == {"CUDA_VISIBLE_DEVICES": "0,1,2,3"}
+    # node 1 of 2: its rank and node 0's address from the environment
+    two = load_config(QWEN, ["run.num_machines=2"])
+    argv, _ = iterate_launch(two, [], env={"RZERO_MACHINE_RANK": "1",
+                                           "RZERO_MAIN_PROCESS_IP": "10.0.0.1"})
+    assert argv[4:12] == ["--num_processes", "8", "--num_machines", "2", "--machine_rank", "1",
+                          "--main_process_ip", "10.0.0.1"]
+
+
+def test_processes_already_launched_do_not_relaunch(monkeypatch):
+    cfg = load_config(QWEN)
+    monkeypatch.delenv("WORLD_SIZE", raising=False)
+    monkeypatch.delenv("LOCAL_RANK", raising=False)
+    assert needs_launcher(cfg)
+    assert not needs_launcher(load_config(None))  # no train_gpus: this process trains
+    monkeypatch.setenv("WORLD_SIZE", "4")
+    assert not needs_launcher(cfg)
+
+
+def test_training_and_solver_gpus_must_not_overlap():
+    with pytest.raises(ConfigError, match=r"GPUs \[3\] also serve the solver"):
+        load_config(QWEN, ["run.train_gpus=[0, 1, 2, 3]", "generation.solver_gpus=[3, 4, 5, 6]"])
+
+
+def test_iterate_relaunches_itself_through_the_launcher(tmp_path):
+    # a stand-in for `accelerate` that records how it was called
+    fake = tmp_path / "fake-accelerate"
+    fake.write_text("#!/bin/sh\necho \"CVD=$CUDA_VISIBLE_DEVICES ARGS=$*\"\n")
+    fake.chmod(0o755)
+    env = {k: v for k, v in os.environ.items() if k not in ("WORLD_SIZE", "LOCAL_RANK")}
+    env["RZERO_LAUNCHER"] = str(fake)
+    proc = subprocess.run([sys.executable, "-m", "rzero", "iterate", "--set",
+                           "run.train_gpus=[2, 3]", "--run-dir", str(tmp_path / "run")],
+                          env=env, capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    assert "launching: CUDA_VISIBLE_DEVICES=2,3" in proc.stderr
+    assert proc.stdout.strip() == (
+        f"CVD=2,3 ARGS=launch --config_file configs/accelerate/deepspeed_zero2.yaml "
+        f"--num_processes 2 --num_machines 1 --machine_rank 0 --main_process_port 29500 "
+        f"--mixed_precision no -m rzero iterate --set run.train_gpus=[2, 3] "
+        f"--run-dir {tmp_path / 'run'}")
+    assert not (tmp_path / "run").exists()  # nothing ran in the launching process
