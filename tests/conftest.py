@@ -18,6 +18,24 @@ SHORT_CHALLENGER = Path(__file__).parent / "data" / "challenger_short.txt"
 SHORT_SOLVER = Path(__file__).parent / "data" / "solver_short.txt"
 
 
+def tiny_overrides(model: Path, **extra) -> list[str]:
+    """`--set` overrides for a one-iteration loop on a tiny model, small in every size."""
+    sets = {
+        "model.name": str(model), "model.device": "cpu",
+        "challenger.steps": 1, "challenger.group_size": 4, "challenger.prompts_per_step": 2,
+        "challenger.max_completion_length": 32, "challenger.pool_size": 12,
+        "challenger.learning_rate": 1e-3,
+        "solver.steps": 1, "solver.group_size": 4, "solver.prompts_per_step": 2,
+        "solver.max_completion_length": 24, "solver.learning_rate": 1e-3,
+        "labeling.num_votes": 4, "labeling.max_new_tokens": 24,
+        "labeling.filter": False,  # keep every labelled question so the solver phase runs
+        "eval.limit": 3, "eval.max_new_tokens": 16, "run.iterations": 1,
+        "challenger.prompt_file": SHORT_CHALLENGER, "solver.prompt_file": SHORT_SOLVER,
+    }
+    sets.update(extra)
+    return [f"{k}={v}" for k, v in sets.items()]
+
+
 @pytest.fixture(scope="session")
 def tokenizer():
     from rzero.models import DEFAULT_MODEL, load_tokenizer

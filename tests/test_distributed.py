@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 import torch
-from conftest import SHORT_CHALLENGER, SHORT_SOLVER
+from conftest import tiny_overrides
 from safetensors.torch import load_file
 
 from rzero import distributed
@@ -130,23 +130,12 @@ def test_on_main_under_two_real_processes(tmp_path):
 @pytest.mark.slow
 def test_accelerate_launch_two_cpu_processes_runs_one_iteration(format_checkpoint, tmp_path):
     run_dir = tmp_path / "run"
-    sets = {
-        "model.name": str(format_checkpoint), "model.device": "cpu",
-        "challenger.steps": 1, "challenger.group_size": 4, "challenger.prompts_per_step": 2,
-        "challenger.max_completion_length": 32, "challenger.pool_size": 12,
-        "challenger.learning_rate": 1e-3,
-        "solver.steps": 1, "solver.group_size": 4, "solver.prompts_per_step": 2,
-        "solver.max_completion_length": 24, "solver.learning_rate": 1e-3,
-        "labeling.num_votes": 4, "labeling.max_new_tokens": 24, "labeling.filter": False,
-        "eval.enabled": False, "run.iterations": 1,
-        "challenger.prompt_file": SHORT_CHALLENGER, "solver.prompt_file": SHORT_SOLVER,
-    }
     args = [sys.executable, "-m", "accelerate.commands.launch", "--cpu",
             "--num_processes", "2", "--num_machines", "1", "--mixed_precision", "no",
             "--dynamo_backend", "no", "--main_process_port", str(free_port()),
             "-m", "rzero", "iterate", "--run-dir", str(run_dir)]
-    for key, value in sets.items():
-        args += ["--set", f"{key}={value}"]
+    for override in tiny_overrides(format_checkpoint, **{"eval.enabled": False}):
+        args += ["--set", override]
     proc = subprocess.run(args, env=_env(), capture_output=True, text=True, timeout=900)
     assert proc.returncode == 0, proc.stderr[-4000:]
     it = run_dir / "iter_01"

@@ -9,28 +9,11 @@ from pathlib import Path
 
 import pytest
 import torch
-from conftest import SHORT_CHALLENGER, SHORT_SOLVER
+from conftest import tiny_overrides
 from safetensors.torch import load_file
 
 from rzero.config import load_config
 from rzero.loop import RunDirConflict, RZeroRun, read_marker, run_iterations
-
-
-def tiny_overrides(model: Path, **extra) -> list[str]:
-    sets = {
-        "model.name": str(model), "model.device": "cpu",
-        "challenger.steps": 1, "challenger.group_size": 4, "challenger.prompts_per_step": 2,
-        "challenger.max_completion_length": 32, "challenger.pool_size": 12,
-        "challenger.learning_rate": 1e-3,
-        "solver.steps": 1, "solver.group_size": 4, "solver.prompts_per_step": 2,
-        "solver.max_completion_length": 24, "solver.learning_rate": 1e-3,
-        "labeling.num_votes": 4, "labeling.max_new_tokens": 24,
-        "labeling.filter": False,  # keep every labelled question so the solver phase runs
-        "eval.limit": 3, "eval.max_new_tokens": 16, "run.iterations": 1,
-        "challenger.prompt_file": SHORT_CHALLENGER, "solver.prompt_file": SHORT_SOLVER,
-    }
-    sets.update(extra)
-    return [f"{k}={v}" for k, v in sets.items()]
 
 
 def weights(path) -> dict[str, torch.Tensor]:
