@@ -488,11 +488,8 @@ def cmd_serve_solver(args) -> int:
         where = f"GPU {spec.cuda_visible_devices}" if spec.gpus else "CPU"
         print(f"replica {spec.index} ({where}): {spec.url}  log {log}", flush=True)
 
-    # SIGTERM stops the replicas the same way Ctrl-C does
-    def _terminate(signum, frame):
-        raise KeyboardInterrupt
-
-    previous = signal.signal(signal.SIGTERM, _terminate)
+    # `rzero` turns SIGTERM into KeyboardInterrupt (cli.main), so it stops the replicas the
+    # same way Ctrl-C does
     try:
         with replicas:
             print(f"{len(replicas.specs)} replicas healthy, serving model {replicas.model!r}; "
@@ -505,6 +502,4 @@ def cmd_serve_solver(args) -> int:
     except KeyboardInterrupt:
         print("stopped the solver replicas", file=sys.stderr)
         return 0
-    finally:
-        signal.signal(signal.SIGTERM, previous)
     return 0
