@@ -168,6 +168,39 @@ def test_configure_replaces_the_default_checker():
         assert old is not equivalence.get_checker()
 
 
+def test_use_settings_sets_the_grading_direction_and_keeps_a_matching_checker(checker):
+    # math-verify accepts this pair in one direction only: an inequality (gold) against
+    # an interval (prediction), but not the interval against the inequality
+    a, b = "x > 3", r"(3,\infty)"
+    assert checker._math_verify_only([(a, b)], "forward") == [True]
+    assert checker._math_verify_only([(b, a)], "forward") == [False]
+    from rzero.labeling.voting import majority_vote
+
+    try:
+        either = equivalence.use_settings(timeout_s=5.0, direction="either")
+        assert equivalence.get_checker() is either
+        assert (either.timeout_s, either.direction) == (5.0, "either")
+        assert equivalent(a, b) and equivalent(b, a)
+        assert equivalence.equivalent_many([(b, a), ("x > 4", b)]) == [True, False]
+        assert majority_vote([a, b, b]).num_groups == 1
+        starts = either.stats().worker_starts
+        # the same settings again: the same checker, its warm worker and cache kept
+        assert equivalence.use_settings(timeout_s=5.0, direction="either") is either
+        assert equivalent(a, b) and either.stats().worker_starts == starts
+
+        both = equivalence.use_settings(timeout_s=5.0, direction="both")
+        assert both is not either and equivalence.get_checker() is both
+        assert not equivalent(a, b) and not equivalent(b, a)
+        assert equivalence.equivalent_many([(b, a), ("x > 4", b)]) == [False, False]
+        assert majority_vote([a, b, b]).num_groups == 2
+        assert equivalence.use_settings(timeout_s=5.0, direction="both") is both
+        assert equivalence.use_settings(timeout_s=2.0, direction="both") is not both
+    finally:
+        equivalence.use_settings(timeout_s=5.0, direction="both")  # back to the defaults
+    restored = equivalence.get_checker()
+    assert (restored.timeout_s, restored.direction) == (5.0, "both")
+
+
 def test_invalid_settings_are_rejected():
     with pytest.raises(ValueError, match="timeout_s"):
         EquivalenceChecker(timeout_s=0)

@@ -6,22 +6,9 @@ directions, because ``verify(gold, target)`` is not symmetric (assignment simpli
 equation/interval conversion) and a pseudo-label must not depend on which answer
 happened to come first.
 
-Why a worker process. math-verify bounds its own work with ``signal.alarm``, which
-
-- only works on the main thread (a reward function called from a trainer thread gets a
-  ``ValueError`` or, with timeouts disabled, no protection at all), and
-- cannot interrupt a long computation inside C code (huge integer powers, some sympy
-  simplifications), so some inputs hang far past it.
-
-So every check runs in a persistent worker process, in that process's main thread
-(math-verify's own cheap timeouts still work there), and the parent enforces a hard
-wall-clock limit per check (default 5 s): past it the worker is killed and a fresh one
-is started. A timed-out check counts as "not equivalent" and is counted in
-`equivalence_stats()`. Workers are fresh interpreters (``subprocess`` + a socket pair,
-so POSIX only), never ``fork`` children: the parent may hold torch and its threads, and
-no ``if __name__ == "__main__"`` guard is asked of the caller's script. A replacement is
-launched as soon as a worker is killed, so its start-up (about half a second: a fresh
-interpreter importing math-verify) overlaps with the caller's work.
+Every check runs in a persistent math-verify worker process under a hard wall-clock
+limit per check (default 5 s; see `rzero.labeling.equivalence_worker` for why, and how).
+A timed-out check counts as "not equivalent" and is counted in `equivalence_stats()`.
 
 In front of the worker sit fast paths that never merge different answers (equal
 `normalize_answer` forms; two plain integers of at most 15 digits, compared exactly as
@@ -39,22 +26,17 @@ Every call is thread-safe (one lock per checker) and works from any thread.
 from __future__ import annotations
 
 import atexit
-import logging
 import os
 import re
-import socket
-import subprocess
-import sys
 import threading
-import time
 import weakref
 from collections import OrderedDict
 from collections.abc import Sequence
 from dataclasses import dataclass
-from multiprocessing.connection import Connection
 from typing import Any, Literal
 
 from rzero.labeling.answers import normalize_answer
+from rzero.labeling.equivalence_worker import WorkerProcess, sleep_request, verify_request
 
 __all__ = [
     "DEFAULT_TIMEOUT_S",
@@ -69,6 +51,7 @@ __all__ = [
     "get_checker",
     "reset_equivalence_stats",
     "shutdown",
+    "use_settings",
 ]
 
 Direction = Literal["both", "either", "forward"]
@@ -86,10 +69,6 @@ _PLAIN_INT = re.compile(r"-?[0-9]{1,15}")
 # nest takes its whole parse timeout). They still match an identical string.
 _MAX_ANSWER_CHARS = 2_000
 _MAX_BRACE_DEPTH = 32
-# the directory holding the `rzero` package, for the worker's sys.path
-_PACKAGE_ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-
-log = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True)
@@ -164,9 +143,14 @@ class EquivalenceChecker:
         # normalised answer -> [checks that timed out, checks that completed]
         self._record: OrderedDict[str, list[int]] = OrderedDict()
         self._counts = dict.fromkeys(EquivalenceStats.__dataclass_fields__, 0)
-        self._proc: subprocess.Popen | None = None
-        self._conn: Any = None
-        self._ready = False
+        # the worker updates the counters in place (so they are reset in place too)
+        self._worker = WorkerProcess(
+            timeout_s=self.timeout_s,
+            inner_timeout_s=inner_timeout_s,
+            start_timeout_s=start_timeout_s,
+            memory_limit_mb=memory_limit_mb,
+            counts=self._counts,
+        )
         _ALL_CHECKERS.add(self)
 
     # --- public API ----------------------------------------------------------------
@@ -178,10 +162,7 @@ class EquivalenceChecker:
         return self.check_many([(a, b)], direction=direction)[0].equivalent
 
     def equivalent_many(
-        self,
-        pairs: Sequence[tuple[str | None, str | None]],
-        *,
-        direction: Direction | None = None,
+        self, pairs: Sequence[tuple[str | None, str | None]], *, direction: Direction | None = None
     ) -> list[bool]:
         """Verdicts for many pairs with one round-trip to the worker."""
         return [c.equivalent for c in self.check_many(pairs, direction=direction)]
@@ -227,21 +208,19 @@ class EquivalenceChecker:
                     request, previous, indices = todo[key]
                     todo[key] = (request, max(previous, deadline), indices + [i])
                 else:
-                    request = ("verify", _for_math_verify(a), _for_math_verify(b), direction)
-                    todo[key] = (request, deadline, [i])
+                    todo[key] = (verify_request(a, b, direction), deadline, [i])
             if todo:
                 keys = list(todo)
-                results = self._run_in_worker(
-                    [todo[k][0] for k in keys], [todo[k][1] for k in keys]
-                )
-                for key, (result, ran, timed_out) in zip(keys, results, strict=True):
+                results = self._worker.run([todo[k][0] for k in keys], [todo[k][1] for k in keys])
+                for key, done in zip(keys, results, strict=True):
+                    result = Check(done.equivalent, done.source, done.seconds)
                     if result.source in ("math_verify", "timeout"):
                         self._remember(key, result.equivalent)
                         self._slow.pop(key, None)
-                        if timed_out is not None:
-                            self._note_outcome(key[1:], timed_out)
-                    elif result.source == "budget" and ran > 0:
-                        self._note_slow(key, ran)
+                        if done.timed_out is not None:
+                            self._note_outcome(key[1:], done.timed_out)
+                    elif result.source == "budget" and done.ran > 0:
+                        self._note_slow(key, done.ran)
                     for i in todo[key][2]:
                         out[i] = result
             return [c for c in out if c is not None]
@@ -252,7 +231,8 @@ class EquivalenceChecker:
 
     def reset_stats(self) -> None:
         with self._lock:
-            self._counts = dict.fromkeys(self._counts, 0)
+            for name in self._counts:
+                self._counts[name] = 0
 
     def clear_cache(self) -> None:
         with self._lock:
@@ -263,25 +243,13 @@ class EquivalenceChecker:
     def close(self) -> None:
         """Stop the worker (a later check starts a new one)."""
         with self._lock:
-            if self._conn is not None:
-                try:
-                    self._conn.send(None)
-                except OSError:
-                    pass
-            if self._proc is not None:
-                try:
-                    self._proc.wait(timeout=1.0)
-                except subprocess.TimeoutExpired:
-                    pass
-            self._kill_worker()
+            self._worker.close()
 
     def _forget_worker_after_fork(self) -> None:
         # A forked child (e.g. a fork-started data loader) must not talk to, or kill,
         # its parent's worker: drop the handles and start afresh if it checks anything.
         self._lock = threading.RLock()
-        if self._conn is not None:
-            self._conn.close()
-        self._proc, self._conn, self._ready = None, None, False
+        self._worker.forget_after_fork()
 
     def __enter__(self) -> EquivalenceChecker:
         return self
@@ -351,170 +319,22 @@ class EquivalenceChecker:
         while len(self._cache) > self.cache_size:
             self._cache.popitem(last=False)
 
-    # --- the worker ----------------------------------------------------------------
-
-    def _run_in_worker(
-        self, requests: list[tuple], deadlines: list[float]
-    ) -> list[tuple[Check, float, bool | None]]:
-        """Send `requests` in one batch; enforce each deadline as results stream back.
-
-        Returns, per request, its Check, the seconds it ran in the worker itself, and
-        whether it timed out (the hard limit, or math-verify's own timeout inside;
-        ``None`` when that says nothing about the answers: cut short, or never compared).
-
-        A deadline below `timeout_s` is a caller's budget: it also pays for waiting on a
-        worker that is still starting, and running out of it is a "budget" cut, not a
-        timeout. At the full limit, start-up time is not charged to the pair.
-        """
-        out: list[tuple[Check, float, bool | None]] = []
-        i = 0
-        while i < len(requests):
-            budgeted = deadlines[i] < self.timeout_s
-            begun = time.monotonic()
-            conn = self._ensure_worker(wait_s=deadlines[i] if budgeted else None)
-            waited = time.monotonic() - begun if budgeted else 0.0
-            if conn is None or deadlines[i] - waited <= 0:
-                self._counts["budget_cuts"] += 1
-                out.append((Check(False, "budget", waited), 0.0, None))
-                i += 1
-                continue
-            # Stop the batch before the first pair without budget left, so that pair is
-            # answered without waiting on (or killing) the worker.
-            stop = i + 1
-            while stop < len(requests) and deadlines[stop] > 0:
-                stop += 1
-            batch = [(*req, self.inner_timeout_s) for req in requests[i:stop]]
-            try:
-                conn.send(batch)
-            except OSError:
-                self._kill_worker()
-                conn = self._ensure_worker()
-                conn.send(batch)
-            for k in range(i, stop):
-                self._counts["math_verify_calls"] += 1
-                charged = waited if k == i else 0.0
-                started = time.monotonic()
-                try:
-                    ready = conn.poll(deadlines[k] - charged)
-                    message = conn.recv() if ready else None
-                except (EOFError, OSError):
-                    self._counts["errors"] += 1
-                    self._kill_worker(restart=True)
-                    ran = time.monotonic() - started
-                    out.append((Check(False, "error", charged + ran), ran, None))
-                    i = k + 1
-                    break
-                ran = time.monotonic() - started
-                elapsed = charged + ran
-                if message is None:
-                    full_limit = deadlines[k] >= self.timeout_s
-                    self._counts["timeouts" if full_limit else "budget_cuts"] += 1
-                    if full_limit:
-                        log.warning(
-                            "math-verify check exceeded %.1f s; worker replaced", self.timeout_s
-                        )
-                    self._kill_worker(restart=True)
-                    source: Source = "timeout" if full_limit else "budget"
-                    out.append((Check(False, source, elapsed), ran, True if full_limit else None))
-                    i = k + 1
-                    break
-                verdict, ok, inner_timeouts, compared = message
-                self._counts["inner_timeouts"] += inner_timeouts
-                if not ok:
-                    self._counts["errors"] += 1
-                source = "math_verify" if ok else "error"
-                # a check between two parsed answers that finished in time is evidence
-                # that neither answer is pathological; one that never compared is not
-                outcome = True if inner_timeouts > 0 else (False if compared else None)
-                out.append((Check(bool(verdict), source, elapsed), ran, outcome))
-            else:
-                i = stop
-        return out
-
-    def _ensure_worker(self, wait_s: float | None = None) -> Any:
-        """The ready worker's connection, starting one if needed.
-
-        With `wait_s`, give up after that long and return ``None`` (the worker keeps
-        starting for the next call); without, wait up to `start_timeout_s` or raise.
-        """
-        if self._proc is None or self._proc.poll() is not None:
-            self._kill_worker()
-            self._start_worker()
-        if not self._ready:
-            conn = self._conn
-            if not conn.poll(self.start_timeout_s if wait_s is None else max(wait_s, 0.0)):
-                if wait_s is not None:
-                    return None
-                self._kill_worker()
-                raise RuntimeError(
-                    f"the math-verify worker did not start within {self.start_timeout_s:.0f} s"
-                )
-            try:
-                conn.recv()  # "ready"
-            except (EOFError, OSError) as e:
-                code = self._proc.wait(timeout=5.0)
-                self._kill_worker()
-                raise RuntimeError(
-                    f"the math-verify worker exited during start-up (exit code {code}); "
-                    "see its traceback above. Is math-verify installed?"
-                ) from e
-            self._ready = True
-        return self._conn
-
-    def _start_worker(self) -> None:
-        """Launch a worker without waiting for it (it imports math-verify meanwhile)."""
-        parent_sock, child_sock = socket.socketpair()
-        fd = child_sock.fileno()
-        # A fresh interpreter rather than multiprocessing: no fork of a parent that may
-        # hold threads, and no re-import of the parent's __main__ (which would demand an
-        # ``if __name__ == "__main__"`` guard from every script that checks answers).
-        bootstrap = (
-            f"import sys; sys.path.insert(0, {_PACKAGE_ROOT!r}); "
-            "from rzero.labeling.equivalence import _worker_entry; _worker_entry()"
-        )
-        memory = str(self.memory_limit_mb or 0)
-        try:
-            self._proc = subprocess.Popen(
-                [sys.executable, "-c", bootstrap, str(fd), memory],
-                pass_fds=(fd,),
-                stdin=subprocess.DEVNULL,
-                stdout=subprocess.DEVNULL,
-            )
-        finally:
-            child_sock.close()
-        self._conn = Connection(parent_sock.detach())
-        self._ready = False
-        self._counts["worker_starts"] += 1
-
-    def _kill_worker(self, *, restart: bool = False) -> None:
-        proc, conn = self._proc, self._conn
-        self._proc = self._conn = None
-        self._ready = False
-        if proc is not None and proc.poll() is None:
-            proc.kill()
-        if proc is not None:
-            proc.wait(timeout=10.0)
-        if conn is not None:
-            conn.close()
-        if restart:
-            # Start the replacement now so its start-up overlaps with the caller's work.
-            self._start_worker()
+    # --- test hooks ---------------------------------------------------------------
 
     def _debug_sleep_in_worker(self, seconds: float) -> Check:
         """Test hook: make the worker sleep as if a check hung (guarded like a check)."""
         with self._lock:
-            return self._run_in_worker([("sleep", seconds, "", "both")], [self.timeout_s])[0][0]
+            [done] = self._worker.run([sleep_request(seconds)], [self.timeout_s])
+        return Check(done.equivalent, done.source, done.seconds)
 
     def _math_verify_only(
         self, pairs: Sequence[tuple[str, str]], direction: Direction = "both"
     ) -> list[bool]:
         """Test hook: math-verify's verdicts with no fast path and no cache."""
-        requests = [
-            ("verify", _for_math_verify(a), _for_math_verify(b), direction) for a, b in pairs
-        ]
+        requests = [verify_request(a, b, direction) for a, b in pairs]
         with self._lock:
-            results = self._run_in_worker(requests, [self.timeout_s] * len(requests))
-        return [check.equivalent for check, _, _ in results]
+            results = self._worker.run(requests, [self.timeout_s] * len(requests))
+        return [done.equivalent for done in results]
 
 
 def _too_complex(answer: str) -> bool:
@@ -549,118 +369,6 @@ def _check_direction(direction: str) -> None:
         raise ValueError(f"direction must be one of {_DIRECTIONS}, got {direction!r}")
 
 
-def _for_math_verify(answer: str) -> str:
-    """The text math-verify parses: dollars removed, wrapped as a box (or inline math)."""
-    s = answer.replace("\\$", "").replace("$", "").strip()
-    depth = 0
-    for ch in s:
-        depth += (ch == "{") - (ch == "}")
-        if depth < 0:
-            break
-    # A box makes math-verify's LaTeX extraction take the whole answer; unbalanced
-    # braces would end the box early, so those go in as inline math instead.
-    return f"\\boxed{{{s}}}" if depth == 0 else f"${s}$"
-
-
-# --- worker side (runs in the child process, in its main thread) -------------------------
-
-
-class _TimeoutCounter(logging.Handler):
-    """Counts (and swallows) math-verify's "Timeout during …" warnings."""
-
-    def __init__(self) -> None:
-        super().__init__(level=logging.WARNING)
-        self.count = 0
-
-    def emit(self, record: logging.LogRecord) -> None:
-        if record.getMessage().startswith("Timeout during"):
-            self.count += 1
-
-
-def _worker_entry() -> None:
-    """``python -c`` entry point of a worker: argv = [socket fd, memory limit MB]."""
-    conn = Connection(int(sys.argv[1]))
-    memory_limit_mb = int(sys.argv[2]) or None
-    parent = os.getppid()
-
-    def watchdog() -> None:
-        # Exit when the parent is gone (even if it was SIGKILLed mid-check).
-        while os.getppid() == parent:
-            time.sleep(1.0)
-        os._exit(0)
-
-    threading.Thread(target=watchdog, daemon=True).start()
-    try:
-        _worker_main(conn, memory_limit_mb)
-    except (EOFError, OSError):
-        pass  # the parent went away (or gave up on this worker): nothing to report
-
-
-def _worker_main(conn: Any, memory_limit_mb: int | None) -> None:
-    if memory_limit_mb is not None:
-        import resource
-
-        limit = memory_limit_mb * 1024 * 1024
-        resource.setrlimit(resource.RLIMIT_AS, (limit, limit))
-    from math_verify import parse, verify
-
-    mv_log = logging.getLogger("math_verify")
-    counter = _TimeoutCounter()
-    mv_log.addHandler(counter)
-    mv_log.propagate = False
-    parsed: OrderedDict[tuple[str, int | None], list] = OrderedDict()
-
-    def parse_cached(text: str, inner: int | None) -> list:
-        key = (text, inner)
-        if key in parsed:
-            parsed.move_to_end(key)
-            return parsed[key]
-        result = parse(text, parsing_timeout=inner)
-        parsed[key] = result
-        if len(parsed) > 4096:
-            parsed.popitem(last=False)
-        return result
-
-    conn.send(("ready", os.getpid()))
-    while True:
-        try:
-            batch = conn.recv()
-        except (EOFError, OSError):
-            return
-        if batch is None:
-            return
-        for op, a, b, direction, inner in batch:
-            counter.count = 0
-            if op == "sleep":
-                time.sleep(a)
-                conn.send((False, True, 0, False))
-                continue
-            compared = False
-            try:
-                pa, pb = parse_cached(a, inner), parse_cached(b, inner)
-                if not pa or not pb:
-                    verdict = False
-                elif direction == "forward":
-                    compared = True
-                    verdict = verify(pa, pb, timeout_seconds=inner)
-                else:
-                    compared = True
-                    forward = verify(pa, pb, timeout_seconds=inner)
-                    if direction == "both":
-                        verdict = forward and verify(pb, pa, timeout_seconds=inner)
-                    else:
-                        verdict = forward or verify(pb, pa, timeout_seconds=inner)
-                ok = True
-            except Exception:  # math-verify rarely raises; an error is "not equivalent"
-                verdict, ok = False, False
-            except BaseException as e:  # its TimeoutException is not an Exception
-                if isinstance(e, (KeyboardInterrupt, SystemExit)):
-                    raise
-                verdict, ok = False, True
-                counter.count += 1
-            conn.send((bool(verdict), ok, counter.count, compared))
-
-
 # --- module-level default checker ---------------------------------------------------------
 
 _default: EquivalenceChecker | None = None
@@ -683,6 +391,22 @@ def configure(**kwargs: Any) -> EquivalenceChecker:
     new = EquivalenceChecker(**kwargs)
     with _default_lock:
         old, _default = _default, new
+    if old is not None:
+        old.close()
+    return new
+
+
+def use_settings(*, timeout_s: float, direction: Direction) -> EquivalenceChecker:
+    """Make the process-wide checker grade with `direction` and `timeout_s` (the run's
+    `labeling.equivalence` and `labeling.equivalence_timeout`); replaced only when they
+    differ, so its warm worker and cache survive repeated calls."""
+    global _default
+    new = EquivalenceChecker(timeout_s=timeout_s, direction=direction)  # validated; no worker yet
+    with _default_lock:
+        old = _default
+        if old is not None and (old.timeout_s, old.direction) == (new.timeout_s, new.direction):
+            return old
+        _default = new
     if old is not None:
         old.close()
     return new
