@@ -55,7 +55,8 @@ def cmd_generate(args) -> int:
 
 def cmd_iterate(args) -> int:
     from rzero import distributed
-    from rzero.loop import RunDirConflict, run_iterations
+    from rzero.loop import run_iterations
+    from rzero.rundir import RunDirConflict
 
     cfg = load_config(args.config, args.overrides)
     run_dir = Path(args.run_dir or cfg.run.output_dir)
@@ -92,7 +93,7 @@ def cmd_config(args) -> int:
 
 
 def cmd_audit(args) -> int:
-    from rzero.labeling.audit import audit_run
+    from rzero.audit import audit_run
 
     run_dir = Path(args.run_dir)
     saved = run_dir / "config.yaml"
@@ -100,15 +101,166 @@ def cmd_audit(args) -> int:
         print(f"error: {run_dir} is not a run directory (no config.yaml)", file=sys.stderr)
         return 2
     cfg = load_config(saved, args.overrides)
-    audit_run(run_dir, cfg.audit, model_spec=args.judge_model or cfg.model.name)
+    audit_run(run_dir, cfg.audit, model_spec=args.judge_model or cfg.model.name,
+              direction=cfg.labeling.equivalence)
     print(f"audit report: {run_dir / 'audit' / 'report.html'}")
     return 0
 
 
 def cmd_eval(args) -> int:
-    from rzero import evaluation
+    """Score a model; the config's eval/model/generation sections give the defaults and
+    explicit flags override them."""
+    import logging
 
-    return evaluation.run(args)
+    from rzero.evaluation import (
+        BenchmarkError,
+        evaluate,
+        load_benchmarks,
+        results_markdown,
+        write_results,
+    )
+    from rzero.generation import HFGenerator
+
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(message)s")
+    for flag, value in (("--limit", args.limit), ("--max-new-tokens", args.max_new_tokens),
+                        ("--num-samples", args.num_samples), ("--batch-size", args.batch_size)):
+        if value is not None and value < 1:
+            print(f"rzero eval: {flag}={value}: must be at least 1", file=sys.stderr)
+            return 2
+    cfg = load_config(args.config, args.overrides)
+    e = cfg.eval
+
+    def pick(flag, default):
+        return default if flag is None else flag
+
+    specs = ([s for s in (part.strip() for part in args.benchmarks.split(",")) if s]
+             if args.benchmarks is not None else list(e.benchmarks))
+    model = pick(args.model, cfg.model.name)
+    limit = pick(args.limit, e.limit)
+    batch = pick(args.batch_size, cfg.generation.batch_size)
+    try:
+        # benchmarks first: a missing file or an offline hub fails before the model loads
+        data = load_benchmarks(specs, limit=limit)
+        generator = HFGenerator.from_spec(model, batch_size=batch,
+                                          dtype=pick(args.dtype, cfg.model.dtype),
+                                          device=pick(args.device, cfg.model.device))
+    except (BenchmarkError, ModelSpecError) as exc:
+        print(f"rzero eval: {exc}", file=sys.stderr)
+        return 2
+    results = evaluate(generator, data, limit=limit,
+                       max_new_tokens=pick(args.max_new_tokens, e.max_new_tokens),
+                       num_samples=pick(args.num_samples, e.num_samples),
+                       temperature=args.temperature, seed=pick(args.seed, cfg.run.seed),
+                       batch=batch, prompt_path=pick(args.prompt, cfg.solver.prompt_file),
+                       direction=cfg.labeling.equivalence)
+    results = {"model": model, **results}
+    json_path, _ = write_results(results, args.output)
+    print(results_markdown(results), end="")
+    print(f"wrote {json_path} and eval.md")
+    return 0
+
+
+def cmd_ablate(args) -> int:
+    from rzero.ablation import ablate, parse_variants
+    from rzero.comparison import CompareError
+    from rzero.rundir import RunDirConflict
+
+    try:
+        variants = parse_variants(args.variants)
+        cfg = load_config(args.config, args.overrides)
+        md = ablate(cfg, variants, args.out, fresh=args.fresh)
+    except (ConfigError, RunDirConflict, CompareError) as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    print(f"comparison: {md}\n            {md.with_suffix('.html')}")
+    return 0
+
+
+def cmd_compare(args) -> int:
+    from rzero.comparison import CompareError, compare
+    from rzero.io import DamagedFileError
+
+    try:
+        paths = compare(args.run_dirs, args.out)
+    except (CompareError, DamagedFileError) as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    print(f"comparison: {paths['md']}\n            {paths['html']}")
+    return 0
+
+
+def _add_serve_solver_args(p: argparse.ArgumentParser) -> None:
+    from rzero.replicas import ENGINES
+
+    p.add_argument("checkpoint", help="model spec to serve: a checkpoint directory (as the run "
+                                      "names it), the embedded model, or a hub id (vllm)")
+    p.add_argument("--replicas", type=int, default=1, help="server replicas (default 1)")
+    p.add_argument("--gpus", default="", help="GPUs for the replicas, e.g. 4,5,6,7 or 4-7; "
+                                              "replicas x tensor-parallel-size of them")
+    p.add_argument("--urls-file", default="solver_urls.txt",
+                   help="file the replicas' URLs are written to, one a line; point "
+                        "generation.solver_urls_file at it (default solver_urls.txt)")
+    p.add_argument("--port-base", type=int, default=8100,
+                   help="replica i listens on port-base + i (default 8100)")
+    p.add_argument("--tensor-parallel-size", type=int, default=1, help="GPUs per replica")
+    p.add_argument("--engine", choices=ENGINES, default="vllm",
+                   help="vllm (GPU) or transformers (`transformers serve`, CPU testing)")
+    p.add_argument("--host", default="127.0.0.1",
+                   help="address the servers bind (0.0.0.0 to serve other nodes)")
+    p.add_argument("--url-host", default=None,
+                   help="host written into the URLs (default: --host, or this machine's "
+                        "name when --host is 0.0.0.0)")
+    p.add_argument("--gpu-memory-utilization", type=float, default=None,
+                   help="vllm: share of each GPU for the engine (vLLM's default: 0.9)")
+    p.add_argument("--log-dir", default=None,
+                   help="replica logs (default: solver_logs/ beside the URLs file)")
+    p.add_argument("--startup-timeout", type=float, default=900.0, help="seconds (default 900)")
+
+
+def cmd_serve_solver(args) -> int:
+    import socket
+
+    from rzero.launch import parse_gpus
+    from rzero.models import resolve_model
+    from rzero.replicas import SolverReplicas
+    from rzero.serving import ServerError
+
+    checkpoint = args.checkpoint
+    if args.engine == "transformers" or checkpoint.startswith("embedded:"):
+        checkpoint = resolve_model(checkpoint)  # a directory `transformers serve` can load
+    url_host = args.url_host or (socket.gethostname() if args.host == "0.0.0.0" else None)
+    urls_file = Path(args.urls_file)
+    log_dir = Path(args.log_dir) if args.log_dir else urls_file.parent / "solver_logs"
+    try:
+        gpus = parse_gpus(args.gpus)
+        replicas = SolverReplicas(
+            checkpoint, replicas=args.replicas, gpus=gpus,
+            tensor_parallel_size=args.tensor_parallel_size, port_base=args.port_base,
+            host=args.host, url_host=url_host, engine=args.engine, urls_file=urls_file,
+            log_dir=log_dir, gpu_memory_utilization=args.gpu_memory_utilization,
+            startup_timeout=args.startup_timeout)
+    except (ValueError, ServerError) as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    for spec, log in zip(replicas.specs, replicas.log_paths, strict=True):
+        where = f"GPU {spec.cuda_visible_devices}" if spec.gpus else "CPU"
+        print(f"replica {spec.index} ({where}): {spec.url}  log {log}", flush=True)
+
+    # `rzero` turns SIGTERM into KeyboardInterrupt (cli.main), so it stops the replicas the
+    # same way Ctrl-C does
+    try:
+        with replicas:
+            print(f"{len(replicas.specs)} replicas healthy, serving model {replicas.model!r}; "
+                  f"URLs in {urls_file}\nuse: --set generation.solver_urls_file={urls_file}\n"
+                  "Ctrl-C stops them", flush=True)
+            replicas.monitor()
+    except ServerError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 1
+    except KeyboardInterrupt:
+        print("stopped the solver replicas", file=sys.stderr)
+        return 0
+    return 0
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -150,30 +302,69 @@ def build_parser() -> argparse.ArgumentParser:
                         "(default: the run's base model)")
     p.set_defaults(func=cmd_audit)
 
-    from rzero import ablation
+    from rzero.ablation import DEFAULT_OUT, DEFAULT_VARIANTS, VARIANTS
 
     p = sub.add_parser("ablate", help="run ablation variants (separate vs shared weights, ...) "
                                       "as resumable runs and compare them")
-    ablation.add_arguments(p)
-    p.set_defaults(func=ablation.run)
+    p.add_argument("--config", default=None,
+                   help="YAML recipe every variant starts from (default: built-in defaults)")
+    p.add_argument("--set", dest="overrides", action="append", default=[],
+                   metavar="SECTION.KEY=VALUE",
+                   help="override one field of the recipe, for every variant (repeatable)")
+    p.add_argument("--variants", default=",".join(DEFAULT_VARIANTS),
+                   help=f"comma-separated, from {', '.join(VARIANTS)}, or 'all' "
+                        f"(default {','.join(DEFAULT_VARIANTS)})")
+    p.add_argument("--out", default=DEFAULT_OUT,
+                   help=f"directory holding one run dir per variant and the comparison "
+                        f"(default {DEFAULT_OUT})")
+    p.add_argument("--fresh", action="store_true",
+                   help="delete each variant's run dir and start it over")
+    p.set_defaults(func=cmd_ablate)
 
     p = sub.add_parser("compare", help="one table over runs: eval average and audited label "
                                        "accuracy per iteration")
-    ablation.add_compare_arguments(p)
-    p.set_defaults(func=ablation.run_compare)
+    p.add_argument("run_dirs", nargs="+", metavar="RUN_DIR",
+                   help="run directories; each one's directory name is its variant name")
+    p.add_argument("--out", default=None,
+                   help="where comparison.{md,html,json,png} go (default: the run "
+                        "directories' common parent)")
+    p.set_defaults(func=cmd_compare)
 
-    from rzero import evaluation
+    from rzero.evaluation import HUB_BENCHMARKS
 
-    p = sub.add_parser("eval", help="score a model on benchmarks")
-    evaluation.add_arguments(p)
+    p = sub.add_parser("eval", help="score a model on benchmarks (math-verify on the final "
+                                    "\\boxed{}); defaults from --config")
+    _add_config_args(p)
+    p.add_argument("--model", default=None,
+                   help="model spec: 'embedded:smollm2-135m-instruct', a checkpoint directory "
+                        "or a hub id (default: model.name)")
+    p.add_argument("--benchmarks", default=None,
+                   help=f"comma-separated: synthetic[:SEED], {', '.join(HUB_BENCHMARKS)}, "
+                        "path.jsonl or name=path.jsonl (default: eval.benchmarks)")
+    p.add_argument("--output", required=True, help="directory for eval.json and eval.md")
+    p.add_argument("--limit", type=int, default=None,
+                   help="score only the first N items of each benchmark (default: eval.limit)")
+    p.add_argument("--max-new-tokens", type=int, default=None,
+                   help="generation budget per answer (default: eval.max_new_tokens)")
+    p.add_argument("--num-samples", type=int, default=None,
+                   help="1: greedy pass@1; k > 1: sample k answers and report mean@k and "
+                        "maj@k (default: eval.num_samples)")
+    p.add_argument("--temperature", type=float, default=1.0,
+                   help="sampling temperature when --num-samples > 1 (default 1.0)")
+    p.add_argument("--seed", type=int, default=None, help="sampling seed (default: run.seed)")
+    p.add_argument("--batch-size", type=int, default=None,
+                   help="sequences per model.generate call (default: generation.batch_size)")
+    p.add_argument("--prompt", default=None,
+                   help="solver prompt template file (default: solver.prompt_file, else the "
+                        "built-in one)")
+    p.add_argument("--dtype", default=None, help="model dtype (default: model.dtype)")
+    p.add_argument("--device", default=None, help="cpu, cuda or auto (default: model.device)")
     p.set_defaults(func=cmd_eval)
-
-    from rzero import launch
 
     p = sub.add_parser("serve-solver", help="serve the frozen solver as OpenAI-compatible "
                                             "replicas (vllm serve; --engine transformers on CPU)")
-    launch.add_serve_solver_arguments(p)
-    p.set_defaults(func=launch.cmd_serve_solver)
+    _add_serve_solver_args(p)
+    p.set_defaults(func=cmd_serve_solver)
     return parser
 
 

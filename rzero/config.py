@@ -17,7 +17,7 @@ import types
 import typing
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
 import yaml
 
@@ -30,13 +30,38 @@ def _f(default: Any, help: str, *, choices: tuple | None = None, min: float | No
        max: float | None = None, min_exclusive: bool = False) -> Any:
     meta = {"help": help, "choices": choices, "min": min, "max": max,
             "min_exclusive": min_exclusive}
-    if isinstance(default, list):
-        return field(default_factory=lambda: list(default), metadata=meta)
+    if isinstance(default, (list, dict)):
+        return field(default_factory=lambda: type(default)(default), metadata=meta)
     return field(default=default, metadata=meta)
 
 
-@dataclass
-class ModelConfig:
+@dataclass(frozen=True)
+class Section:
+    """A config section: every field is coerced to its type and checked against the range in
+    its metadata when the section is built, from YAML or in code; `check` adds the rules
+    that span several fields. The error names `section.key`, the value and what is allowed."""
+
+    section: ClassVar[str] = ""
+
+    def __post_init__(self) -> None:
+        hints = typing.get_type_hints(type(self))
+        for f in dataclasses.fields(self):
+            key = f"{self.section}.{f.name}"
+            value = _coerce(key, getattr(self, f.name), hints[f.name])
+            if value is not None and not isinstance(value, dict):
+                for item in value if isinstance(value, list) else [value]:
+                    _check_range(key, item, f.metadata)
+            object.__setattr__(self, f.name, value)  # frozen: the one write, at construction
+        self.check()
+
+    def check(self) -> None:
+        """Rules between fields of this section; raise ConfigError."""
+
+
+@dataclass(frozen=True)
+class ModelConfig(Section):
+    section: ClassVar[str] = "model"
+
     name: str = _f("embedded:smollm2-135m-instruct",
                    "Base model spec: 'embedded:smollm2-135m-instruct', a local checkpoint "
                    "directory, or a Hugging Face hub id.")
@@ -50,31 +75,56 @@ class ModelConfig:
                                   choices=("eager", "sdpa", "flash_attention_2"))
 
 
-@dataclass
-class RolesConfig:
+@dataclass(frozen=True)
+class RolesConfig(Section):
+    section: ClassVar[str] = "roles"
+
     shared: bool = _f(False, "One model plays both roles, so both phases update the same "
                              "weights (Single-R-Zero ablation). False: separate weights (R-Zero).")
     train_challenger: bool = _f(True, "Train the challenger. False keeps the base challenger "
                                       "(the 'untrained challenger' ablation).")
 
 
-@dataclass
-class ChallengerConfig:
-    steps: int = _f(5, "GRPO steps per iteration (paper: 5).", min=0)
-    group_size: int = _f(4, "Completions per prompt, G (paper: 4).", min=2)
-    prompts_per_step: int = _f(2, "Distinct prompts per GRPO step; batch = prompts x G "
-                                  "questions, over which the repetition penalty is computed.",
+@dataclass(frozen=True)
+class GRPOSection(Section):
+    """The GRPO settings of one role; `ChallengerConfig` and `SolverConfig` extend it."""
+
+    steps: int = _f(5, "GRPO steps per iteration (paper: challenger 5, solver 15).", min=1)
+    group_size: int = _f(4, "Completions per prompt, G (paper: challenger 4, solver 5).", min=2)
+    prompts_per_step: int = _f(2, "Distinct prompts per GRPO step; the batch is prompts x G "
+                                  "(for the challenger, the B of the repetition penalty).",
                                min=1)
     learning_rate: float = _f(1e-6, "Adam learning rate (paper: 1e-6).", min=0.0)
     beta: float = _f(0.01, "KL coefficient against the reference model (paper: 1e-2).", min=0.0)
     epsilon: float = _f(0.2, "Lower PPO clip range (paper: 0.2).", min=0.0)
     epsilon_high: float = _f(0.3, "Upper PPO clip range (paper: 0.3, clip-higher).", min=0.0)
-    max_completion_length: int = _f(256, "Max new tokens of a challenger completion.", min=1)
+    max_completion_length: int = _f(256, "Max new tokens of a completion.", min=1)
     micro_batch_size: int = _f(0, "Sequences per forward/backward pass. A step's prompts x G "
                                   "sequences are accumulated over micro-batches: the same "
                                   "update with less memory. 0: the whole step in one pass.",
                                min=0)
     temperature: float = _f(1.0, "Rollout sampling temperature.", min=0.0, min_exclusive=True)
+    prompt_file: str | None = _f(None, "Text file replacing the role's prompt (format: "
+                                       "rzero/templates.py).")
+    trl: dict[str, Any] = _f({}, "Further TRL GRPOConfig options, passed straight through "
+                                 "(e.g. {weight_decay: 0.01}); options this section sets "
+                                 "itself are refused.")
+
+    def check(self) -> None:
+        batch = self.prompts_per_step * self.group_size
+        if self.micro_batch_size and batch % self.micro_batch_size:
+            raise ConfigError(
+                f"{self.section}.micro_batch_size={self.micro_batch_size!r}: must divide the "
+                f"step batch {self.section}.prompts_per_step x {self.section}.group_size = "
+                f"{batch}; pick a divisor of {batch}, or 0")
+        if self.trl:
+            _check_trl_options(self.section, self.trl)
+
+
+@dataclass(frozen=True)
+class ChallengerConfig(GRPOSection):
+    section: ClassVar[str] = "challenger"
+
     reward_form: str = _f("paper", "Uncertainty reward: paper 1-2|p-1/2|; reference "
                                    "min(p,1-p) (official code); learnability 1-p (Absolute Zero).",
                           choices=("paper", "reference", "learnability"))
@@ -96,34 +146,21 @@ class ChallengerConfig:
                                  min_exclusive=True)
     pool_top_p: float = _f(0.95, "Nucleus top_p for the pool.", min=0.0, max=1.0,
                            min_exclusive=True)
-    prompt_file: str | None = _f(None, "Text file replacing the challenger prompt "
-                                       "(its first line is the system message if it starts "
-                                       "with 'system:').")
 
 
-@dataclass
-class SolverConfig:
-    steps: int = _f(15, "GRPO steps per iteration (paper: 15).", min=0)
-    group_size: int = _f(5, "Completions per question, G (paper: 5).", min=2)
-    prompts_per_step: int = _f(2, "Questions per GRPO step.", min=1)
-    learning_rate: float = _f(1e-6, "Adam learning rate (paper: 1e-6).", min=0.0)
-    beta: float = _f(0.01, "KL coefficient (paper: 1e-2).", min=0.0)
-    epsilon: float = _f(0.2, "Lower PPO clip range.", min=0.0)
-    epsilon_high: float = _f(0.3, "Upper PPO clip range.", min=0.0)
-    max_completion_length: int = _f(256, "Max new tokens of a solver completion.", min=1)
-    micro_batch_size: int = _f(0, "Sequences per forward/backward pass. A step's prompts x G "
-                                  "sequences are accumulated over micro-batches: the same "
-                                  "update with less memory. 0: the whole step in one pass.",
-                               min=0)
-    temperature: float = _f(1.0, "Rollout sampling temperature.", min=0.0, min_exclusive=True)
+@dataclass(frozen=True)
+class SolverConfig(GRPOSection):
+    section: ClassVar[str] = "solver"
+
     reward: str = _f("accuracy", "accuracy: 1 if the boxed answer matches the pseudo-label; "
                                  "reference: 0.9*accuracy + 0.1*format (official code).",
                      choices=("accuracy", "reference"))
-    prompt_file: str | None = _f(None, "Text file replacing the solver system prompt.")
 
 
-@dataclass
-class LabelingConfig:
+@dataclass(frozen=True)
+class LabelingConfig(Section):
+    section: ClassVar[str] = "labeling"
+
     num_votes: int = _f(10, "Solver samples m per question for the majority vote (paper: 10).",
                         min=1)
     temperature: float = _f(1.0, "Sampling temperature of the votes.", min=0.0,
@@ -140,14 +177,30 @@ class LabelingConfig:
                                  min=0.0, max=1.0)
     filter: bool = _f(True, "Apply the band filter; False keeps every labelled question "
                             "(the 'no band filter' ablation).")
-    equivalence: str = _f("both", "math-verify must hold in both directions or either.",
+    equivalence: str = _f("both", "Answer grader of the votes, the solver reward and "
+                                  "evaluation: math-verify must hold in both directions "
+                                  "(paper) or either (official code).",
                           choices=("both", "either"))
     equivalence_timeout: float = _f(5.0, "Hard wall-clock limit of one equivalence check (s).",
                                     min=0.0, min_exclusive=True)
+    vote_budget_s: float | None = _f(None, "Most math-verify seconds one question's vote may "
+                                           "spend; past it, its remaining checks count as "
+                                           "different answers. None: no cap.",
+                                     min=0.0, min_exclusive=True)
+
+    def check(self) -> None:
+        if (self.band_low is None) != (self.band_high is None):
+            raise ConfigError(f"labeling.band_low={self.band_low!r}, labeling.band_high="
+                              f"{self.band_high!r}: set both or neither")
+        if self.band_low is not None and self.band_low > self.band_high:
+            raise ConfigError(f"labeling.band_low={self.band_low!r}: must be <= "
+                              f"labeling.band_high ({self.band_high!r})")
 
 
-@dataclass
-class GenerationConfig:
+@dataclass(frozen=True)
+class GenerationConfig(Section):
+    section: ClassVar[str] = "generation"
+
     backend: str = _f("hf", "Sampling backend for the pool, labelling, evaluation and the "
                             "frozen solver: hf (in-process), openai (servers), vllm (GPU).",
                       choices=("hf", "openai", "vllm"))
@@ -176,8 +229,10 @@ class GenerationConfig:
     trl_vllm_mode: str = _f("colocate", "TRL vLLM mode.", choices=("colocate", "server"))
 
 
-@dataclass
-class AuditConfig:
+@dataclass(frozen=True)
+class AuditConfig(Section):
+    section: ClassVar[str] = "audit"
+
     enabled: bool = _f(False, "Run the label-accuracy audit inline after each iteration.")
     base_url: str | None = _f(None, "Judge endpoint (OpenAI-compatible …/v1). None: serve the "
                                     "embedded base model locally (shows the machinery only).")
@@ -192,8 +247,10 @@ class AuditConfig:
     seed: int = _f(0, "Seed of the audit sample.")
 
 
-@dataclass
-class EvalConfig:
+@dataclass(frozen=True)
+class EvalConfig(Section):
+    section: ClassVar[str] = "eval"
+
     benchmarks: list[str] = _f(["synthetic"], "Benchmarks scored after each solver phase: "
                                               "synthetic, math500, gsm8k, amc23, minerva, "
                                               "olympiadbench, aime24, aime25, or a .jsonl path.")
@@ -204,11 +261,17 @@ class EvalConfig:
                           min=1)
 
 
-@dataclass
-class RunConfig:
+@dataclass(frozen=True)
+class RunConfig(Section):
+    section: ClassVar[str] = "run"
+
     iterations: int = _f(3, "Alternating iterations K (paper: 3).", min=1)
     seed: int = _f(0, "Global seed.")
     output_dir: str = _f("runs/default", "Run directory (overridden by --run-dir / RUN_DIR).")
+    verify: str = _f("sizes", "On resume, check each committed phase's files against its "
+                              "marker by size (sizes, instant) or also by SHA-256 (full, about "
+                              "2 s per GB); a mismatch redoes that phase and the ones after it.",
+                     choices=("sizes", "full"))
     train_gpus: list[int] = _f([], "GPUs that train on each machine, one process each. With "
                                    "more than one (or num_machines > 1), `rzero iterate` "
                                    "relaunches itself through `accelerate launch` on them; "
@@ -221,12 +284,13 @@ class RunConfig:
                                 max=65535)
 
 
-@dataclass
+@dataclass(frozen=True)
 class RZeroConfig:
     model: ModelConfig = field(default_factory=ModelConfig)
     roles: RolesConfig = field(default_factory=RolesConfig)
-    challenger: ChallengerConfig = field(default_factory=ChallengerConfig)
-    solver: SolverConfig = field(default_factory=SolverConfig)
+    challenger: ChallengerConfig = field(default_factory=lambda: ChallengerConfig(
+        steps=5, group_size=4))
+    solver: SolverConfig = field(default_factory=lambda: SolverConfig(steps=15, group_size=5))
     labeling: LabelingConfig = field(default_factory=LabelingConfig)
     generation: GenerationConfig = field(default_factory=GenerationConfig)
     audit: AuditConfig = field(default_factory=AuditConfig)
@@ -239,13 +303,28 @@ class RZeroConfig:
     def to_yaml(self) -> str:
         return yaml.safe_dump(self.to_dict(), sort_keys=False)
 
-    def fingerprint(self, ignore: tuple[str, ...] = ("run.output_dir",)) -> str:
+    def fingerprint(self, ignore: tuple[str, ...] = ("run.output_dir", "run.verify")) -> str:
         """Hash of everything that changes what a run computes (not where it is written)."""
         d = self.to_dict()
         for key in ignore:
             section, name = key.split(".")
             d[section].pop(name, None)
         return hashlib.sha256(json.dumps(d, sort_keys=True).encode()).hexdigest()[:16]
+
+    def __post_init__(self) -> None:
+        for f in dataclasses.fields(self):
+            if not isinstance(getattr(self, f.name), _sections()[f.name]):
+                raise ConfigError(f"{f.name}: expected a {_sections()[f.name].__name__}")
+        shared = set(self.run.train_gpus) & set(self.generation.solver_gpus)
+        if shared and self.generation.solver_replicas > 0:
+            raise ConfigError(f"run.train_gpus={self.run.train_gpus!r}: GPUs {sorted(shared)} "
+                              f"also serve the solver (generation.solver_gpus="
+                              f"{self.generation.solver_gpus!r}); give each GPU one job")
+        if len(set(self.run.train_gpus)) != len(self.run.train_gpus):
+            raise ConfigError(f"run.train_gpus={self.run.train_gpus!r}: a GPU is listed twice")
+        if self.generation.backend == "openai" and not self.generation.base_urls:
+            raise ConfigError("generation.backend='openai': set generation.base_urls to the "
+                              "servers' .../v1 addresses")
 
 
 # ---------------------------------------------------------------- validation
@@ -280,6 +359,10 @@ def _coerce(key: str, value: Any, tp: Any) -> Any:
         if not isinstance(value, list):
             raise ConfigError(f"{key}={value!r}: expected {_type_name(tp)}")
         return [_coerce(key, v, typing.get_args(tp)[0]) for v in value]
+    if origin is dict:
+        if not isinstance(value, dict) or not all(isinstance(k, str) for k in value):
+            raise ConfigError(f"{key}={value!r}: expected a mapping of option names to values")
+        return dict(value)
     if tp is bool:
         if isinstance(value, bool):
             return value
@@ -333,49 +416,40 @@ def _build(raw: dict[str, Any]) -> RZeroConfig:
             value = {}
         if not isinstance(value, dict):
             raise ConfigError(f"{name}={value!r}: expected a mapping of fields")
-        cls = sections[name]
-        hints = typing.get_type_hints(cls)
-        fields = {f.name: f for f in dataclasses.fields(cls)}
-        kwargs = {}
-        for key, v in value.items():
-            full = f"{name}.{key}"
-            if key not in fields:
-                raise ConfigError(f"{full}: unknown key; allowed keys in '{name}' are "
-                                  f"{', '.join(fields)}")
-            v = _coerce(full, v, hints[key])
-            if v is not None:
-                for item in v if isinstance(v, list) else [v]:
-                    _check_range(full, item, fields[key].metadata)
-            kwargs[key] = v
-        built[name] = cls(**kwargs)
-    cfg = RZeroConfig(**built)
-    _check_consistency(cfg)
-    return cfg
+        allowed = [f.name for f in dataclasses.fields(sections[name])]
+        for key in value:
+            if key not in allowed:
+                raise ConfigError(f"{name}.{key}: unknown key; allowed keys in '{name}' are "
+                                  f"{', '.join(allowed)}")
+        defaults = {f.name: getattr(_DEFAULTS, name).__dict__[f.name]
+                    for f in dataclasses.fields(sections[name])}
+        built[name] = sections[name](**{**defaults, **value})
+    return RZeroConfig(**built)
 
 
-def _check_consistency(cfg: RZeroConfig) -> None:
-    lab = cfg.labeling
-    if (lab.band_low is None) != (lab.band_high is None):
-        raise ConfigError(f"labeling.band_low={lab.band_low!r}, labeling.band_high="
-                          f"{lab.band_high!r}: set both or neither")
-    if lab.band_low is not None and lab.band_low > lab.band_high:
-        raise ConfigError(f"labeling.band_low={lab.band_low!r}: must be <= labeling.band_high "
-                          f"({lab.band_high!r})")
-    for role in ("challenger", "solver"):
-        r = getattr(cfg, role)
-        batch = r.prompts_per_step * r.group_size
-        if r.micro_batch_size and batch % r.micro_batch_size:
-            raise ConfigError(f"{role}.micro_batch_size={r.micro_batch_size!r}: must divide the "
-                              f"step batch {role}.prompts_per_step x {role}.group_size = {batch}")
-    shared = set(cfg.run.train_gpus) & set(cfg.generation.solver_gpus)
-    if shared and cfg.generation.solver_replicas > 0:
-        raise ConfigError(f"run.train_gpus={cfg.run.train_gpus!r}: GPUs {sorted(shared)} also "
-                          f"serve the solver (generation.solver_gpus="
-                          f"{cfg.generation.solver_gpus!r}); give each GPU one job")
-    if len(set(cfg.run.train_gpus)) != len(cfg.run.train_gpus):
-        raise ConfigError(f"run.train_gpus={cfg.run.train_gpus!r}: a GPU is listed twice")
-    if cfg.generation.backend == "openai" and not cfg.generation.base_urls:
-        raise ConfigError("generation.backend='openai': set generation.base_urls")
+# What `grpo.grpo_config` sets from a role's own fields (or from the run) and so a `trl:`
+# mapping may not: one value, one place.
+TRL_MANAGED = frozenset({
+    "output_dir", "max_steps", "per_device_train_batch_size", "gradient_accumulation_steps",
+    "steps_per_generation", "num_iterations", "num_generations", "learning_rate", "beta",
+    "epsilon", "epsilon_high", "max_completion_length", "temperature", "seed", "data_seed",
+    "bf16", "fp16", "use_cpu", "gradient_checkpointing", "activation_checkpointing",
+    "use_vllm", "vllm_mode",
+    "vllm_gpu_memory_utilization", "deepspeed", "report_to", "logging_steps",
+    "save_strategy", "disable_tqdm"})
+
+
+def _check_trl_options(section: str, options: dict[str, Any]) -> None:
+    from rzero.grpo import trl_option_names  # only when a recipe sets TRL options
+
+    known, version = trl_option_names()
+    for key in options:
+        if key in TRL_MANAGED:
+            raise ConfigError(f"{section}.trl.{key}: set by rzero itself; use the "
+                              f"'{section}' field of that meaning instead (rzero config --fields)")
+        if key not in known:
+            raise ConfigError(f"{section}.trl.{key}: not an option of TRL's GRPOConfig "
+                              f"(trl {version}); check the spelling")
 
 
 def _parse_override(text: str) -> tuple[list[str], Any]:
@@ -419,12 +493,15 @@ def config_from_dict(raw: dict[str, Any]) -> RZeroConfig:
 
 
 def describe_fields() -> list[tuple[str, str, Any, str]]:
-    """(key, type, default, help) for every field, for `rzero config --help-fields`."""
+    """(key, type, default, help) for every field, for `rzero config --fields`."""
     rows = []
     for name, cls in _sections().items():
         hints = typing.get_type_hints(cls)
-        default = cls()
+        default = getattr(_DEFAULTS, name)
         for f in dataclasses.fields(cls):
             rows.append((f"{name}.{f.name}", _type_name(hints[f.name]),
                          getattr(default, f.name), f.metadata["help"]))
     return rows
+
+
+_DEFAULTS = RZeroConfig()

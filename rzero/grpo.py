@@ -21,29 +21,7 @@ from typing import Any
 import torch
 
 from rzero import distributed
-
-
-@dataclass(frozen=True)
-class GRPOSettings:
-    steps: int
-    group_size: int
-    prompts_per_step: int
-    learning_rate: float
-    beta: float
-    epsilon: float
-    epsilon_high: float
-    max_completion_length: int
-    temperature: float
-    micro_batch_size: int = 0  # 0: the whole step batch in one forward/backward
-    top_p: float = 1.0
-    top_k: int = 0
-    seed: int = 0
-    bf16: bool = False
-    gradient_checkpointing: bool = False
-    use_vllm: bool = False
-    vllm_mode: str = "colocate"
-    vllm_gpu_memory_utilization: float = 0.3
-    deepspeed: str | None = None
+from rzero.config import GenerationConfig, GRPOSection, ModelConfig
 
 
 @dataclass
@@ -85,52 +63,44 @@ def save_trained(trainer, tokenizer, target: Path) -> None:
     distributed.barrier()
 
 
-def split_batch(settings: GRPOSettings, processes: int = 1) -> tuple[int, int]:
+def split_batch(role: GRPOSection, processes: int = 1) -> tuple[int, int]:
     """(sequences per forward/backward on each process, micro-batches accumulated per step)
     for a step of prompts_per_step x group_size sequences spread over `processes`."""
-    batch = settings.prompts_per_step * settings.group_size
+    batch = role.prompts_per_step * role.group_size
     if batch % processes:
-        raise ValueError(f"a step's {settings.prompts_per_step} prompts x G "
-                         f"{settings.group_size} = {batch} sequences do not split evenly over "
+        raise ValueError(f"a step's {role.prompts_per_step} prompts x G "
+                         f"{role.group_size} = {batch} sequences do not split evenly over "
                          f"{processes} training processes")
     per_process = batch // processes
-    micro = settings.micro_batch_size or per_process
+    micro = role.micro_batch_size or per_process
     if per_process % micro:
         raise ValueError(f"micro_batch_size {micro} does not divide the {per_process} "
                          f"sequences each of {processes} training process(es) gets per step")
     return micro, per_process // micro
 
 
-def train_grpo(model, tokenizer, rows: list[dict[str, Any]],
-               reward_funcs: list[Callable[..., list[float | None]]],
-               settings: GRPOSettings, output_dir: str | Path,
-               *, log: Callable[[dict[str, float]], None] | None = None,
-               desc: str = "grpo", save_to: str | Path | None = None) -> TrainStats:
-    """Train `model` in place with GRPO on `rows` (each has a 'prompt' chat plus columns that
-    the reward functions receive as keyword lists). Returns timings. With `save_to`, the
-    trained weights are saved there as a Hugging Face checkpoint (see `save_trained`).
+def trl_option_names() -> tuple[frozenset[str], str]:
+    """The option names of the installed TRL's GRPOConfig, and TRL's version."""
+    import dataclasses
 
-    `model` must have been loaded with `from_pretrained(dir)`: TRL rebuilds the frozen KL
-    reference from `model.config._name_or_path`, i.e. the weights at the start of the phase.
-    """
-    from datasets import Dataset
-    from tqdm.auto import tqdm
-    from transformers import TrainerCallback
-    from transformers.trainer_callback import PrinterCallback, ProgressCallback
-    from trl import GRPOConfig, GRPOTrainer
+    import trl
 
-    stats = TrainStats()
-    if settings.steps == 0:
-        return stats
-    if not rows:
-        raise ValueError("train_grpo: no training rows")
-    micro, accumulate = split_batch(settings, distributed.world_size())
-    # enough rows for every step to see distinct prompts; repeat the list when it is short
-    need = settings.steps * settings.prompts_per_step
-    data = [rows[i % len(rows)] for i in range(max(need, len(rows)))]
-    args = GRPOConfig(
+    return frozenset(f.name for f in dataclasses.fields(trl.GRPOConfig)), trl.__version__
+
+
+def grpo_config(role: GRPOSection, output_dir: str | Path, *, seed: int,
+                model_cfg: ModelConfig | None = None,
+                generation_cfg: GenerationConfig | None = None, deepspeed: str | None = None):
+    """TRL's GRPOConfig for one role's phase: the role's fields, the run's precision and
+    rollout backend, then the role's `trl:` options (which may not repeat these)."""
+    from trl import GRPOConfig
+
+    model_cfg = model_cfg or ModelConfig()
+    gen = generation_cfg or GenerationConfig()
+    micro, accumulate = split_batch(role, distributed.world_size())
+    options: dict[str, Any] = dict(
         output_dir=str(output_dir),
-        max_steps=settings.steps,
+        max_steps=role.steps,
         # one generation of `batch` sequences per optimiser step, its loss and gradient
         # accumulated over `accumulate` micro-batches (TRL's default "dapo" loss divides by
         # the token count of the whole generation batch, so the update is the full-batch one)
@@ -138,27 +108,27 @@ def train_grpo(model, tokenizer, rows: list[dict[str, Any]],
         gradient_accumulation_steps=accumulate,
         steps_per_generation=accumulate,
         num_iterations=1,
-        num_generations=settings.group_size,
-        learning_rate=settings.learning_rate,
+        num_generations=role.group_size,
+        learning_rate=role.learning_rate,
         lr_scheduler_type="constant",
         warmup_steps=0,
-        beta=settings.beta,
-        epsilon=settings.epsilon,
-        epsilon_high=settings.epsilon_high,
-        max_completion_length=settings.max_completion_length,
-        temperature=settings.temperature,
-        top_p=settings.top_p,
-        top_k=settings.top_k if settings.top_k > 0 else 0,
-        seed=settings.seed,
-        data_seed=settings.seed,
-        bf16=settings.bf16,
+        beta=role.beta,
+        epsilon=role.epsilon,
+        epsilon_high=role.epsilon_high,
+        max_completion_length=role.max_completion_length,
+        temperature=role.temperature,
+        top_p=1.0,
+        top_k=0,
+        seed=seed,
+        data_seed=seed,
+        bf16=model_cfg.dtype == "bfloat16",
         fp16=False,
         use_cpu=not torch.cuda.is_available(),
-        gradient_checkpointing=settings.gradient_checkpointing,
-        use_vllm=settings.use_vllm,
-        vllm_mode=settings.vllm_mode,
-        vllm_gpu_memory_utilization=settings.vllm_gpu_memory_utilization,
-        deepspeed=settings.deepspeed,
+        activation_checkpointing=model_cfg.gradient_checkpointing,
+        use_vllm=gen.trl_use_vllm,
+        vllm_mode=gen.trl_vllm_mode,
+        vllm_gpu_memory_utilization=gen.gpu_memory_utilization,
+        deepspeed=deepspeed,
         logging_steps=1,
         save_strategy="no",
         report_to=[],
@@ -168,6 +138,40 @@ def train_grpo(model, tokenizer, rows: list[dict[str, Any]],
         log_completions=False,
         mask_truncated_completions=False,
     )
+    # a recipe's own TRL options win over the defaults above (top_p, loss_type, ...);
+    # the config refuses the ones this function sets from the role's fields
+    return GRPOConfig(**{**options, **role.trl})
+
+
+def train_grpo(model, tokenizer, rows: list[dict[str, Any]],
+               reward_funcs: list[Callable[..., list[float | None]]],
+               role: GRPOSection, output_dir: str | Path, *, seed: int = 0,
+               model_cfg: ModelConfig | None = None,
+               generation_cfg: GenerationConfig | None = None, deepspeed: str | None = None,
+               log: Callable[[dict[str, float]], None] | None = None,
+               desc: str = "grpo", save_to: str | Path | None = None) -> TrainStats:
+    """Train `model` in place with GRPO on `rows` (each has a 'prompt' chat plus columns that
+    the reward functions receive as keyword lists), with the settings of one role's section
+    (`grpo_config`). Returns timings. With `save_to`, the trained weights are saved there as
+    a Hugging Face checkpoint (see `save_trained`).
+
+    `model` must have been loaded with `from_pretrained(dir)`: TRL rebuilds the frozen KL
+    reference from `model.config._name_or_path`, i.e. the weights at the start of the phase.
+    """
+    from datasets import Dataset
+    from tqdm.auto import tqdm
+    from transformers import TrainerCallback
+    from transformers.trainer_callback import PrinterCallback, ProgressCallback
+    from trl import GRPOTrainer
+
+    stats = TrainStats()
+    if not rows:
+        raise ValueError("train_grpo: no training rows")
+    args = grpo_config(role, output_dir, seed=seed, model_cfg=model_cfg,
+                       generation_cfg=generation_cfg, deepspeed=deepspeed)
+    # enough rows for every step to see distinct prompts; repeat the list when it is short
+    need = role.steps * role.prompts_per_step
+    data = [rows[i % len(rows)] for i in range(max(need, len(rows)))]
 
     class _Progress(TrainerCallback):
         """One compact progress bar instead of TRL's dict printing."""

@@ -48,17 +48,34 @@ def write_jsonl_atomic(path: str | Path, rows: Iterable[dict[str, Any]]) -> None
     write_text_atomic(path, "".join(json.dumps(r, ensure_ascii=False) + "\n" for r in rows))
 
 
-def read_jsonl(path: str | Path) -> list[dict[str, Any]]:
-    """Rows of a JSONL file; a torn last line (a killed append) is dropped."""
+class DamagedFileError(ValueError):
+    """A file the run wrote that cannot be read back; the message names file and line."""
+
+
+def read_jsonl(path: str | Path, *, torn_tail_ok: bool = False) -> list[dict[str, Any]]:
+    """Rows of a JSONL file (none if it does not exist).
+
+    Files written atomically are whole or absent, so a line that does not parse means the
+    file was damaged: DamagedFileError names the file and the line, never a shorter list.
+    With `torn_tail_ok` (files appended to while a phase runs, e.g. the challenger's step
+    log) an unparsable *last* line is dropped, as left by a process killed mid-append.
+    """
     path = Path(path)
     if not path.is_file():
         return []
+    lines = path.read_text().splitlines()
     rows = []
-    for line in path.read_text().splitlines():
+    for number, line in enumerate(lines, 1):
         if not line.strip():
             continue
         try:
-            rows.append(json.loads(line))
-        except json.JSONDecodeError:
-            break
+            row = json.loads(line)
+        except json.JSONDecodeError as exc:
+            if torn_tail_ok and number == len(lines):
+                break
+            raise DamagedFileError(f"{path}: line {number} is not valid JSON ({exc.msg}); "
+                                   "the file is damaged") from None
+        if not isinstance(row, dict):
+            raise DamagedFileError(f"{path}: line {number} is not a JSON object")
+        rows.append(row)
     return rows

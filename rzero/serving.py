@@ -107,7 +107,8 @@ def die_with_parent() -> None:
         pass  # not Linux: stopped by the context managers only
 
 
-def _stop(proc: subprocess.Popen, grace: float) -> None:
+def stop_server(proc: subprocess.Popen, grace: float) -> None:
+    """SIGTERM the server's process group; SIGKILL it after `grace` seconds."""
     if proc.poll() is not None:
         return
     try:
@@ -124,7 +125,58 @@ def _stop(proc: subprocess.Popen, grace: float) -> None:
         proc.wait()
 
 
-def _server_error(what: str, command: Sequence[str], log_path: Path) -> ServerError:
+def start_server(command: Sequence[str], log_path: Path,
+                 env: Mapping[str, str] | None = None) -> subprocess.Popen:
+    """Start a server process in its own session (so stopping its group ends its workers
+    and nothing else), output appended to `log_path`; it dies with this process."""
+    with open(log_path, "ab") as log:
+        return subprocess.Popen(list(command), stdout=log, stderr=subprocess.STDOUT,
+                                stdin=subprocess.DEVNULL, start_new_session=True,
+                                env=dict(env) if env is not None else None,
+                                preexec_fn=die_with_parent)
+
+
+def wait_healthy(procs: Sequence[subprocess.Popen], roots: Sequence[str], model: str,
+                 commands: Sequence[Sequence[str]], log_paths: Sequence[Path],
+                 startup_timeout: float, health_path: str = "/health") -> None:
+    """Wait until every server answers its health check and lists `model`.
+
+    Raises ServerError, with the tail of that server's log, when one exits first, is not
+    healthy within `startup_timeout` seconds, or does not list `model` in `/v1/models`.
+    """
+    deadline = time.monotonic() + startup_timeout
+    pending = set(range(len(procs)))
+    while pending:
+        for i in sorted(pending):
+            code = procs[i].poll()
+            if code is not None:
+                raise server_error(f"model server {roots[i]} exited with code {code} before "
+                                    "it was healthy", commands[i], log_paths[i])
+            try:
+                status, _ = _get_json(roots[i] + health_path, timeout=2.0)
+            except (OSError, urllib.error.URLError):
+                continue  # not listening yet
+            if status == 200:
+                pending.discard(i)
+        if pending and time.monotonic() > deadline:
+            i = min(pending)
+            raise server_error(f"model server not healthy at {roots[i]}{health_path} after "
+                                f"{startup_timeout:.0f} s", commands[i], log_paths[i])
+        if pending:
+            time.sleep(0.25)
+    for root, command, log_path in zip(roots, commands, log_paths, strict=True):
+        # a wrong name is the classic failure (the server answers 400 to every request), so
+        # check it here, once, with a clear message
+        _, listing = _get_json(root + "/v1/models", timeout=10.0)
+        names = [m.get("id") for m in (listing or {}).get("data", [])
+                 if isinstance(m, dict)] if isinstance(listing, dict) else []
+        if model not in names:
+            raise server_error(f"model server at {root} does not list the model {model!r} "
+                                f"(it lists {names})", command, log_path)
+
+
+def server_error(what: str, command: Sequence[str], log_path: Path) -> ServerError:
+    """A ServerError naming the command and log, with the log's last lines."""
     return ServerError(f"{what}\n  command: {' '.join(command)}\n  log: {log_path}\n"
                        f"--- last lines of the log ---\n{log_tail(log_path)}")
 
@@ -143,40 +195,14 @@ def serve(command: Sequence[str], *, port: int, model: str, log_path: str | Path
     log_path = Path(log_path)
     log_path.parent.mkdir(parents=True, exist_ok=True)
     root = f"http://{host}:{port}"
-    with open(log_path, "ab") as log:
-        proc = subprocess.Popen(list(command), stdout=log, stderr=subprocess.STDOUT,
-                                stdin=subprocess.DEVNULL, start_new_session=True,
-                                env=dict(env) if env is not None else None,
-                                preexec_fn=die_with_parent)
+    proc = start_server(command, log_path, env)
     try:
-        deadline = time.monotonic() + startup_timeout
-        while True:
-            code = proc.poll()
-            if code is not None:
-                raise _server_error(f"model server exited with code {code} before it was "
-                                    "healthy", command, log_path)
-            try:
-                status, _ = _get_json(root + health_path, timeout=2.0)
-                if status == 200:
-                    break
-            except (OSError, urllib.error.URLError):
-                pass  # not listening yet
-            if time.monotonic() > deadline:
-                raise _server_error(f"model server not healthy at {root}{health_path} after "
-                                    f"{startup_timeout:.0f} s", command, log_path)
-            time.sleep(0.25)
-        # A wrong name is the classic failure (the server answers 400 to every request), so
-        # check it here, once, with a clear message.
-        _, listing = _get_json(root + "/v1/models", timeout=10.0)
-        names = [m.get("id") for m in (listing or {}).get("data", [])
-                 if isinstance(m, dict)] if isinstance(listing, dict) else []
-        if model not in names:
-            raise _server_error(f"model server at {root} does not list the model {model!r} "
-                                f"(it lists {names})", command, log_path)
+        wait_healthy([proc], [root], model, [command], [log_path], startup_timeout,
+                     health_path)
         yield ServedModel(base_url=root + "/v1", model=model, port=port, pid=proc.pid,
                           log_path=log_path)
     finally:
-        _stop(proc, stop_grace)
+        stop_server(proc, stop_grace)
 
 
 @contextmanager

@@ -1,4 +1,4 @@
-"""Prompt templates for both roles, overridable by file.
+"""Chat templates read from prompt files: the format both roles' prompts are written in.
 
 A template is a chat: a line starting with `system:`, `user:` or `assistant:` starts a new
 message, and the text up to the next such line is its content (text before any role line is
@@ -53,14 +53,3 @@ def to_chat(template: str, **fields: str) -> Chat:
     for key, value in fields.items():
         messages[-1]["content"] = messages[-1]["content"].replace("{" + key + "}", value)
     return messages
-
-
-def challenger_chat(path: str | None = None) -> Chat:
-    return to_chat(read_template(path, "challenger.txt"))
-
-
-def solver_chat(question: str, path: str | None = None) -> Chat:
-    template = read_template(path, "solver.txt")
-    if "{question}" not in template.rsplit("user:", 1)[-1]:
-        raise ValueError(f"solver prompt {path or 'solver.txt'!r} has no {{question}} field")
-    return to_chat(template, question=question)

@@ -63,7 +63,8 @@ CHAT_TEMPLATE = ("{% for message in messages %}<|im_start|>{{ message['role'] }}
 
 def synthetic_corpus(lines: int, seed: int = 0) -> list[str]:
     """Math-flavoured text plus rzero's own prompts, so common words become single tokens."""
-    from rzero.prompts import challenger_chat, solver_chat
+    from rzero.challenger.prompts import challenger_chat
+    from rzero.solver.prompts import solver_chat
 
     rng = random.Random(seed)
     words = ("what is the sum product of and a number if then find how many integers "
@@ -130,8 +131,7 @@ class FormattedChallengerReward:
         self.substituted = 0
 
     def __call__(self, prompts, completions, **kwargs):
-        from rzero.challenger.train import completion_text
-        from rzero.labeling.answers import extract_boxed, extract_question
+        from rzero.labeling.answers import completion_text, extract_boxed, extract_question
 
         fixed = []
         for c in completions:
@@ -169,13 +169,15 @@ def main() -> int:
     import transformers
     import trl
 
-    from rzero.challenger.train import ChallengerReward
-    from rzero.config import load_config
+    from rzero.challenger.prompts import challenger_chat
+    from rzero.challenger.rewards import ChallengerReward
+    from rzero.config import GRPOSection, load_config
     from rzero.generation import HFGenerator, SamplingParams
-    from rzero.grpo import GRPOSettings, train_grpo
+    from rzero.grpo import train_grpo
+    from rzero.labeling.voting import FrozenSolver
     from rzero.models import load_model, load_tokenizer
-    from rzero.prompts import challenger_chat, solver_chat
-    from rzero.solver.train import SolverReward
+    from rzero.solver.prompts import solver_chat
+    from rzero.solver.rewards import SolverReward
 
     work = Path(tempfile.mkdtemp(prefix="rzero-smoke-"))
     ckpt = work / "model"
@@ -218,21 +220,23 @@ def main() -> int:
                              f"labeling.max_new_tokens={size.new_tokens}",
                              f"generation.batch_size={size.batch}"])
 
-    def settings(group_size: int, seed: int) -> GRPOSettings:
-        return GRPOSettings(steps=1, group_size=group_size,
-                            prompts_per_step=size.prompts_per_step, learning_rate=1e-6,
-                            beta=0.01, epsilon=0.2, epsilon_high=0.3,
-                            max_completion_length=size.new_tokens, temperature=1.0, seed=seed,
-                            bf16=dtype == torch.bfloat16)
+    def settings(group_size: int) -> GRPOSection:
+        return GRPOSection(steps=1, group_size=group_size,
+                           prompts_per_step=size.prompts_per_step, learning_rate=1e-6,
+                           beta=0.01, epsilon=0.2, epsilon_high=0.3,
+                           max_completion_length=size.new_tokens, temperature=1.0)
 
     # challenger: rewarded by a frozen copy of the model answering m times per question
     solver = HFGenerator(load_model(str(ckpt), dtype=dtype_name, device=device),
                          load_tokenizer(str(ckpt)), batch_size=size.batch)
-    reward = FormattedChallengerReward(ChallengerReward(solver, cfg, work / "steps.jsonl", 1))
+    frozen = FrozenSolver(solver, solver_chat, cfg.labeling)
+    reward = FormattedChallengerReward(ChallengerReward(frozen, cfg.challenger,
+                                                        work / "steps.jsonl", 1, seed=0))
     model = load_model(str(ckpt), dtype=dtype_name, device=device)
     reset_peak(device)
     stats = train_grpo(model, tokenizer, [{"prompt": challenger_chat()}], [reward],
-                       settings(G_CHALLENGER, 1), work / "trainer_challenger", desc="challenger")
+                       settings(G_CHALLENGER), work / "trainer_challenger", seed=1,
+                       model_cfg=cfg.model, desc="challenger")
     n = size.prompts_per_step * G_CHALLENGER
     rows_out.append({"what": f"GRPO challenger step ({size.prompts_per_step} x G={G_CHALLENGER}, "
                              f"m={size.votes} votes)",
@@ -249,7 +253,8 @@ def main() -> int:
             for q, (a, b) in zip(questions, pairs, strict=True)][:size.prompts_per_step]
     reset_peak(device)
     stats = train_grpo(model, tokenizer, rows, [SolverReward("accuracy")],
-                       settings(G_SOLVER, 2), work / "trainer_solver", desc="solver")
+                       settings(G_SOLVER), work / "trainer_solver", seed=2, model_cfg=cfg.model,
+                       desc="solver")
     rows_out.append({"what": f"GRPO solver step ({size.prompts_per_step} x G={G_SOLVER})",
                      "result": f"{stats.seconds_total:.1f} s/step",
                      "seconds": stats.seconds_total, "peak_gib": peak_memory(device)})

@@ -67,7 +67,8 @@ def tiny_checkpoint(tmp_path_factory, tokenizer) -> Path:
 
 def _format_examples(tokenizer, n: int, rng: random.Random) -> list[tuple[list[int], int]]:
     """Chat transcripts in R-Zero's two formats, with random numbers so samples disagree."""
-    from rzero.prompts import challenger_chat, solver_chat
+    from rzero.challenger.prompts import challenger_chat
+    from rzero.solver.prompts import solver_chat
 
     out = []
     challenger_prompt = str(SHORT_CHALLENGER)

@@ -94,3 +94,55 @@ def test_cli_bad_set_prints_one_line_and_exits_2():
     assert proc.returncode == 2
     lines = proc.stderr.strip().splitlines()
     assert lines == ["error: run.iterations='many': expected int"]
+
+
+def test_sections_built_in_code_are_validated_and_frozen():
+    import dataclasses
+
+    from rzero.config import ChallengerConfig, SolverConfig
+
+    with pytest.raises(ConfigError, match=r"challenger.steps=0: must be >= 1"):
+        ChallengerConfig(steps=0)
+    with pytest.raises(ConfigError, match=r"solver.micro_batch_size=3: must divide"):
+        SolverConfig(group_size=4, micro_batch_size=3)  # 2 prompts x G 4 = 8
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        ChallengerConfig().steps = 3  # type: ignore[misc]
+
+
+def test_roles_share_one_grpo_section_type_with_their_own_defaults():
+    from rzero.config import GRPOSection
+
+    cfg = RZeroConfig()
+    assert isinstance(cfg.challenger, GRPOSection) and isinstance(cfg.solver, GRPOSection)
+    # paper: challenger 5 steps x G 4, solver 15 steps x G 5
+    assert (cfg.challenger.steps, cfg.challenger.group_size) == (5, 4)
+    assert (cfg.solver.steps, cfg.solver.group_size) == (15, 5)
+
+
+def test_trl_options_pass_through_and_unknown_or_managed_ones_are_refused():
+    from rzero.grpo import grpo_config
+
+    cfg = load_config(None, ["solver.trl={weight_decay: 0.01, loss_type: grpo}"])
+    args = grpo_config(cfg.solver, "/tmp/unused", seed=0)
+    assert (args.weight_decay, args.loss_type) == (0.01, "grpo")
+    with pytest.raises(ConfigError, match="solver.trl.weight_decy: not an option"):
+        load_config(None, ["solver.trl={weight_decy: 0.01}"])
+    with pytest.raises(ConfigError, match="solver.trl.learning_rate: set by rzero itself"):
+        load_config(None, ["solver.trl={learning_rate: 0.1}"])
+
+
+def test_every_config_field_is_read_somewhere():
+    # a field nothing reads is a switch that silently does nothing
+    import dataclasses
+    import re
+
+    from rzero import config
+
+    root = Path(config.__file__).parent
+    source = "\n".join(p.read_text() for p in root.rglob("*.py") if p.name != "config.py")
+    unread = []
+    for section in dataclasses.fields(RZeroConfig):
+        for f in dataclasses.fields(getattr(RZeroConfig(), section.name)):
+            if not re.search(rf"\.{f.name}\b", source):
+                unread.append(f"{section.name}.{f.name}")
+    assert unread == []

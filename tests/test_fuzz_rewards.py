@@ -178,10 +178,16 @@ def test_adversarial_completions(checker):
             variant="reference",
         )
         for p in reference:
-            assert math.isfinite(p.reward) and -1.0 - 1.0 <= p.reward <= 0.5
+            # malformed: exactly -1 (nothing else subtracted); well-formed: r_unc in
+            # [0, 0.5] minus r_rep in [0, 1], so -1 <= r <= 0.5
+            if p.valid:
+                assert math.isfinite(p.reward) and -1.0 <= p.reward <= 0.5
+            else:
+                assert p.reward == -1.0
         for i, ok in zip(batch, valid, strict=True):
             for form in ("paper", "reference", "learnability"):
-                r = timed(challenger_reward, p_hats[i] if ok else None, 0.0, valid=ok, form=form)
+                r = timed(challenger_reward, p_hats[i] if ok else None, 0.0, valid=ok,
+                          form=form).reward
                 assert math.isfinite(r) and 0.0 <= r <= 1.0
 
     stats = checker.stats()

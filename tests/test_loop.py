@@ -13,7 +13,12 @@ from conftest import tiny_overrides
 from safetensors.torch import load_file
 
 from rzero.config import load_config
-from rzero.loop import RunDirConflict, RZeroRun, read_marker, run_iterations
+from rzero.loop import RZeroRun, run_iterations
+from rzero.rundir import RunDir, RunDirConflict
+
+
+def read_marker(run_dir, k: int, phase: str):
+    return RunDir(run_dir).marker(k, phase)
 
 
 def weights(path) -> dict[str, torch.Tensor]:
@@ -72,14 +77,18 @@ def test_labelled_rows_hold_votes(one_iteration):
 
 def test_separate_mode_trains_each_role_from_its_own_weights(one_iteration, format_checkpoint):
     run = one_iteration
-    # the challenger phase changed the challenger ...
+    challenger, solver = read_marker(run, 1, "challenger"), read_marker(run, 1, "solver")
+    # the challenger phase started from the base and was rewarded by the base (S_0) ...
+    assert challenger["start"] == challenger["frozen_solver"] == str(format_checkpoint)
     assert changed(format_checkpoint, run / "iter_01/challenger")
-    # ... and the solver phase started from the base (S_0), not from the challenger
+    # ... and the solver phase started from the base too, not from the challenger
+    assert solver["start"] == str(format_checkpoint)
+    assert solver["metrics"]["train_questions"] > 0
     assert changed(format_checkpoint, run / "iter_01/solver")
-    solver_marker = read_marker(run, 1, "solver")
-    assert solver_marker["metrics"]["train_questions"] > 0
-    # the frozen solver of the challenger phase is the untouched base checkpoint
-    assert not changed(format_checkpoint, format_checkpoint)
+    assert changed(run / "iter_01/challenger", run / "iter_01/solver")
+    # the run's own checkpoints are recorded relative to the run directory
+    assert challenger["checkpoint"] == "run:iter_01/challenger"
+    assert solver["checkpoint"] == "run:iter_01/solver"
 
 
 def test_report_lists_the_iteration(one_iteration):
@@ -155,19 +164,25 @@ def _iterate(run_dir, overrides, kill_at=None):
     return subprocess.run(args, env=env, capture_output=True, text=True, timeout=900)
 
 
+KILL_POINTS = ("challenger:mid", "challenger:commit", "pool:mid", "labelling:mid",
+               "solver:mid", "solver:commit")
+
+
 @pytest.mark.slow
-@pytest.mark.parametrize("kill_at", ["challenger:mid", "challenger:commit", "pool:mid",
-                                     "labelling:mid", "solver:mid", "solver:commit"])
-def test_killed_run_resumes_to_the_same_rows(kill_at, format_checkpoint, one_iteration,
-                                            tmp_path):
+def test_a_run_killed_in_every_phase_resumes_to_the_same_rows(format_checkpoint, one_iteration,
+                                                             tmp_path):
+    # one run directory, SIGKILLed at each point in turn: every rerun redoes only the
+    # interrupted phase and goes on to the next kill point, then a last rerun finishes
     overrides = tiny_overrides(format_checkpoint, **{"eval.enabled": False})
-    killed = _iterate(tmp_path / "run", overrides, kill_at=kill_at)
-    assert killed.returncode == -9, killed.stderr[-2000:]
-    phase = kill_at.split(":")[0]
-    assert read_marker(tmp_path / "run", 1, phase) is None  # the phase did not commit
-    resumed = _iterate(tmp_path / "run", overrides)
+    run_dir = tmp_path / "run"
+    for kill_at in KILL_POINTS:
+        killed = _iterate(run_dir, overrides, kill_at=kill_at)
+        assert killed.returncode == -9, (kill_at, killed.stderr[-2000:])
+        phase = kill_at.split(":")[0]
+        assert read_marker(run_dir, 1, phase) is None, kill_at  # the phase did not commit
+    resumed = _iterate(run_dir, overrides)
     assert resumed.returncode == 0, resumed.stderr[-2000:]
-    counts = _row_counts(tmp_path / "run")
+    counts = _row_counts(run_dir)
     # an uninterrupted run of the same config: 8 challenger rows, and pool/labelled equal
     assert counts["challenger_steps.jsonl"] == 8
     assert counts["pool.jsonl"] == counts["labelled.jsonl"]
@@ -175,6 +190,7 @@ def test_killed_run_resumes_to_the_same_rows(kill_at, format_checkpoint, one_ite
     assert counts["pool.jsonl"] == reference["pool.jsonl"]
     # metrics: 1 challenger-step row + challenger, pool, labelling, solver phase rows
     assert counts["metrics"] == 5
+    assert not list(run_dir.rglob("*.tmp")) and not list(run_dir.rglob(".trainer_*"))
 
 
 def test_challenger_phase_can_serve_its_frozen_solver_as_replicas(format_checkpoint, tmp_path):
@@ -191,6 +207,7 @@ def test_challenger_phase_can_serve_its_frozen_solver_as_replicas(format_checkpo
     rows = [json.loads(x) for x in (it / "challenger_steps.jsonl").read_text().splitlines()]
     assert len(rows) == 8 and any(r["answers"] for r in rows)
     assert info["frozen_solver"] == str(format_checkpoint)
+    assert info["checkpoint"] == "run:iter_01/challenger"
 
 
 @pytest.mark.slow

@@ -7,7 +7,6 @@ import pytest
 from rzero.challenger.rewards import (
     RewardParts,
     challenger_reward,
-    challenger_reward_parts,
     challenger_rewards,
     uncertainty_reward,
 )
@@ -65,28 +64,28 @@ def test_unknown_form_is_rejected():
 
 def test_reward_subtracts_the_repetition_penalty():
     # p_hat 0.5 -> r_unc 1; cluster of 2 in a batch of 8 -> r_rep 0.25 -> 1 - 0.25 = 0.75
-    assert challenger_reward(0.5, 0.25, valid=True) == pytest.approx(0.75)
+    assert challenger_reward(0.5, 0.25, valid=True).reward == pytest.approx(0.75)
 
 
 def test_reward_is_clipped_at_zero_by_default():
     # p_hat 0.9 -> r_unc 0.2; r_rep 0.5 -> 0.2 - 0.5 = -0.3 -> clipped to 0
-    assert challenger_reward(0.9, 0.5, valid=True) == 0.0
+    assert challenger_reward(0.9, 0.5, valid=True).reward == 0.0
 
 
 def test_reference_reward_is_unclipped():
     # reference: min(0.9, 0.1) - 0.5 = 0.1 - 0.5 = -0.4
-    reward = challenger_reward(0.9, 0.5, valid=True, form="reference", clip=False)
+    reward = challenger_reward(0.9, 0.5, valid=True, form="reference", clip=False).reward
     assert reward == pytest.approx(-0.4)
 
 
 def test_lambda_scales_the_penalty():
     # 1 - 2 * 0.25 = 0.5
-    assert challenger_reward(0.5, 0.25, valid=True, lam=2.0) == pytest.approx(0.5)
+    assert challenger_reward(0.5, 0.25, valid=True, lam=2.0).reward == pytest.approx(0.5)
 
 
 def test_format_gate_gives_the_invalid_reward():
-    assert challenger_reward(None, 0.0, valid=False) == 0.0  # paper
-    assert challenger_reward(None, 0.0, valid=False, invalid_reward=-1.0) == -1.0  # reference
+    assert challenger_reward(None, 0.0, valid=False).reward == 0.0  # paper
+    assert challenger_reward(None, 0.0, valid=False, invalid_reward=-1.0).reward == -1.0  # reference
 
 
 def test_valid_completion_needs_p_hat():
@@ -100,7 +99,7 @@ def test_repetition_penalty_outside_unit_interval_is_rejected():
 
 
 def test_parts_record_what_the_reward_is_made_of():
-    parts = challenger_reward_parts(0.6, 0.25, valid=True)
+    parts = challenger_reward(0.6, 0.25, valid=True)
     # r_unc = 1 - 2*0.1 = 0.8; 0.8 - 0.25 = 0.55
     assert parts == RewardParts(True, 0.6, pytest.approx(0.8), 0.25, pytest.approx(0.55))
 

@@ -279,15 +279,27 @@ def cluster_labels(
 
 
 def repetition_penalties(
-    questions: Sequence[str], tau: float = 0.5, variant: BleuVariant = "sacrebleu"
+    questions: Sequence[str],
+    tau: float = 0.5,
+    variant: BleuVariant = "sacrebleu",
+    *,
+    batch_size: int | None = None,
 ) -> list[float]:
-    """r_rep(x_i) = |cluster(x_i)| / B for each question of a batch (R-Zero).
+    """r_rep(x_i) = |C_k| / B for each question x_i in cluster C_k (R-Zero, SPEC §1.1).
 
-    Clusters come from `cluster_labels` on `bleu_distance_matrix`. B = 0 -> [];
-    B = 1 -> [1.0]. Every penalty lies in [1/B, 1].
+    Clusters come from `cluster_labels` on `bleu_distance_matrix` (d = 1 − BLEU, average
+    linkage, threshold `tau`). B is `batch_size`: the size of the whole GRPO batch the
+    questions came from, malformed completions included (the paper's B), so a batch with
+    few well-formed questions is not penalised as if it were all repetition. It defaults to
+    `len(questions)`. The reference code clusters malformed completions too, as empty
+    strings that only cluster with each other; for the well-formed ones that is the same.
+    B = 0 questions -> []; every penalty lies in [1/B, len(questions)/B].
     """
-    batch = len(questions)
-    if batch == 0:
+    n = len(questions)
+    batch = n if batch_size is None else batch_size
+    if batch < n:
+        raise ValueError(f"batch_size {batch} is smaller than the {n} questions it holds")
+    if n == 0:
         return []
     labels = cluster_labels(questions, tau, variant)
     sizes = np.bincount(labels)

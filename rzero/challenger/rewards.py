@@ -1,5 +1,9 @@
 """The challenger's reward: uncertainty of the frozen solver, minus repetition, gated.
 
+`ChallengerReward` is the TRL reward function of the challenger phase: for one GRPO step's
+completions it extracts the questions, has the frozen solver vote on every well-formed one
+(`rzero.labeling.voting.FrozenSolver`), and scores the batch with `challenger_rewards`.
+
 For one challenger completion with question x (SPEC §1.1):
 
     r(x) = max(0, r_unc(p̂(x)) − λ · r_rep(x))          if the completion is well-formed
@@ -21,21 +25,28 @@ Where the official R-Zero code departs from the paper, and how to select it here
 
 from __future__ import annotations
 
+import json
 import math
-from collections.abc import Sequence
+import time
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Literal
+from pathlib import Path
+from typing import Any, Literal
 
-import numpy as np
-
-from rzero.challenger.repetition import BleuVariant, cluster_labels
+from rzero import distributed
+from rzero.challenger.repetition import BleuVariant, repetition_penalties
+from rzero.config import ChallengerConfig
+from rzero.faults import crash_point
+from rzero.labeling.answers import completion_text, extract_boxed, extract_question
+from rzero.labeling.voting import FrozenSolver
 
 __all__ = [
+    "ChallengerReward",
     "RewardParts",
     "UncertaintyForm",
     "challenger_reward",
-    "challenger_reward_parts",
     "challenger_rewards",
+    "step_summary",
     "uncertainty_reward",
 ]
 
@@ -80,7 +91,7 @@ class RewardParts:
     reward: float
 
 
-def challenger_reward_parts(
+def challenger_reward(
     p_hat: float | None,
     repetition_penalty: float,
     *,
@@ -90,7 +101,13 @@ def challenger_reward_parts(
     clip: bool = True,
     invalid_reward: float = 0.0,
 ) -> RewardParts:
-    """`challenger_reward` with its parts."""
+    """Reward of one challenger completion, with its parts.
+
+    ``valid=False`` (no ``<question>``, empty question, or no parseable ``\\boxed{}``
+    answer) -> `invalid_reward` (paper: 0; reference code: −1). Otherwise
+    r = max(0, r_unc(p̂) − λ·r_rep) with r_unc = `uncertainty_reward`(p̂, `form`); with
+    ``clip=False`` the max is dropped, as in the reference code.
+    """
     if not (math.isfinite(repetition_penalty) and 0.0 <= repetition_penalty <= 1.0):
         raise ValueError(f"repetition_penalty must be in [0, 1], got {repetition_penalty!r}")
     if not (math.isfinite(lam) and lam >= 0.0):
@@ -106,34 +123,6 @@ def challenger_reward_parts(
     if clip:
         reward = max(0.0, reward)
     return RewardParts(True, p_hat, r_unc, repetition_penalty, reward)
-
-
-def challenger_reward(
-    p_hat: float | None,
-    repetition_penalty: float,
-    *,
-    valid: bool,
-    form: UncertaintyForm = "paper",
-    lam: float = 1.0,
-    clip: bool = True,
-    invalid_reward: float = 0.0,
-) -> float:
-    """Reward of one challenger completion.
-
-    ``valid=False`` (no ``<question>``, empty question, or no parseable ``\\boxed{}``
-    answer) -> `invalid_reward` (paper: 0; reference code: −1). Otherwise
-    r = max(0, r_unc(p̂) − λ·r_rep) with r_unc = `uncertainty_reward`(p̂, `form`); with
-    ``clip=False`` the max is dropped, as in the reference code.
-    """
-    return challenger_reward_parts(
-        p_hat,
-        repetition_penalty,
-        valid=valid,
-        form=form,
-        lam=lam,
-        clip=clip,
-        invalid_reward=invalid_reward,
-    ).reward
 
 
 def challenger_rewards(
@@ -163,13 +152,13 @@ def challenger_rewards(
         for q, p in zip(questions, p_hats, strict=True)
     ]
     kept = [i for i in range(batch) if valid[i]]
-    labels = cluster_labels([questions[i] or "" for i in kept], tau=tau, variant=variant)
-    sizes = np.bincount(labels) if len(kept) else np.zeros(0, dtype=np.int64)
+    shares = repetition_penalties([questions[i] or "" for i in kept], tau, variant,
+                                  batch_size=batch)  # |C_k| / B over the whole batch
     repetition = [0.0] * batch
-    for i, label in zip(kept, labels, strict=True):
-        repetition[i] = float(sizes[label]) / batch  # |C_k| / B
+    for i, share in zip(kept, shares, strict=True):
+        repetition[i] = share
     return [
-        challenger_reward_parts(
+        challenger_reward(
             p_hats[i],
             repetition[i],
             valid=valid[i],
@@ -180,3 +169,100 @@ def challenger_rewards(
         )
         for i in range(batch)
     ]
+
+
+class ChallengerReward:
+    """TRL reward function of the challenger phase: `challenger_rewards` of each step's batch
+    against the frozen solver's votes. Every completion's record (question, m answers,
+    label, p̂, reward parts) is appended to `log_path` (`challenger_steps.jsonl`), which the
+    label-accuracy audit reads.
+
+    Under several training processes each holds a slice of the step's batch: the batch is
+    gathered, scored once on the main process (so B is the global batch, as in the paper,
+    and only the main process queries the frozen solver and writes the log), and every
+    process gets its slice back.
+    """
+
+    __name__ = "challenger"  # TRL names the logged reward column after this
+
+    def __init__(self, solver: FrozenSolver | None, cfg: ChallengerConfig, log_path: str | Path,
+                 iteration: int, *, seed: int,
+                 on_step: Callable[[dict[str, float]], None] | None = None):
+        self.solver = solver  # None on processes other than the main one
+        self.cfg = cfg
+        self.log_path = Path(log_path)
+        self.iteration = iteration
+        self.seed = seed
+        self.on_step = on_step
+        self.step = 0
+        self.seconds = 0.0  # wall time inside reward calls, frozen-solver sampling included
+
+    def __call__(self, prompts: list, completions: list, **kwargs) -> list[float]:
+        t0 = time.perf_counter()
+        local = [completion_text(x) for x in completions]
+        slices = distributed.gather(local)
+        rewards = distributed.on_main(self._score, [t for part in slices for t in part])
+        start = sum(len(part) for part in slices[:distributed.rank()])
+        self.seconds += time.perf_counter() - t0
+        self.step += 1
+        crash_point("challenger:mid")
+        return rewards[start:start + len(local)]
+
+    def _score(self, texts: list[str]) -> list[float]:
+        """Rewards of one step's whole batch; appends its rows to the step log."""
+        assert self.solver is not None, "the main process scores with the frozen solver"
+        c = self.cfg
+        questions = [extract_question(t) for t in texts]
+        own_answers = [extract_boxed(t) for t in texts]
+        valid_idx = [i for i, (q, a) in enumerate(zip(questions, own_answers, strict=True))
+                     if q is not None and a is not None]
+        answers, votes = self.solver.vote([questions[i] for i in valid_idx],
+                                          self.seed * 100_003 + self.iteration * 1_009
+                                          + self.step)
+        p_hats: list[float | None] = [None] * len(texts)
+        for v, i in zip(votes, valid_idx, strict=True):
+            p_hats[i] = v.p_hat
+        parts = challenger_rewards([questions[i] if p_hats[i] is not None else None
+                                    for i in range(len(texts))], p_hats,
+                                   tau=c.tau, variant=c.bleu_variant, form=c.reward_form,
+                                   lam=c.repetition_lambda, clip=c.clip_reward,
+                                   invalid_reward=c.invalid_reward)
+        rows = [dict(iteration=self.iteration, step=self.step,
+                     global_step=(self.iteration - 1) * c.steps + self.step,
+                     completion=texts[i][:4000], question=questions[i],
+                     challenger_answer=own_answers[i], valid=False, answers=[], label=None,
+                     p_hat=None, num_groups=0, top2_margin=None, parse_rate=None, r_unc=None,
+                     r_rep=None, reward=parts[i].reward)
+                for i in range(len(texts))]
+        for k, i in enumerate(valid_idx):
+            v = votes[k]
+            rows[i].update(valid=parts[i].valid, answers=answers[k], label=v.label,
+                           p_hat=v.p_hat, num_groups=v.num_groups, top2_margin=v.top2_margin,
+                           parse_rate=v.parse_rate, r_unc=parts[i].uncertainty,
+                           r_rep=parts[i].repetition)
+        self.log_path.parent.mkdir(parents=True, exist_ok=True)
+        with self.log_path.open("a") as f:
+            f.write("".join(json.dumps(r, ensure_ascii=False) + "\n" for r in rows))
+        if self.on_step is not None:
+            self.on_step(step_summary(rows))
+        return [p.reward for p in parts]
+
+
+def step_summary(rows: list[dict[str, Any]]) -> dict[str, float]:
+    """Per-step means of the reward components over one step's completions."""
+    valid = [r for r in rows if r["valid"]]
+
+    def mean(key: str) -> float:
+        vals = [r[key] for r in valid if r[key] is not None]
+        return sum(vals) / len(vals) if vals else 0.0
+
+    return {
+        "step": rows[0]["step"] if rows else 0,
+        "completions": len(rows),
+        "valid_rate": len(valid) / len(rows) if rows else 0.0,
+        "mean_p_hat": mean("p_hat"),
+        "mean_r_unc": mean("r_unc"),
+        "mean_r_rep": mean("r_rep"),
+        "mean_reward": sum(r["reward"] for r in rows) / len(rows) if rows else 0.0,
+        "mean_parse_rate": mean("parse_rate"),
+    }

@@ -16,8 +16,9 @@ from __future__ import annotations
 
 import re
 from functools import lru_cache
+from typing import Any
 
-__all__ = ["extract_boxed", "extract_question", "normalize_answer"]
+__all__ = ["completion_text", "extract_boxed", "extract_question", "normalize_answer"]
 
 _BOX_COMMANDS = ("\\boxed", "\\fbox")
 # A backslash escape (``\{``, ``\}``, ``\\``) or a bare brace. Matching the escape as one
@@ -170,3 +171,11 @@ def _squeeze_spaces(s: str) -> str:
             out.append(" ")
         out.append(part)
     return "".join(out)
+
+
+def completion_text(completion: Any) -> str:
+    """The text of one completion: TRL passes conversational completions as
+    [{'role': 'assistant', 'content': ...}], plain ones as a string."""
+    if isinstance(completion, str):
+        return completion
+    return "".join(m.get("content", "") for m in completion)

@@ -14,17 +14,22 @@ at all. Ties between equally large groups go to the group whose first member cam
 `majority_vote_many` votes on many questions at once in lock-step: in every round each
 question contributes at most its one pending check, and the round goes to the
 math-verify worker as one batch. The result is identical to voting question by question.
+`sample_and_vote` is what the pipeline calls: the frozen solver's m samples per question
+in one batched generation, then `majority_vote_many` over them.
 """
 
 from __future__ import annotations
 
-from collections.abc import Generator, Sequence
+from collections.abc import Callable, Generator, Sequence
 from dataclasses import dataclass
 
-from rzero.labeling.answers import normalize_answer
+from rzero import generation
+from rzero.config import LabelingConfig
+from rzero.labeling.answers import extract_boxed, normalize_answer
 from rzero.labeling.equivalence import EquivalenceChecker, get_checker
 
-__all__ = ["Votes", "majority_vote", "majority_vote_many"]
+__all__ = ["FrozenSolver", "Votes", "majority_vote", "majority_vote_many", "sample_and_vote",
+           "vote_params"]
 
 
 @dataclass(frozen=True)
@@ -164,3 +169,48 @@ def majority_vote_many(
             spent[q] += check.seconds
             advance(q, check.equivalent)
     return [r for r in results if r is not None]
+
+
+def sample_and_vote(
+    solver: generation.Generator,
+    prompts: Sequence[generation.Prompt],
+    num_votes: int,
+    params: generation.SamplingParams,
+    *,
+    budget_s: float | None = None,
+) -> tuple[list[list[str | None]], list[Votes]]:
+    """The frozen solver answers each prompt `num_votes` (m) times in one batched call; the
+    last `\\boxed{}` of each sample is its answer, and `majority_vote_many` gives every
+    question its label ỹ and share p̂ (with `budget_s` as there). Returns the answers (None
+    where nothing was boxed) and the votes, in prompt order."""
+    if not prompts:
+        return [], []
+    texts = solver.generate(list(prompts), num_votes, params)
+    answers = [[extract_boxed(t) for t in row] for row in texts]
+    return answers, majority_vote_many(answers, budget_s=budget_s)
+
+
+def vote_params(labeling: LabelingConfig, seed: int) -> generation.SamplingParams:
+    """How the frozen solver samples its m votes (paper: temperature 1.0, top_k 40)."""
+    return generation.SamplingParams(temperature=labeling.temperature, top_p=labeling.top_p,
+                                     top_k=labeling.top_k,
+                                     max_new_tokens=labeling.max_new_tokens, seed=seed)
+
+
+@dataclass(frozen=True)
+class FrozenSolver:
+    """The solver S_{k-1} as the vote needs it: a sampling backend, the solver's prompt for
+    a question, and the run's labelling settings. The challenger's reward and the labelling
+    of the pool both vote through it, so both ask the same way."""
+
+    generator: generation.Generator
+    prompt: Callable[[str], generation.Prompt]
+    labeling: LabelingConfig
+
+    def vote(self, questions: Sequence[str],
+             seed: int) -> tuple[list[list[str | None]], list[Votes]]:
+        """m answers per question and their votes (`sample_and_vote`)."""
+        lab = self.labeling
+        return sample_and_vote(self.generator, [self.prompt(q) for q in questions],
+                               lab.num_votes, vote_params(lab, seed),
+                               budget_s=lab.vote_budget_s)

@@ -1,0 +1,289 @@
+"""A run directory: its config and fingerprint, iteration folders, phase markers, and the
+files rebuilt from them (`metrics.jsonl`, `report.md`, TensorBoard).
+
+    RUN_DIR/config.yaml            the resolved config (its fingerprint guards resume)
+    RUN_DIR/iter_KK/phases/P.json  the marker of phase P of iteration KK, written last
+    RUN_DIR/metrics.jsonl          one row per committed phase and challenger GRPO step
+    RUN_DIR/report.md              the run's report, rebuilt at every commit
+
+A phase is committed by writing its marker atomically after its outputs, so a marker
+vouches for a finished phase and a missing one means "redo it". Markers record paths of
+the run's own files relative to RUN_DIR (as ``run:iter_01/solver``), so a run that is moved
+or copied resumes on its own files, never on those of whatever sits at the old path; base
+models and other outside paths stay as given. Every marker also holds the config's
+fingerprint, so a changed config is refused even when `config.yaml` was deleted.
+"""
+
+from __future__ import annotations
+
+import gc
+import hashlib
+import json
+import shutil
+import sys
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from rzero.config import ConfigError, RZeroConfig, config_from_dict
+from rzero.io import (
+    DamagedFileError,
+    read_jsonl,
+    write_json_atomic,
+    write_jsonl_atomic,
+    write_text_atomic,
+)
+
+PHASES = ("challenger", "pool", "labelling", "solver", "eval", "audit")
+ROWS = ("challenger_steps", "pool", "labelled")  # the JSONL files of an iteration
+RUN_PREFIX = "run:"  # a marker's path inside RUN_DIR, relative to it
+
+
+class RunDirConflict(RuntimeError):
+    """RUN_DIR holds a run made with a different config."""
+
+
+class RunDir:
+    """One run's folder; every phase, the audit and the comparison read it through this."""
+
+    def __init__(self, path: str | Path):
+        self.path = Path(path)
+        self._tb = None
+
+    # ------------------------------------------------------------ layout
+
+    def iter_dir(self, k: int) -> Path:
+        return self.path / f"iter_{k:02d}"
+
+    def marker_path(self, k: int, phase: str) -> Path:
+        return self.iter_dir(k) / "phases" / f"{phase}.json"
+
+    def iterations(self) -> list[int]:
+        """Every k >= 0 with an iter_KK folder, sorted."""
+        found = []
+        for d in self.path.glob("iter_*"):
+            suffix = d.name[len("iter_"):]
+            if d.is_dir() and suffix.isdigit():
+                found.append(int(suffix))
+        return sorted(found)
+
+    def relative(self, path: str | Path) -> str:
+        """`path` as a marker stores it: ``run:REL`` inside RUN_DIR, else as given."""
+        p = Path(path)
+        try:
+            return RUN_PREFIX + p.resolve().relative_to(self.path.resolve()).as_posix()
+        except ValueError:
+            return str(path)
+
+    def resolve(self, stored: str) -> str:
+        """A path read from a marker, resolved against this RUN_DIR."""
+        if stored.startswith(RUN_PREFIX):
+            return str(self.path / stored[len(RUN_PREFIX):])
+        return stored
+
+    # ------------------------------------------------------------ reading
+
+    def marker(self, k: int, phase: str) -> dict[str, Any] | None:
+        """The committed marker of a phase, or None. A marker that does not parse is an
+        error naming its file: it was written atomically, so it was damaged afterwards."""
+        path = self.marker_path(k, phase)
+        if not path.is_file():
+            return None
+        try:
+            marker = json.loads(path.read_text())
+        except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+            raise DamagedFileError(f"{path}: damaged phase marker ({exc}); delete it to redo "
+                                   f"that phase, or rerun with --fresh") from None
+        if not isinstance(marker, dict):
+            raise DamagedFileError(f"{path}: damaged phase marker (not a JSON object); delete "
+                                   "it to redo that phase, or rerun with --fresh")
+        return marker
+
+    def rows(self, k: int, name: str) -> list[dict[str, Any]]:
+        """The rows of iter_KK/<name>.jsonl (`ROWS`), read strictly (`rzero.io.read_jsonl`)."""
+        if name not in ROWS:
+            raise ValueError(f"{name!r}: the JSONL files of an iteration are {', '.join(ROWS)}")
+        # the step log is appended to during the phase: a killed append leaves a torn tail
+        return read_jsonl(self.iter_dir(k) / f"{name}.jsonl",
+                          torn_tail_ok=name == "challenger_steps")
+
+    def config(self) -> RZeroConfig:
+        saved = self.path / "config.yaml"
+        if not saved.is_file():
+            raise ConfigError(f"{self.path} is not a run directory (no config.yaml)")
+        try:
+            raw = yaml.safe_load(saved.read_text())
+        except yaml.YAMLError as exc:
+            raise ConfigError(f"{saved}: not valid YAML ({exc}); restore it or rerun with "
+                              "--fresh") from None
+        try:
+            return config_from_dict(raw)
+        except ConfigError as exc:
+            raise ConfigError(f"{saved}: {exc}") from None
+
+    # ------------------------------------------------------------ writing
+
+    def prepare(self, cfg: RZeroConfig, fresh: bool = False) -> None:
+        """Create RUN_DIR, or check that the run there was made with this config (its
+        `config.yaml` and the fingerprints in its markers)."""
+        if fresh and self.path.exists():
+            shutil.rmtree(self.path)
+        saved = self.path / "config.yaml"
+        if saved.is_file():
+            old = self.config()
+            if old.fingerprint() != cfg.fingerprint():
+                changed = [f"{s}.{k}" for s, sec in cfg.to_dict().items() for k, v in sec.items()
+                           if old.to_dict()[s][k] != v
+                           and f"{s}.{k}" not in ("run.output_dir", "run.verify")]
+                raise RunDirConflict(
+                    f"{self.path} holds a run made with a different config (changed: "
+                    f"{', '.join(changed) or 'unknown'}); use another RUN_DIR, or pass "
+                    f"--fresh to delete it and start over")
+        for k in self.iterations():
+            for phase in PHASES:
+                m = self.marker(k, phase)
+                if m is not None and m.get("fingerprint") not in (None, cfg.fingerprint()):
+                    raise RunDirConflict(
+                        f"{self.marker_path(k, phase)} was committed by a run with a different "
+                        f"config (fingerprint {m['fingerprint']}, this config "
+                        f"{cfg.fingerprint()}); use another RUN_DIR, or pass --fresh")
+        self.path.mkdir(parents=True, exist_ok=True)
+        write_text_atomic(saved, cfg.to_yaml())
+
+    def commit(self, cfg: RZeroConfig, k: int, phase: str, info: dict[str, Any],
+               seconds: float, outputs: list[Path] = ()) -> dict[str, Any]:
+        """Write the phase's marker (the commit point), then rebuild metrics and report.
+        The marker records the size and SHA-256 of every file under `outputs` (files or
+        folders of this run), so a resume can tell that they are still what was committed."""
+        files = {}
+        for out in outputs:
+            for f in sorted(out.rglob("*")) if out.is_dir() else [out]:
+                if f.is_file():
+                    files[self.relative(f)] = {"size": f.stat().st_size, "sha256": sha256(f)}
+        info = {"phase": phase, "iteration": k, "seconds": round(seconds, 3),
+                "fingerprint": cfg.fingerprint(), **info, "outputs": files}
+        write_json_atomic(self.marker_path(k, phase), info)
+        self.log_tracker(cfg, k, info)
+        self.rebuild(cfg)
+        return info
+
+    def verify(self, cfg: RZeroConfig, *, full: bool = False) -> list[str]:
+        """Check every committed phase's outputs against its marker, in run order (sizes;
+        also SHA-256 with `full`). At the first mismatch that phase and every phase after it
+        are uncommitted (their markers removed) so the loop redoes them. Returns what was
+        found, one line each."""
+        order = [(k, p) for k in range(0, cfg.run.iterations + 1) for p in PHASES]
+        for n, (k, phase) in enumerate(order):
+            m = self.marker(k, phase)
+            if m is None:
+                continue
+            problem = None
+            for stored, want in m.get("outputs", {}).items():
+                f = Path(self.resolve(stored))
+                if not f.is_file():
+                    problem = f"{f} is missing"
+                elif f.stat().st_size != want["size"]:
+                    problem = f"{f} has {f.stat().st_size} bytes, committed with {want['size']}"
+                elif full and sha256(f) != want["sha256"]:
+                    problem = f"{f} differs from the committed file (SHA-256)"
+                if problem:
+                    break
+            if problem is None:
+                continue
+            redo = [(kk, pp) for kk, pp in order[n:] if self.marker_path(kk, pp).is_file()]
+            for kk, pp in redo:
+                self.marker_path(kk, pp).unlink()
+            line = (f"{problem}: redoing iteration {k} {phase} and the "
+                    f"{len(redo) - 1} committed phase(s) after it")
+            print(f"warning: {line}", file=sys.stderr, flush=True)
+            return [line]
+        return []
+
+    def rebuild(self, cfg: RZeroConfig) -> None:
+        """`metrics.jsonl` and `report.md` from the markers, so they never hold a duplicated
+        or missing row."""
+        from rzero.run_report import render_report
+
+        rows = []
+        for k in range(0, cfg.run.iterations + 1):
+            for phase in PHASES:
+                m = self.marker(k, phase)
+                if m is None:
+                    continue
+                for step in m.get("steps", []):
+                    rows.append({"iteration": k, "phase": "challenger_step", **step})
+                rows.append({"iteration": k, "phase": phase, "seconds": m["seconds"],
+                             **m.get("metrics", {}),
+                             **({"warning": m["warning"]} if m.get("warning") else {})})
+        write_jsonl_atomic(self.path / "metrics.jsonl", rows)
+        write_text_atomic(self.path / "report.md", render_report(self, cfg))
+
+    def log_tracker(self, cfg: RZeroConfig, k: int, info: dict[str, Any]) -> None:
+        """The phase's scalar metrics to TensorBoard (and challenger steps by global step)."""
+        try:
+            if self._tb is None:
+                from torch.utils.tensorboard import SummaryWriter
+                self._tb = SummaryWriter(str(self.path / "tensorboard"))
+        except ImportError:
+            return
+        for key, value in info.get("metrics", {}).items():
+            if isinstance(value, (int, float)):
+                self._tb.add_scalar(f"{info['phase']}/{key}", value, k)
+        for row in info.get("steps", []):
+            gstep = (k - 1) * cfg.challenger.steps + int(row["step"])
+            for key, value in row.items():
+                if key != "step":
+                    self._tb.add_scalar(f"challenger_step/{key}", value, gstep)
+        self._tb.flush()
+
+    def close(self) -> None:
+        if self._tb is not None:
+            self._tb.close()
+            self._tb = None
+
+
+def sha256(path: Path) -> str:
+    digest = hashlib.sha256()
+    with path.open("rb") as f:
+        for block in iter(lambda: f.read(1 << 20), b""):
+            digest.update(block)
+    return digest.hexdigest()
+
+
+# ---------------------------------------------------------------- memory
+
+
+def release_memory() -> None:
+    """Collect garbage and hand freed heap pages back to the OS (glibc keeps them otherwise,
+    so the next phase's models would stack on the last phase's high-water mark)."""
+    gc.collect()
+    try:
+        import ctypes
+
+        ctypes.CDLL("libc.so.6").malloc_trim(0)
+    except (OSError, AttributeError):
+        pass  # not glibc
+
+
+def reset_peak_rss() -> None:
+    """Start a new peak-memory window (Linux: writing 5 to clear_refs resets VmHWM)."""
+    try:
+        Path("/proc/self/clear_refs").write_text("5")
+    except OSError:
+        pass  # not Linux, or not permitted: the peak is then the process's peak so far
+
+
+def peak_rss_gib() -> float | None:
+    """Peak resident memory of this process since the last `reset_peak_rss`, in GiB."""
+    try:
+        for line in Path("/proc/self/status").read_text().splitlines():
+            if line.startswith("VmHWM:"):
+                return int(line.split()[1]) / 2**20  # kB -> GiB
+    except OSError:
+        pass
+    try:
+        import resource
+    except ImportError:
+        return None
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2**20  # kB on Linux

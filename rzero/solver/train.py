@@ -1,0 +1,32 @@
+"""The solver's GRPO phase: train on the kept questions with the pseudo-labels as answers."""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+from typing import Any
+
+from rzero import distributed
+from rzero.config import RZeroConfig
+from rzero.grpo import TrainStats, train_grpo
+from rzero.solver.prompts import solver_chat
+from rzero.solver.rewards import SolverReward
+
+
+def train_solver(model, tokenizer, cfg: RZeroConfig, kept: list[dict[str, Any]],
+                 iteration: int, out_dir: Path) -> tuple[TrainStats, list[dict[str, float]]]:
+    """GRPO on `kept` labelled rows (each with `question` and `label`), reward
+    `solver_reward`; the trained weights are saved to `out_dir`. Returns the timings and
+    TRL's per-step log."""
+    rows = [{"prompt": solver_chat(r["question"], cfg.solver.prompt_file), "label": r["label"]}
+            for r in kept]
+    log: list[dict[str, float]] = []
+    work = out_dir.with_name(".trainer_solver")
+    reward = SolverReward(cfg.solver.reward, direction=cfg.labeling.equivalence)
+    stats = train_grpo(model, tokenizer, rows, [reward], cfg.solver, work,
+                       seed=cfg.run.seed + 1000 + iteration, model_cfg=cfg.model,
+                       generation_cfg=cfg.generation, log=log.append,
+                       desc=f"iter {iteration} solver", save_to=out_dir)
+    if distributed.is_main():
+        shutil.rmtree(work, ignore_errors=True)
+    return stats, log
