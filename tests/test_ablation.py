@@ -4,7 +4,6 @@ One module fixture runs `ablate` for separate vs shared weights, 2 iterations of
 each, recording every checkpoint a training phase loads; the tests then read those runs.
 """
 
-import argparse
 import json
 import shutil
 from pathlib import Path
@@ -15,20 +14,13 @@ import yaml
 from conftest import SHORT_CHALLENGER, SHORT_SOLVER
 from safetensors.torch import load_file
 
-from rzero.ablation import (
-    VARIANTS,
-    ablate,
-    add_arguments,
-    add_compare_arguments,
-    compare,
-    parse_variants,
-    run,
-    run_compare,
-    variant_config,
-)
+from rzero.ablation import VARIANTS, ablate, parse_variants, variant_config
+from rzero.audit.report import build_report
+from rzero.cli import build_parser
+from rzero.comparison import compare
 from rzero.config import ConfigError, load_config
-from rzero.labeling.report import build_report
-from rzero.loop import RZeroRun, read_marker
+from rzero.loop import RZeroRun
+from rzero.rundir import RunDir
 
 # Three questions the format-trained tiny model can answer: it boxes 1 or 2 whatever it is
 # asked, so the evaluation average is neither always 0 nor always 1.
@@ -69,7 +61,7 @@ def ablated(format_checkpoint, tmp_path_factory):
 
     def recording_load(self, checkpoint):
         model, tokenizer = original(self, checkpoint)
-        loads.append((Path(self.run_dir).name, str(checkpoint),
+        loads.append((Path(self.rundir.path).name, str(checkpoint),
                       {k: v.detach().clone() for k, v in model.state_dict().items()}))
         return model, tokenizer
 
@@ -78,6 +70,21 @@ def ablated(format_checkpoint, tmp_path_factory):
         md = ablate(cfg, ["separate", "shared"], tmp / "out")
     return {"out": tmp / "out", "md": md, "loads": loads, "cfg": cfg,
             "base": str(format_checkpoint)}
+
+
+def read_marker(run_dir: Path, k: int, phase: str) -> dict | None:
+    """The phase's marker, with the paths it stores inside the run resolved."""
+    rd = RunDir(run_dir)
+    m = rd.marker(k, phase)
+    if m is None:
+        return None
+    return {key: rd.resolve(v) if key in ("start", "checkpoint", "frozen_solver") else v
+            for key, v in m.items()}
+
+
+def cli(*argv: str) -> int:
+    args = build_parser().parse_args(list(argv))
+    return args.func(args)
 
 
 def weights(checkpoint) -> dict[str, torch.Tensor]:
@@ -307,38 +314,32 @@ def test_ablate_refuses_a_run_dir_of_another_config_before_any_work(ablated, tmp
     raw["run"]["seed"] = 5
     recipe.write_text(yaml.safe_dump(raw))
     saved = (ablated["out"] / "shared" / "config.yaml").read_text()
-    parser = argparse.ArgumentParser()
-    add_arguments(parser)
-    rc = run(parser.parse_args(["--config", str(recipe), "--out", str(ablated["out"])]))
+    rc = cli("ablate", "--config", str(recipe), "--out", str(ablated["out"]))
     err = capsys.readouterr().err.strip().splitlines()
     assert rc == 2 and len(err) == 1 and "run.seed" in err[0] and "--fresh" in err[0]
     assert (ablated["out"] / "shared" / "config.yaml").read_text() == saved
 
 
 def test_compare_of_a_dir_that_is_not_a_run_is_one_error_line(ablated, tmp_path, capsys):
-    parser = argparse.ArgumentParser()
-    add_compare_arguments(parser)
     (tmp_path / "empty").mkdir()
     for bad, why in ((tmp_path / "empty", "is not a run directory (no config.yaml)"),
                      (tmp_path / "missing", "is not a directory")):
-        rc = run_compare(parser.parse_args([str(ablated["out"] / "separate"), str(bad)]))
+        rc = cli("compare", str(ablated["out"] / "separate"), str(bad))
         err = capsys.readouterr().err.strip().splitlines()
         assert rc == 2 and err == [f"error: {bad} {why}"]
     good = str(ablated["out"] / "separate")
-    assert run_compare(parser.parse_args([good, good + "/"])) == 2
+    assert cli("compare", good, good + "/") == 2
     assert capsys.readouterr().err == "error: compare: the same run directory is given twice\n"
     (tmp_path / "broken/audit").mkdir(parents=True)
     shutil.copy(ablated["out"] / "separate" / "config.yaml", tmp_path / "broken")
     (tmp_path / "broken/audit/report.json").write_text("{truncated")
-    assert run_compare(parser.parse_args([str(tmp_path / "broken")])) == 2
+    assert cli("compare", str(tmp_path / "broken")) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and "audit/report.json: not valid JSON" in err[0]
 
 
 def test_unknown_variant_on_the_command_line_exits_2(capsys):
-    parser = argparse.ArgumentParser()
-    add_arguments(parser)
-    assert run(parser.parse_args(["--variants", "separate,sharde"])) == 2
+    assert cli("ablate", "--variants", "separate,sharde") == 2
     assert "unknown variant(s) 'sharde'" in capsys.readouterr().err
 
 

@@ -12,24 +12,19 @@ import pytest
 import yaml
 from fault_server import FaultServer
 
-from rzero.config import AuditConfig
-from rzero.io import read_jsonl, write_jsonl_atomic, write_text_atomic
-from rzero.labeling import audit as audit_mod
-from rzero.labeling.audit import (
-    PROMPT_VERSION,
-    JudgeReply,
-    audit_run,
-    cache_key,
-    select_items,
-    verdict_of,
-)
-from rzero.labeling.report import (
+from rzero.audit import judge as judge_mod
+from rzero.audit.judge import PROMPT_VERSION, JudgeReply, cache_key, verdict_of
+from rzero.audit.report import (
     build_report,
     p_hat_bucket,
     render_html,
     summarize,
     wilson_interval,
 )
+from rzero.audit.run import audit_run
+from rzero.audit.sampling import select_items
+from rzero.config import AuditConfig
+from rzero.io import read_jsonl, write_jsonl_atomic, write_text_atomic
 
 # ---------------------------------------------------------------- fake run directories
 
@@ -66,7 +61,7 @@ def judge_cfg(server: FaultServer, **kw) -> AuditConfig:
 @pytest.fixture(autouse=True)
 def fast_backoff(monkeypatch):
     # first retry waits 0.2 s, the second 0.4 s: a Retry-After of 2 s is clearly distinguishable
-    monkeypatch.setattr(audit_mod, "BACKOFF_BASE", 0.2)
+    monkeypatch.setattr(judge_mod, "BACKOFF_BASE", 0.2)
 
 
 # ---------------------------------------------------------------- Wilson interval
@@ -137,6 +132,13 @@ def test_verdicts():
     assert verdict_of(JudgeReply("five", None, 1), "5") == ("unjudged", None, "no boxed answer")
     assert verdict_of(JudgeReply(None, "timeout after 3 attempts", 3), "5") == (
         "unjudged", None, "timeout after 3 attempts")
+
+
+def test_verdict_direction():
+    # verify(gold="1 < x < 2", target="(1,2)") holds, the reverse does not
+    reply = JudgeReply("\\boxed{1 < x < 2}", None, 1)
+    assert verdict_of(reply, "(1,2)")[0] == "wrong"  # default "both"
+    assert verdict_of(reply, "(1,2)", direction="either")[0] == "correct"
 
 
 def test_sample_is_seeded_per_group_and_stable(tmp_path):

@@ -1,18 +1,9 @@
-"""Label-accuracy audit (SPEC §3): an external judge re-solves a sample of pseudo-labelled
-questions, and we report how often the majority-vote label ỹ agrees with it.
+"""The judge (SPEC §3): any OpenAI-compatible chat endpoint, its verdicts, and their cache.
 
-What is sampled (seeded, and stable when later iterations are added):
-- from every challenger GRPO step (rows of `iter_KK/challenger_steps.jsonl` with a valid
-  question and a label, grouped by (iteration, step)): `audit.per_step` distinct questions;
-- from each iteration's labelled pool (`iter_KK/labelled.jsonl`, rows with a label): two
-  independent samples of `audit.per_step`, one of the kept questions (the solver's training
-  set) and one of all labelled questions, so each reported accuracy is a simple random sample
-  of the set it describes. A question drawn twice is judged once.
-
-The judge is any OpenAI-compatible chat endpoint (`audit.base_url`, `audit.model`, key from the
-environment variable *named* by `audit.api_key_env`; the key is never written anywhere). With
-no endpoint configured the run's base model is served locally with `transformers serve`, which
-only shows that the machinery works: a model judging its own labels is not ground truth.
+The judge re-solves a question (temperature 0, final answer in `\\boxed{}`); its answer is
+compared with the majority-vote label ỹ by math-verify. Its key comes from the environment
+variable *named* by `audit.api_key_env` and is never written anywhere: `Judge.scrub` removes
+it from any text we keep.
 
 Each judge call ends in one verdict: `correct` or `wrong` (its boxed answer is / is not
 math-verify-equivalent to ỹ), `ill_posed` (it answered \\boxed{ILL-POSED}), or `unjudged`
@@ -21,35 +12,27 @@ never counted as wrong. Failed calls are not cached, so a rerun tries them again
 from a reply that arrived (a reply without a box included: the judge samples at temperature 0
 with a fixed seed, so asking again gives the same reply) is cached in `RUN_DIR/audit/cache.jsonl`
 under a hash of (question, label, judge model, prompt version, sampling settings), so a rerun
-makes no calls for them.
+makes no calls for them. The equivalence direction is not in the key: the cache lives in one
+run directory, whose `labeling.equivalence` is fixed.
 """
 
 from __future__ import annotations
 
-import dataclasses
 import hashlib
 import json
 import logging
 import os
-import random
 import re
 import threading
-import time
-from collections.abc import Sequence
-from concurrent.futures import ThreadPoolExecutor, as_completed
 from dataclasses import dataclass
-from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 from urllib.parse import urlparse
 
-import yaml
-
 from rzero.config import AuditConfig
-from rzero.io import read_jsonl, write_jsonl_atomic
+from rzero.io import read_jsonl
 from rzero.labeling.answers import extract_boxed
-from rzero.labeling.equivalence import equivalent
-from rzero.labeling.report import build_report, write_report
+from rzero.labeling.equivalence import Direction, equivalent
 
 log = logging.getLogger(__name__)
 
@@ -77,92 +60,10 @@ def judge_messages(question: str) -> list[dict[str, str]]:
             {"role": "user", "content": JUDGE_PROMPT.format(question=question)}]
 
 
-EMBEDDED_CONCURRENCY = 2  # requests in flight to the embedded judge's local server
-EMBEDDED_TIMEOUT = 900.0  # s; a 512-token answer takes ~40-70 s there, longer under load
 BACKOFF_BASE = 0.5  # s; retry n waits BACKOFF_BASE * 2**n, capped at BACKOFF_MAX
 BACKOFF_MAX = 8.0
 RETRY_AFTER_MAX = 60.0  # a server asking for a longer pause than this is not waited for
 NO_BOX = "no boxed answer"  # the one unjudged reason that is the judge's own, final answer
-MAX_STORED_RESPONSE = 4000  # characters of the judge's full reply kept in cache and report
-CACHE_WRITE_EVERY = 2.0  # s between cache rewrites while an audit runs
-
-EMBEDDED_NOTE = ("This judge is the run's base model itself ({spec}), served locally: its "
-                 "verdicts show that the audit machinery works, not whether the labels are "
-                 "true. Configure audit.base_url and audit.model to audit with a stronger model.")
-
-
-# ---------------------------------------------------------------- what gets audited
-
-
-@dataclass(frozen=True)
-class AuditItem:
-    source: str  # "step" | "labelled_kept" | "labelled_all"
-    iteration: int
-    step: int | None
-    global_step: int | None
-    question: str
-    label: str
-    p_hat: float
-    kept: bool | None
-
-
-def _iteration_dirs(run_dir: Path) -> list[tuple[int, Path]]:
-    out = []
-    for d in run_dir.glob("iter_*"):
-        suffix = d.name[len("iter_"):]
-        if d.is_dir() and suffix.isdigit():
-            out.append((int(suffix), d))
-    return sorted(out)
-
-
-def _sample(rows: list[dict[str, Any]], k: int, seed_text: str) -> list[dict[str, Any]]:
-    """k distinct (question, label) rows, drawn with a seed that names the group.
-
-    Seeding each group by its own name (not one stream for the whole run) keeps a group's
-    sample unchanged when later iterations are added, so their verdicts stay cached.
-    """
-    distinct: dict[tuple[str, str], dict[str, Any]] = {}
-    for r in rows:
-        distinct.setdefault((r["question"], str(r["label"])), r)
-    pool = list(distinct.values())
-    return random.Random(seed_text).sample(pool, min(k, len(pool)))
-
-
-def _steps_per_iteration(run_dir: Path) -> int | None:
-    """challenger.steps from the run's config.yaml, for logs that predate `global_step`."""
-    try:
-        cfg = yaml.safe_load((run_dir / "config.yaml").read_text()) or {}
-        return int(cfg["challenger"]["steps"])
-    except (OSError, KeyError, TypeError, ValueError, yaml.YAMLError):
-        return None
-
-
-def select_items(run_dir: str | Path, per_step: int, seed: int) -> list[AuditItem]:
-    """The audit sample of a run directory (see the module docstring)."""
-    items: list[AuditItem] = []
-    per_iteration = _steps_per_iteration(Path(run_dir))
-    for iteration, d in _iteration_dirs(Path(run_dir)):
-        steps: dict[tuple[int, int], list[dict[str, Any]]] = {}
-        for r in read_jsonl(d / "challenger_steps.jsonl"):
-            if r.get("valid") and r.get("label") is not None and r.get("question"):
-                group = (int(r.get("iteration", iteration)), int(r.get("step", 0)))
-                steps.setdefault(group, []).append(r)
-        for (it, step), rows in sorted(steps.items()):
-            for r in _sample(rows, per_step, f"{seed}:step:{it}:{step}"):
-                global_step = r.get("global_step")
-                if global_step is None and per_iteration is not None:
-                    global_step = (it - 1) * per_iteration + step
-                items.append(AuditItem("step", it, step, global_step, r["question"],
-                                       str(r["label"]), float(r["p_hat"]), None))
-        labelled = [r for r in read_jsonl(d / "labelled.jsonl")
-                    if r.get("label") is not None and r.get("question")]
-        for source, rows in (("labelled_kept", [r for r in labelled if r.get("kept")]),
-                             ("labelled_all", labelled)):
-            for r in _sample(rows, per_step, f"{seed}:{source}:{iteration}"):
-                items.append(AuditItem(source, iteration, None, None, r["question"],
-                                       str(r["label"]), float(r["p_hat"]),
-                                       bool(r.get("kept"))))
-    return items
 
 
 # ---------------------------------------------------------------- the judge
@@ -269,8 +170,12 @@ def _is_ill_posed(answer: str) -> bool:
     return re.sub(r"[^a-z]", "", text.lower()) == "illposed"
 
 
-def verdict_of(reply: JudgeReply, label: str) -> tuple[str, str | None, str | None]:
-    """(verdict, judge's boxed answer, reason if unjudged) for one judge reply."""
+def verdict_of(reply: JudgeReply, label: str,
+               direction: Direction = "both") -> tuple[str, str | None, str | None]:
+    """(verdict, judge's boxed answer, reason if unjudged) for one judge reply.
+
+    `direction`: math-verify's equivalence direction (the run's labeling.equivalence).
+    """
     if reply.text is None:
         return "unjudged", None, reply.error
     answer = extract_boxed(reply.text)
@@ -278,7 +183,8 @@ def verdict_of(reply: JudgeReply, label: str) -> tuple[str, str | None, str | No
         return "unjudged", None, NO_BOX
     if _is_ill_posed(answer):
         return "ill_posed", answer, None
-    return ("correct" if equivalent(answer, label) else "wrong"), answer, None
+    same = equivalent(answer, label, direction=direction)
+    return ("correct" if same else "wrong"), answer, None
 
 
 # ---------------------------------------------------------------- cache
@@ -300,156 +206,16 @@ def load_cache(path: Path) -> dict[str, dict[str, Any]]:
             and (r.get("verdict") != "unjudged" or r.get("reason") == NO_BOX)}
 
 
-# ---------------------------------------------------------------- the audit
+# ---------------------------------------------------------------- the endpoint
 
 
-def _host(base_url: str) -> str:
-    # Host only: a URL may carry credentials or tokens in its user part or query.
+def host_of(base_url: str) -> str:
+    """The host of an endpoint, for reports: never the user part or query, which may hold
+    credentials or tokens."""
     return urlparse(base_url).hostname or "?"
 
 
-def _run_base_model(run_dir: Path) -> str | None:
-    path = run_dir / "config.yaml"
-    if not path.is_file():
-        return None
-    raw = yaml.safe_load(path.read_text()) or {}
-    return (raw.get("model") or {}).get("name")
-
-
-def _keys(items: Sequence[AuditItem], judge_name: str, cfg: AuditConfig) -> list[str]:
-    return [cache_key(it.question, it.label, judge_name, temperature=cfg.temperature,
-                      max_tokens=cfg.max_tokens, seed=cfg.seed) for it in items]
-
-
-def _uncached(items: Sequence[AuditItem], judge_name: str, cfg: AuditConfig,
-              cache_path: Path) -> int:
-    return len(set(_keys(items, judge_name, cfg)) - set(load_cache(cache_path)))
-
-
-def _judge_all(judge: Judge | None, judge_name: str, items: Sequence[AuditItem],
-               cfg: AuditConfig, cache_path: Path) -> tuple[list[dict[str, Any]], dict[str, int]]:
-    """Verdicts for all items, from the cache where possible; returns report rows + counts.
-
-    `judge` may be None only when every verdict is cached.
-    """
-    cache = load_cache(cache_path)
-    keys = _keys(items, judge_name, cfg)
-    todo: dict[str, AuditItem] = {}
-    for key, it in zip(keys, items, strict=True):
-        if key not in cache:
-            todo.setdefault(key, it)
-    cached = len(set(keys) - set(todo))
-    log.info("audit: %d items, %d distinct to judge, %d verdicts cached",
-             len(items), len(todo), cached)
-    fresh: dict[str, dict[str, Any]] = {}
-    last_write = time.monotonic()
-    if todo:
-        if judge is None:
-            raise RuntimeError("audit: verdicts missing from the cache and no judge to ask")
-        pool = ThreadPoolExecutor(max_workers=cfg.concurrency)
-        try:
-            futures = {pool.submit(judge.ask, it.question): key for key, it in todo.items()}
-            for done, future in enumerate(as_completed(futures), 1):
-                key = futures[future]
-                it = todo[key]
-                reply = future.result()
-                # math-verify runs here, in the main thread, one check at a time.
-                verdict, answer, reason = verdict_of(reply, it.label)
-                fresh[key] = {"key": key, "question": it.question, "label": it.label,
-                              "judge_model": judge_name, "prompt_version": PROMPT_VERSION,
-                              "verdict": verdict, "judge_answer": judge.scrub(answer),
-                              "reason": reason, "attempts": reply.attempts,
-                              "response": judge.scrub((reply.text or "")[:MAX_STORED_RESPONSE])}
-                if reply.error is None:  # the judge's own answer, boxed or not: final
-                    cache[key] = fresh[key]
-                if time.monotonic() - last_write > CACHE_WRITE_EVERY:
-                    write_jsonl_atomic(cache_path, cache.values())
-                    last_write = time.monotonic()
-                log.info("audit: %d/%d judged: %s%s", done, len(futures), verdict,
-                         f" ({reason})" if reason else "")
-        except BaseException:
-            # Interrupted: keep what is judged, and do not wait for requests in flight (the
-            # caller stopping a local server ends them).
-            judge.cancel()
-            pool.shutdown(wait=False, cancel_futures=True)
-            raise
-        finally:
-            write_jsonl_atomic(cache_path, cache.values())
-        pool.shutdown()
-    rows = []
-    for key, it in zip(keys, items, strict=True):
-        v = fresh.get(key) or cache[key]
-        rows.append({"source": it.source, "iteration": it.iteration, "step": it.step,
-                     "global_step": it.global_step, "question": it.question, "label": it.label,
-                     "p_hat": it.p_hat, "kept": it.kept, "key": key, "verdict": v["verdict"],
-                     "judge_answer": v["judge_answer"], "reason": v.get("reason"),
-                     "response": v.get("response")})
-    return rows, {"requests": judge.requests if judge else 0, "cached": cached,
-                  "judged_now": len(todo)}
-
-
-def _audit_with(judge: Judge | None, judge_name: str, host: str, note: str | None, run_dir: Path,
-                cfg: AuditConfig, items: Sequence[AuditItem]) -> dict[str, Any]:
-    audit_dir = run_dir / "audit"
-    rows, counts = _judge_all(judge, judge_name, items, cfg, audit_dir / "cache.jsonl")
-    judge_info = {"model": judge_name, "host": host, "prompt_version": PROMPT_VERSION,
-                  "temperature": cfg.temperature, "max_tokens": cfg.max_tokens,
-                  "seed": cfg.seed, "embedded": note is not None, "note": note}
-    extra = {"created": datetime.now(timezone.utc).isoformat(timespec="seconds"),
-             "sample": {"per_step": cfg.per_step, "seed": cfg.seed}, **counts}
-    report = build_report(rows, judge_info, extra)
-    write_report(report, audit_dir)
-    return report
-
-
-def audit_run(run_dir: str | Path, cfg: AuditConfig, *,
-              model_spec: str | None = None) -> dict[str, Any]:
-    """Audit the pseudo-labels of a run directory; write and return the report.
-
-    With `cfg.base_url` unset, the judge is `model_spec` (default: the run's base model from
-    its config.yaml, else the embedded default) served by `transformers serve` on loopback for
-    the duration of the audit.
-    """
-    run_dir = Path(run_dir)
-    if not run_dir.is_dir():
-        raise FileNotFoundError(f"audit: run directory {str(run_dir)!r} does not exist")
-    items = select_items(run_dir, cfg.per_step, cfg.seed)
-    if not items:
-        log.warning("audit: %s holds no labelled questions yet (iter_*/challenger_steps.jsonl, "
-                    "iter_*/labelled.jsonl)", run_dir)
-
-    if cfg.base_url is not None:
-        model = cfg.model or _only_served_model(cfg)
-        judge = Judge(cfg.base_url, model, api_key_env=cfg.api_key_env,
-                      max_tokens=cfg.max_tokens, temperature=cfg.temperature,
-                      timeout=cfg.timeout, retries=cfg.retries, seed=cfg.seed)
-        return _audit_with(judge, model, _host(cfg.base_url), None, run_dir, cfg, items)
-
-    # ---- embedded default: serve the base model itself, audit, stop it
-    from rzero.models import DEFAULT_MODEL, resolve_model
-    from rzero.serving import serve_checkpoint
-
-    spec = model_spec or _run_base_model(run_dir) or DEFAULT_MODEL
-    note = EMBEDDED_NOTE.format(spec=spec)
-    log.warning("audit: no judge configured (audit.base_url); %s", note)
-    # Cached under the spec, not the served path (which differs between machines), so a
-    # rerun with every verdict cached does not even start the server.
-    if not _uncached(items, spec, cfg, run_dir / "audit" / "cache.jsonl"):
-        return _audit_with(None, spec, "127.0.0.1", note, run_dir, cfg, items)
-    path = resolve_model(spec)
-    # One CPU process serves the judge: requests in flight share its cores rather than run
-    # faster, and one the client gives up on keeps generating, so a short timeout turns into
-    # a pile of retries. Two in flight, and a timeout that covers a full-length answer.
-    local = dataclasses.replace(cfg, concurrency=min(cfg.concurrency, EMBEDDED_CONCURRENCY),
-                                timeout=max(cfg.timeout, EMBEDDED_TIMEOUT))
-    with serve_checkpoint(path, log_path=run_dir / "audit" / "judge_server.log") as served:
-        judge = Judge(served.base_url, served.model, max_tokens=local.max_tokens,
-                      temperature=local.temperature, timeout=local.timeout,
-                      retries=local.retries, seed=local.seed)
-        return _audit_with(judge, spec, _host(served.base_url), note, run_dir, local, items)
-
-
-def _only_served_model(cfg: AuditConfig) -> str:
+def only_served_model(cfg: AuditConfig) -> str:
     """audit.model unset: use the endpoint's model if it serves exactly one."""
     from openai import OpenAI
 
@@ -459,9 +225,10 @@ def _only_served_model(cfg: AuditConfig) -> str:
     try:
         names = [m.id for m in client.models.list()]
     except Exception as exc:
-        raise ValueError(f"audit.model is unset and the models of {_host(cfg.base_url)} could "
+        raise ValueError(f"audit.model is unset and the models of {host_of(cfg.base_url)} could "
                          f"not be listed ({type(exc).__name__}); set audit.model") from None
     if len(names) != 1:
-        raise ValueError(f"audit.model is unset and {_host(cfg.base_url)} serves "
+        raise ValueError(f"audit.model is unset and {host_of(cfg.base_url)} serves "
                          f"{len(names)} models ({', '.join(names[:5])}); set audit.model")
     return names[0]
+

@@ -7,13 +7,12 @@ neither the numerator nor the denominator: an unjudged item is never a wrong lab
 Every accuracy carries a 95 % Wilson interval, and the report says so in words when a sample is
 too small for its number to mean anything.
 
-Everything a model wrote (questions, labels, judge answers) is escaped in the HTML.
+Rendering goes through rzero.reporting, which escapes everything a model wrote (questions,
+labels, judge answers) in the HTML page.
 """
 
 from __future__ import annotations
 
-import html
-import io
 import math
 from collections import Counter
 from collections.abc import Iterable, Sequence
@@ -21,6 +20,20 @@ from pathlib import Path
 from typing import Any
 
 from rzero.io import write_bytes_atomic, write_json_atomic, write_text_atomic
+from rzero.reporting import (
+    Html,
+    Panel,
+    Series,
+    errorbar_png,
+    escape,
+    figure,
+    heading,
+    html_page,
+    html_table,
+    markdown_table,
+    paragraph,
+    preformatted,
+)
 
 VERDICTS = ("correct", "wrong", "ill_posed", "unjudged")
 # p_hat buckets: [lo, hi) except the last, which is closed so that p_hat = 1 is counted.
@@ -169,11 +182,21 @@ def _mean(values: Iterable[float]) -> float | None:
 
 # ---------------------------------------------------------------- rendering
 
+SETS = ("challenger_steps", "labelled_kept", "labelled_all")
+ACC_HEADER = ["accuracy [95 % CI]", "judged", "unjudged", "ill-posed", "note"]
+DEFINITION = ("Label accuracy = correct / (correct + wrong), with a 95 % Wilson interval. "
+              "Ill-posed and unjudged items are counted but excluded: an unjudged item (failed "
+              "call, timeout, no boxed answer) is never counted as wrong.")
+
 
 def _acc(s: dict[str, Any] | None) -> str:
     if not s or s["accuracy"] is None:
         return "–"
     return f"{s['accuracy']:.3f} [{s['ci_low']:.3f}, {s['ci_high']:.3f}]"
+
+
+def _acc_cells(s: dict[str, Any]) -> list[Any]:
+    return [_acc(s), s["n_judged"], s["n_unjudged"], s["n_ill_posed"], s["caveat"] or ""]
 
 
 def _judge_lines(judge: dict[str, Any]) -> list[str]:
@@ -185,13 +208,23 @@ def _judge_lines(judge: dict[str, Any]) -> list[str]:
     return lines
 
 
+def _tables(report: dict[str, Any]) -> list[tuple[str, list[str], list[list[Any]]]]:
+    """(title, header, rows) of the summary tables, as plain values; each format escapes them."""
+    per_step = [[r["iteration"], r["step"], r["global_step"], f"{r['mean_p_hat']:.2f}",
+                 *_acc_cells(r)] for r in report["per_step"]]
+    per_iteration = [[r["iteration"], name, *_acc_cells(r[name])]
+                     for r in report["per_iteration"] for name in SETS if r[name] is not None]
+    buckets = [[r["bucket"], *_acc_cells(r)] for r in report["vote_share_buckets"]]
+    return [("Per challenger step", ["iter", "step", "global step", "mean p̂", *ACC_HEADER],
+             per_step),
+            ("Per iteration", ["iter", "set", *ACC_HEADER], per_iteration),
+            ("By vote share p̂ (distinct items)", ["p̂ bucket", *ACC_HEADER], buckets)]
+
+
 def render_markdown(report: dict[str, Any]) -> str:
-    j = report["judge"]
     out = ["# Label-accuracy audit", ""]
-    out += [f"> {line}" for line in _judge_lines(j)] + [""]
-    out += ["Label accuracy = correct / (correct + wrong), with a 95 % Wilson interval. "
-            "Ill-posed and unjudged items are counted but excluded: an unjudged item (failed "
-            "call, timeout, no boxed answer) is never counted as wrong.", ""]
+    out += [f"> {line}" for line in _judge_lines(report["judge"])] + [""]
+    out += [DEFINITION, ""]
     ov = report["overall"]
     out += [f"**Overall** (distinct items): accuracy {_acc(ov)}, n judged {ov['n_judged']}, "
             f"unjudged {ov['n_unjudged']}, ill-posed {ov['n_ill_posed']}."
@@ -199,176 +232,82 @@ def render_markdown(report: dict[str, Any]) -> str:
     if "requests" in report:
         out += [f"Judge requests this run: {report['requests']} "
                 f"({report.get('cached', 0)} verdicts came from the cache).", ""]
-
-    out += ["## Per challenger step", "",
-            "| iter | step | global step | mean p̂ | accuracy [95 % CI] | judged | unjudged "
-            "| ill-posed | note |", "|---|---|---|---|---|---|---|---|---|"]
-    for r in report["per_step"]:
-        out.append(f"| {r['iteration']} | {r['step']} | {r['global_step']} | "
-                   f"{r['mean_p_hat']:.2f} | {_acc(r)} | {r['n_judged']} | {r['n_unjudged']} | "
-                   f"{r['n_ill_posed']} | {r['caveat'] or ''} |")
-    out += ["", "## Per iteration", "",
-            "| iter | set | accuracy [95 % CI] | judged | unjudged | ill-posed | note |",
-            "|---|---|---|---|---|---|---|"]
-    for r in report["per_iteration"]:
-        for name in ("challenger_steps", "labelled_kept", "labelled_all"):
-            s = r[name]
-            if s is None:
-                continue
-            out.append(f"| {r['iteration']} | {name} | {_acc(s)} | {s['n_judged']} | "
-                       f"{s['n_unjudged']} | {s['n_ill_posed']} | {s['caveat'] or ''} |")
-    out += ["", "## By vote share p̂ (distinct items)", "",
-            "| p̂ bucket | accuracy [95 % CI] | judged | unjudged | ill-posed | note |",
-            "|---|---|---|---|---|---|"]
-    for r in report["vote_share_buckets"]:
-        out.append(f"| {r['bucket']} | {_acc(r)} | {r['n_judged']} | {r['n_unjudged']} | "
-                   f"{r['n_ill_posed']} | {r['caveat'] or ''} |")
+    for title, header, rows in _tables(report):
+        out += [f"## {title}", "", markdown_table(header, rows)]
     if report["unjudged_reasons"]:
-        out += ["", "## Why items are unjudged", ""]
-        out += [f"- {reason}: {n}" for reason, n in report["unjudged_reasons"].items()]
-    out += ["", "![accuracy over steps](accuracy.png)", "",
+        out += ["## Why items are unjudged", ""]
+        out += [f"- {reason}: {n}" for reason, n in report["unjudged_reasons"].items()] + [""]
+    out += ["![accuracy over steps](accuracy.png)", "",
             "Every audited item is listed in report.html.", ""]
     return "\n".join(out)
 
 
-_CSS = """body{font-family:sans-serif;margin:2em;max-width:90em}
-table{border-collapse:collapse;margin:1em 0}td,th{border:1px solid #ccc;padding:.3em .6em;
-vertical-align:top;text-align:left}pre{white-space:pre-wrap;margin:0;max-width:50em}
-.correct{background:#e6f4e6}.wrong{background:#fbe3e3}.ill_posed{background:#fff4d6}
-.unjudged{background:#eee}.note{background:#fff4d6;padding:.5em;border:1px solid #e0c060}"""
+VERDICT_CSS = """.correct{background:#e6f4e6}.wrong{background:#fbe3e3}
+.ill_posed{background:#fff4d6}.unjudged{background:#eee}"""
 
 
-def _e(value: Any) -> str:
-    return html.escape("" if value is None else str(value), quote=True)
-
-
-def _html_table(header: Sequence[str], rows: Iterable[Sequence[Any]],
-                classes: Iterable[str] | None = None) -> str:
-    head = "".join(f"<th>{_e(h)}</th>" for h in header)
-    body = []
-    for row, cls in zip(rows, classes or _forever(""), strict=False):
-        cells = "".join(f"<td>{c}</td>" for c in row)  # cells are escaped by the caller
-        body.append(f'<tr class="{_e(cls)}">{cells}</tr>')
-    return f"<table><tr>{head}</tr>{''.join(body)}</table>"
-
-
-def _forever(value: str) -> Iterable[str]:
-    while True:
-        yield value
-
-
-def _answer_cell(item: dict[str, Any]) -> str:
-    cell = f"<pre>{_e(item['judge_answer'])}</pre>"
+def _answer_cell(item: dict[str, Any]) -> Html:
+    cell = preformatted(item["judge_answer"])
     if item.get("response"):
-        cell += (f"<details><summary>full reply</summary><pre>{_e(item['response'])}</pre>"
+        cell += (f"<details><summary>full reply</summary>{preformatted(item['response'])}"
                  "</details>")
-    return cell
+    return Html(cell)
 
 
-def render_html(report: dict[str, Any]) -> str:
-    j = report["judge"]
-    parts = ["<!DOCTYPE html><html><head><meta charset='utf-8'>",
-             "<title>rzero label-accuracy audit</title>", f"<style>{_CSS}</style></head><body>",
-             "<h1>Label-accuracy audit</h1>",
-             f"<p>Judge model <b>{_e(j['model'])}</b> at host <b>{_e(j['host'])}</b>, prompt "
-             f"version <b>{_e(j['prompt_version'])}</b>, temperature {_e(j['temperature'])}, "
-             f"max tokens {_e(j['max_tokens'])}.</p>"]
-    if j.get("note"):
-        parts.append(f'<p class="note">{_e(j["note"])}</p>')
-    parts.append("<p>Label accuracy = correct / (correct + wrong), with a 95 % Wilson "
-                 "interval; ill-posed and unjudged items are excluded (an unjudged item is "
-                 "never counted as wrong).</p>")
-    parts.append('<img src="accuracy.png" alt="label accuracy over challenger steps">')
+def _verdict_cell(item: dict[str, Any]) -> Html:
+    reason = f"<br><small>{escape(item['reason'])}</small>" if item.get("reason") else ""
+    return Html(escape(item["verdict"]) + reason)
 
-    def acc_cells(s: dict[str, Any]) -> list[str]:
-        return [_e(_acc(s)), _e(s["n_judged"]), _e(s["n_unjudged"]), _e(s["n_ill_posed"]),
-                _e(s["caveat"] or "")]
 
-    parts.append("<h2>Per challenger step</h2>")
-    parts.append(_html_table(
-        ["iter", "step", "global step", "mean p̂", "accuracy [95 % CI]", "judged", "unjudged",
-         "ill-posed", "note"],
-        ([_e(r["iteration"]), _e(r["step"]), _e(r["global_step"]), _e(f"{r['mean_p_hat']:.2f}"),
-          *acc_cells(r)] for r in report["per_step"])))
-    parts.append("<h2>Per iteration</h2>")
-    parts.append(_html_table(
-        ["iter", "set", "accuracy [95 % CI]", "judged", "unjudged", "ill-posed", "note"],
-        ([_e(r["iteration"]), _e(name), *acc_cells(r[name])] for r in report["per_iteration"]
-         for name in ("challenger_steps", "labelled_kept", "labelled_all") if r[name])))
-    parts.append("<h2>By vote share p̂ (distinct items)</h2>")
-    parts.append(_html_table(
-        ["p̂ bucket", "accuracy [95 % CI]", "judged", "unjudged", "ill-posed", "note"],
-        ([_e(r["bucket"]), *acc_cells(r)] for r in report["vote_share_buckets"])))
-    parts.append("<h2>Audited items</h2>")
+def render_html(report: dict[str, Any], png: bytes | None = None) -> str:
+    """The report page with every audited item; `png` (plot_accuracy's) is embedded."""
+    judge = report["judge"]
+    parts: list[Any] = [_judge_lines(judge)[0]]
+    if judge.get("note"):
+        parts.append(paragraph(judge["note"], "note"))
+    parts.append(DEFINITION)
+    if png is not None:
+        parts.append(figure(png, "label accuracy over challenger steps and per labelled set"))
+    for title, header, rows in _tables(report):
+        parts += [heading(title), html_table(header, rows)]
     items = report["items"]
-    parts.append(_html_table(
+    parts += [heading("Audited items"), html_table(
         ["set", "iter", "step", "p̂", "question", "label", "judge answer", "verdict"],
-        ([_e(it["source"]), _e(it["iteration"]), _e(it["step"] if it["step"] is not None else ""),
-          _e(f"{it['p_hat']:.2f}"), f"<pre>{_e(it['question'])}</pre>",
-          f"<pre>{_e(it['label'])}</pre>", _answer_cell(it),
-          _e(it["verdict"]) + (f"<br><small>{_e(it['reason'])}</small>" if it.get("reason")
-                               else "")]
-         for it in items),
-        (it["verdict"] for it in items)))
-    parts.append("</body></html>\n")
-    return "\n".join(parts)
+        ([it["source"], it["iteration"], "" if it["step"] is None else it["step"],
+          f"{it['p_hat']:.2f}", preformatted(it["question"]), preformatted(it["label"]),
+          _answer_cell(it), _verdict_cell(it)] for it in items),
+        row_classes=[it["verdict"] for it in items])]
+    return html_page("Label-accuracy audit", parts, css=VERDICT_CSS)
 
 
 def plot_accuracy(report: dict[str, Any]) -> bytes:
     """PNG: accuracy per challenger step (left) and per labelled set (right), Wilson bars."""
-    # Figure + its Agg canvas directly: no pyplot, so no global backend state and no display.
-    from matplotlib.backends.backend_agg import FigureCanvasAgg
-    from matplotlib.figure import Figure
-    from matplotlib.ticker import MaxNLocator
 
-    fig = Figure(figsize=(11, 4.8), layout="constrained")
-    FigureCanvasAgg(fig)
-    ax_steps, ax_sets = fig.subplots(1, 2, gridspec_kw={"width_ratios": [2, 1]})
-
-    def bars(ax, xs, summaries, fmt, label):
-        ys = [s["accuracy"] for s in summaries]
-        err = [[y - s["ci_low"] for y, s in zip(ys, summaries, strict=True)],
-               [s["ci_high"] - y for y, s in zip(ys, summaries, strict=True)]]
-        ax.errorbar(xs, ys, yerr=err, fmt=fmt, capsize=4, label=label)
+    def series(label: str, xs: list[float], summaries: list[dict[str, Any]],
+               fmt: str) -> Series:
+        return Series(label, xs, [s["accuracy"] for s in summaries],
+                      low=[s["ci_low"] for s in summaries],
+                      high=[s["ci_high"] for s in summaries], fmt=fmt)
 
     steps = [r for r in report["per_step"] if r["accuracy"] is not None]
-    if steps:
-        xs = [r["global_step"] if r["global_step"] is not None else i
-              for i, r in enumerate(steps)]
-        bars(ax_steps, xs, steps, "o-", "sample of each step's questions")
-        ax_steps.legend(loc="lower left", fontsize=8)
-    else:
-        ax_steps.text(0.5, 0.5, "no judged items", ha="center", va="center",
-                      transform=ax_steps.transAxes)
-    ax_steps.set_xlabel("challenger global step")
-    ax_steps.set_ylabel("label accuracy (95 % Wilson interval)")
-    ax_steps.set_title("Challenger steps", fontsize=10)
-
+    xs = [r["global_step"] if r["global_step"] is not None else i for i, r in enumerate(steps)]
+    left = Panel("Challenger steps", "challenger global step",
+                 "label accuracy (95 % Wilson interval)",
+                 [series("sample of each step's questions", xs, steps, "o-")],
+                 ylim=(-0.02, 1.02), empty_text="no judged items", width=2)
+    sets = []
     for offset, name, fmt in ((-0.1, "labelled_kept", "s"), (0.1, "labelled_all", "D")):
         rows = [r for r in report["per_iteration"] if r[name] and r[name]["accuracy"] is not None]
-        if rows:
-            bars(ax_sets, [r["iteration"] + offset for r in rows], [r[name] for r in rows],
-                 fmt, name.replace("_", " "))
-    if ax_sets.get_legend_handles_labels()[0]:
-        ax_sets.legend(loc="lower left", fontsize=8)
-    iterations = [r["iteration"] for r in report["per_iteration"]]
-    if iterations:
-        ax_sets.set_xticks(iterations)
-        ax_sets.set_xlim(min(iterations) - 0.5, max(iterations) + 0.5)
-    ax_steps.xaxis.set_major_locator(MaxNLocator(integer=True))
-    ax_sets.set_xlabel("iteration")
-    ax_sets.set_title("Labelled sets", fontsize=10)
-    for ax in (ax_steps, ax_sets):
-        ax.set_ylim(-0.02, 1.02)
-        ax.grid(alpha=0.3)
+        sets.append(series(name.replace("_", " "), [r["iteration"] + offset for r in rows],
+                           [r[name] for r in rows], fmt))
+    right = Panel("Labelled sets", "iteration", "", sets, ylim=(-0.02, 1.02),
+                  xticks=[r["iteration"] for r in report["per_iteration"]],
+                  empty_text="no judged items")
     title = f"Pseudo-label accuracy, judge {report['judge']['model']}"
     title = title if len(title) < 100 else title[:97] + "..."
     if report["judge"].get("embedded"):
         title += "\n(the base model judging itself: shows the machinery, not the truth)"
-    fig.suptitle(title, fontsize=11)
-    buf = io.BytesIO()
-    fig.savefig(buf, format="png", dpi=100, bbox_inches="tight")
-    return buf.getvalue()
+    return errorbar_png([left, right], title=title, size=(11, 4.8))
 
 
 def write_report(report: dict[str, Any], audit_dir: str | Path) -> dict[str, Path]:
@@ -376,8 +315,9 @@ def write_report(report: dict[str, Any], audit_dir: str | Path) -> dict[str, Pat
     audit_dir = Path(audit_dir)
     paths = {name: audit_dir / name for name in
              ("report.json", "report.md", "report.html", "accuracy.png")}
-    write_bytes_atomic(paths["accuracy.png"], plot_accuracy(report))
+    png = plot_accuracy(report)
+    write_bytes_atomic(paths["accuracy.png"], png)
     write_json_atomic(paths["report.json"], report)
     write_text_atomic(paths["report.md"], render_markdown(report))
-    write_text_atomic(paths["report.html"], render_html(report))
+    write_text_atomic(paths["report.html"], render_html(report, png))
     return paths

@@ -1,0 +1,185 @@
+"""The audit, start to finish (SPEC §3): sample a run's pseudo-labels, have the judge
+re-solve them (from the cache where it can), and write the report.
+
+With no endpoint configured (`audit.base_url` unset) the run's base model is served locally
+with `transformers serve` (rzero.serving) for the duration of the audit. That only shows the
+machinery works: a model judging its own labels is not ground truth, and the report says so.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+import time
+from collections.abc import Sequence
+from concurrent.futures import ThreadPoolExecutor, as_completed
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any
+
+from rzero.audit.judge import (
+    PROMPT_VERSION,
+    Judge,
+    cache_key,
+    host_of,
+    load_cache,
+    only_served_model,
+    verdict_of,
+)
+from rzero.audit.report import build_report, write_report
+from rzero.audit.sampling import AuditItem, select_items
+from rzero.config import AuditConfig
+from rzero.io import write_jsonl_atomic
+from rzero.labeling.equivalence import Direction
+from rzero.rundir import RunDir
+
+log = logging.getLogger(__name__)
+
+EMBEDDED_CONCURRENCY = 2  # requests in flight to the embedded judge's local server
+EMBEDDED_TIMEOUT = 900.0  # s; a 512-token answer takes ~40-70 s there, longer under load
+MAX_STORED_RESPONSE = 4000  # characters of the judge's full reply kept in cache and report
+CACHE_WRITE_EVERY = 2.0  # s between cache rewrites while an audit runs
+
+EMBEDDED_NOTE = ("This judge is the run's base model itself ({spec}), served locally: its "
+                 "verdicts show that the audit machinery works, not whether the labels are "
+                 "true. Configure audit.base_url and audit.model to audit with a stronger model.")
+
+
+def _keys(items: Sequence[AuditItem], judge_name: str, cfg: AuditConfig) -> list[str]:
+    return [cache_key(it.question, it.label, judge_name, temperature=cfg.temperature,
+                      max_tokens=cfg.max_tokens, seed=cfg.seed) for it in items]
+
+
+def _uncached(items: Sequence[AuditItem], judge_name: str, cfg: AuditConfig,
+              cache_path: Path) -> int:
+    return len(set(_keys(items, judge_name, cfg)) - set(load_cache(cache_path)))
+
+
+def _judge_all(judge: Judge | None, judge_name: str, items: Sequence[AuditItem],
+               cfg: AuditConfig, cache_path: Path, direction: Direction
+               ) -> tuple[list[dict[str, Any]], dict[str, int]]:
+    """Verdicts for all items, from the cache where possible; returns report rows + counts.
+
+    `judge` may be None only when every verdict is cached.
+    """
+    cache = load_cache(cache_path)
+    keys = _keys(items, judge_name, cfg)
+    todo: dict[str, AuditItem] = {}
+    for key, it in zip(keys, items, strict=True):
+        if key not in cache:
+            todo.setdefault(key, it)
+    cached = len(set(keys) - set(todo))
+    log.info("audit: %d items, %d distinct to judge, %d verdicts cached",
+             len(items), len(todo), cached)
+    fresh: dict[str, dict[str, Any]] = {}
+    last_write = time.monotonic()
+    if todo:
+        if judge is None:
+            raise RuntimeError("audit: verdicts missing from the cache and no judge to ask")
+        pool = ThreadPoolExecutor(max_workers=cfg.concurrency)
+        try:
+            futures = {pool.submit(judge.ask, it.question): key for key, it in todo.items()}
+            for done, future in enumerate(as_completed(futures), 1):
+                key = futures[future]
+                it = todo[key]
+                reply = future.result()
+                # math-verify runs here, in the main thread, one check at a time.
+                verdict, answer, reason = verdict_of(reply, it.label, direction)
+                fresh[key] = {"key": key, "question": it.question, "label": it.label,
+                              "judge_model": judge_name, "prompt_version": PROMPT_VERSION,
+                              "verdict": verdict, "judge_answer": judge.scrub(answer),
+                              "reason": reason, "attempts": reply.attempts,
+                              "response": judge.scrub((reply.text or "")[:MAX_STORED_RESPONSE])}
+                if reply.error is None:  # the judge's own answer, boxed or not: final
+                    cache[key] = fresh[key]
+                if time.monotonic() - last_write > CACHE_WRITE_EVERY:
+                    write_jsonl_atomic(cache_path, cache.values())
+                    last_write = time.monotonic()
+                log.info("audit: %d/%d judged: %s%s", done, len(futures), verdict,
+                         f" ({reason})" if reason else "")
+        except BaseException:
+            # Interrupted: keep what is judged, and do not wait for requests in flight (the
+            # caller stopping a local server ends them).
+            judge.cancel()
+            pool.shutdown(wait=False, cancel_futures=True)
+            raise
+        finally:
+            write_jsonl_atomic(cache_path, cache.values())
+        pool.shutdown()
+    rows = []
+    for key, it in zip(keys, items, strict=True):
+        v = fresh.get(key) or cache[key]
+        rows.append({"source": it.source, "iteration": it.iteration, "step": it.step,
+                     "global_step": it.global_step, "question": it.question, "label": it.label,
+                     "p_hat": it.p_hat, "kept": it.kept, "key": key, "verdict": v["verdict"],
+                     "judge_answer": v["judge_answer"], "reason": v.get("reason"),
+                     "response": v.get("response")})
+    return rows, {"requests": judge.requests if judge else 0, "cached": cached,
+                  "judged_now": len(todo)}
+
+
+def _audit_with(judge: Judge | None, judge_name: str, host: str, note: str | None, run: RunDir,
+                cfg: AuditConfig, items: Sequence[AuditItem],
+                direction: Direction) -> dict[str, Any]:
+    audit_dir = run.path / "audit"
+    rows, counts = _judge_all(judge, judge_name, items, cfg, audit_dir / "cache.jsonl",
+                              direction)
+    judge_info = {"model": judge_name, "host": host, "prompt_version": PROMPT_VERSION,
+                  "temperature": cfg.temperature, "max_tokens": cfg.max_tokens,
+                  "seed": cfg.seed, "embedded": note is not None, "note": note,
+                  "equivalence": direction}
+    extra = {"created": datetime.now(timezone.utc).isoformat(timespec="seconds"),
+             "sample": {"per_step": cfg.per_step, "seed": cfg.seed}, **counts}
+    report = build_report(rows, judge_info, extra)
+    write_report(report, audit_dir)
+    return report
+
+
+def audit_run(run_dir: RunDir | str | Path, cfg: AuditConfig, *, model_spec: str | None = None,
+              direction: Direction = "both") -> dict[str, Any]:
+    """Audit the pseudo-labels of a run directory; write and return the report.
+
+    With `cfg.base_url` unset, the judge is `model_spec` (default: the run's base model from
+    its config.yaml) served by `transformers serve` on loopback for the duration of the
+    audit. `direction`: math-verify's equivalence direction for the judge's answer against
+    the label (the run's labeling.equivalence).
+    """
+    run = run_dir if isinstance(run_dir, RunDir) else RunDir(run_dir)
+    if not run.path.is_dir():
+        raise FileNotFoundError(f"audit: run directory {str(run.path)!r} does not exist")
+    items = select_items(run, cfg.per_step, cfg.seed)
+    if not items:
+        log.warning("audit: %s holds no labelled questions yet (iter_*/challenger_steps.jsonl, "
+                    "iter_*/labelled.jsonl)", run.path)
+
+    if cfg.base_url is not None:
+        model = cfg.model or only_served_model(cfg)
+        judge = Judge(cfg.base_url, model, api_key_env=cfg.api_key_env,
+                      max_tokens=cfg.max_tokens, temperature=cfg.temperature,
+                      timeout=cfg.timeout, retries=cfg.retries, seed=cfg.seed)
+        return _audit_with(judge, model, host_of(cfg.base_url), None, run, cfg, items,
+                           direction)
+
+    # ---- embedded default: serve the base model itself, audit, stop it
+    from rzero.models import resolve_model
+    from rzero.serving import serve_checkpoint
+
+    spec = model_spec or run.config().model.name
+    note = EMBEDDED_NOTE.format(spec=spec)
+    log.warning("audit: no judge configured (audit.base_url); %s", note)
+    # Cached under the spec, not the served path (which differs between machines), so a
+    # rerun with every verdict cached does not even start the server.
+    if not _uncached(items, spec, cfg, run.path / "audit" / "cache.jsonl"):
+        return _audit_with(None, spec, "127.0.0.1", note, run, cfg, items, direction)
+    path = resolve_model(spec)
+    # One CPU process serves the judge: requests in flight share its cores rather than run
+    # faster, and one the client gives up on keeps generating, so a short timeout turns into
+    # a pile of retries. Two in flight, and a timeout that covers a full-length answer.
+    local = dataclasses.replace(cfg, concurrency=min(cfg.concurrency, EMBEDDED_CONCURRENCY),
+                                timeout=max(cfg.timeout, EMBEDDED_TIMEOUT))
+    with serve_checkpoint(path, log_path=run.path / "audit" / "judge_server.log") as served:
+        judge = Judge(served.base_url, served.model, max_tokens=local.max_tokens,
+                      temperature=local.temperature, timeout=local.timeout,
+                      retries=local.retries, seed=local.seed)
+        return _audit_with(judge, spec, host_of(served.base_url), note, run, local, items,
+                           direction)

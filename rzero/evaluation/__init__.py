@@ -1,0 +1,49 @@
+"""Benchmarks and scoring for the solver (SPEC §4): pass@1 of greedy outputs, checked by
+math-verify on the last `\\boxed{}`.
+
+    synthetic.py  the embedded, procedurally generated benchmark (answers computed by sympy)
+    loaders.py    benchmarks by name: synthetic, the hub's (cached as JSONL), local JSONL
+    scoring.py    score_completion, score_benchmark, evaluate, write_results
+
+`rzero eval` (rzero/cli.py) scores a model from the command line. This package imports
+nothing from training (no trl, no rzero.grpo or rzero.loop).
+"""
+
+from rzero.evaluation.loaders import (
+    HUB_BENCHMARKS,
+    BenchmarkError,
+    BenchmarkUnavailable,
+    hub_name,
+    load_benchmark,
+    load_benchmarks,
+    load_jsonl_benchmark,
+    parse_benchmark_spec,
+)
+from rzero.evaluation.scoring import (
+    evaluate,
+    results_markdown,
+    score_benchmark,
+    score_completion,
+    write_results,
+)
+from rzero.evaluation.synthetic import SYNTHETIC, Item, render_answer, synthetic_benchmark
+
+__all__ = [
+    "HUB_BENCHMARKS",
+    "SYNTHETIC",
+    "BenchmarkError",
+    "BenchmarkUnavailable",
+    "Item",
+    "evaluate",
+    "hub_name",
+    "load_benchmark",
+    "load_benchmarks",
+    "load_jsonl_benchmark",
+    "parse_benchmark_spec",
+    "render_answer",
+    "results_markdown",
+    "score_benchmark",
+    "score_completion",
+    "synthetic_benchmark",
+    "write_results",
+]

@@ -1,0 +1,276 @@
+"""Benchmarks by name (SPEC §4): the embedded one, the hub's, and local JSONL files.
+
+A benchmark spec is one of:
+- `synthetic` (or `synthetic:SEED`): the embedded benchmark (rzero.evaluation.synthetic);
+- `math500`, `gsm8k`, `amc23`, `minerva`, `olympiadbench`, `aime24`, `aime25`: fetched from
+  the Hugging Face hub with `datasets` (see `HUB_BENCHMARKS`) and cached as JSONL under
+  `$RZERO_CACHE/benchmarks/`, so a machine that fetched them once works offline afterwards.
+  Without network the loader fails in seconds with `BenchmarkUnavailable`;
+- `path/to/file.jsonl` or `name=path/to/file.jsonl`: rows with `problem` and `answer` fields
+  (`id` optional), always available.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import threading
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from rzero.evaluation.synthetic import SYNTHETIC, SYNTHETIC_SEED, Item, synthetic_benchmark
+from rzero.io import write_jsonl_atomic
+
+HUB_TIMEOUT_S = 3.0
+
+
+class BenchmarkError(RuntimeError):
+    """A benchmark that cannot be loaded; the message names it and says what to do."""
+
+
+class BenchmarkUnavailable(BenchmarkError):
+    """A hub benchmark requested without network access and without a cached copy."""
+
+
+# ---------------------------------------------------------------- hub benchmarks
+
+
+@dataclass(frozen=True)
+class HubSource:
+    repo: str
+    config: str | None
+    split: str
+    problem_field: str
+    answer_field: str
+    gsm8k_answer: bool = False  # the answer is the text after '####'
+
+
+HUB_BENCHMARKS: dict[str, HubSource] = {
+    "math500": HubSource("HuggingFaceH4/MATH-500", None, "test", "problem", "answer"),
+    "gsm8k": HubSource("openai/gsm8k", "main", "test", "question", "answer",
+                       gsm8k_answer=True),
+    "amc23": HubSource("math-ai/amc23", None, "test", "question", "answer"),
+    "minerva": HubSource("math-ai/minervamath", None, "test", "question", "answer"),
+    "olympiadbench": HubSource("math-ai/olympiadbench", None, "test", "question",
+                               "final_answer"),
+    "aime24": HubSource("HuggingFaceH4/aime_2024", None, "train", "problem", "answer"),
+    "aime25": HubSource("math-ai/aime25", None, "test", "problem", "answer"),
+}
+_ALIASES = {"math": "math500", "minervamath": "minerva", "minervamath500": "minerva",
+            "olympiad": "olympiadbench", "aime2024": "aime24", "aime2025": "aime25",
+            "amc": "amc23", "amc2023": "amc23"}
+
+
+def hub_name(name: str) -> str | None:
+    """The HUB_BENCHMARKS key for a user-typed name (`MATH-500`, `aime_2024`), or None."""
+    key = name.lower().replace("-", "").replace("_", "")
+    key = _ALIASES.get(key, key)
+    return key if key in HUB_BENCHMARKS else None
+
+
+def hub_endpoint() -> str:
+    """The endpoint `datasets` will talk to (HF_ENDPOINT as read when the hub client loaded)."""
+    import huggingface_hub.constants
+
+    return huggingface_hub.constants.ENDPOINT.rstrip("/")
+
+
+def hub_problem(repo: str, timeout: float = HUB_TIMEOUT_S) -> str | None:
+    """None when the hub answers for dataset `repo` within `timeout` s, else why not.
+
+    A real HTTP request, not a TCP connect: sandboxes and proxies accept any connection.
+    Name resolution ignores socket timeouts, so the probe runs in a daemon thread that we
+    stop waiting for; without a network this answers in seconds, instead of the minute of
+    retries `datasets` would spend.
+    """
+    import urllib.error
+    import urllib.request
+
+    url = f"{hub_endpoint()}/api/datasets/{repo}"
+    outcome: list[str | None] = []
+
+    def probe() -> None:
+        try:
+            with urllib.request.urlopen(url, timeout=timeout) as response:
+                outcome.append(None if response.status == 200 else f"HTTP {response.status}")
+        except urllib.error.HTTPError as exc:
+            outcome.append(f"HTTP {exc.code} from {url}")
+        except (OSError, ValueError) as exc:  # URLError, timeouts, resets, bad URL
+            reason = exc.reason if isinstance(exc, urllib.error.URLError) else exc
+            outcome.append(f"{type(exc).__name__}: {reason}" if str(reason) else
+                           type(exc).__name__)
+
+    thread = threading.Thread(target=probe, daemon=True)
+    thread.start()
+    thread.join(timeout + 0.5)
+    return outcome[0] if outcome else f"no answer from {url} within {timeout:.0f} s"
+
+
+@contextmanager
+def _hub_offline() -> Iterator[None]:
+    """HF_HUB_OFFLINE for the duration: `datasets` then reads only its local cache.
+
+    The flag is read at import time, so the already-imported modules are patched too.
+    """
+    import datasets.config
+    import huggingface_hub.constants
+
+    saved_env = os.environ.get("HF_HUB_OFFLINE")
+    saved = datasets.config.HF_HUB_OFFLINE, huggingface_hub.constants.HF_HUB_OFFLINE
+    os.environ["HF_HUB_OFFLINE"] = "1"
+    datasets.config.HF_HUB_OFFLINE = huggingface_hub.constants.HF_HUB_OFFLINE = True
+    try:
+        yield
+    finally:
+        datasets.config.HF_HUB_OFFLINE, huggingface_hub.constants.HF_HUB_OFFLINE = saved
+        if saved_env is None:
+            os.environ.pop("HF_HUB_OFFLINE", None)
+        else:
+            os.environ["HF_HUB_OFFLINE"] = saved_env
+
+
+def _hub_answer(value: Any, source: HubSource) -> str:
+    if isinstance(value, list):  # OlympiadBench: final_answer is a list of strings
+        return ", ".join(str(v) for v in value)
+    text = str(value).strip()
+    if source.gsm8k_answer:
+        text = text.split("####")[-1].strip().replace(",", "")
+    return text
+
+
+def _hub_cache_path(key: str) -> Path:
+    from rzero.models import cache_dir
+
+    return cache_dir() / "benchmarks" / f"{key}.jsonl"
+
+
+def _unavailable(key: str, why: str) -> BenchmarkUnavailable:
+    why = " ".join(why.split())  # one line, whatever the exception text held
+    return BenchmarkUnavailable(
+        f"benchmark {key!r}: {why}; pass a local JSONL file with `problem` and `answer` "
+        f"fields instead (e.g. --benchmarks {key}=/path/to/{key}.jsonl)")
+
+
+def load_hub_benchmark(name: str) -> list[Item]:
+    """A hub benchmark: from our JSONL cache, else the hub, else the `datasets` cache."""
+    key = hub_name(name)
+    if key is None:
+        raise BenchmarkError(f"unknown benchmark {name!r}; known: {SYNTHETIC}, "
+                             f"{', '.join(HUB_BENCHMARKS)}, or a path to a .jsonl file")
+    source = HUB_BENCHMARKS[key]
+    cached = _hub_cache_path(key)
+    if cached.is_file():
+        return load_jsonl_benchmark(cached, name=key)
+    try:
+        import datasets
+    except ImportError as exc:
+        raise BenchmarkError(f"benchmark {key!r} needs the `datasets` package") from exc
+    offline = os.environ.get("HF_HUB_OFFLINE", "").lower() in {"1", "true", "yes", "on"}
+    problem = "HF_HUB_OFFLINE is set" if offline else hub_problem(source.repo)
+    try:
+        if problem is None:
+            ds = datasets.load_dataset(source.repo, source.config, split=source.split)
+        else:  # perhaps `datasets` cached it on an earlier, networked run
+            with _hub_offline():
+                ds = datasets.load_dataset(source.repo, source.config, split=source.split)
+    except Exception as exc:
+        if problem is None:
+            why = f"loading it from the Hugging Face hub failed ({type(exc).__name__}: {exc})"
+        else:
+            why = (f"the Hugging Face hub is unreachable ({problem}) and the dataset is not "
+                   "in the local `datasets` cache")
+        raise _unavailable(key, f"{source.repo}: {why}") from None
+    missing = {source.problem_field, source.answer_field} - set(ds.column_names)
+    if missing:
+        raise BenchmarkError(f"benchmark {key!r}: {source.repo} has no field(s) "
+                             f"{', '.join(sorted(missing))} (it has {', '.join(ds.column_names)});"
+                             " the table HUB_BENCHMARKS in rzero/evaluation/loaders.py needs "
+                             "updating")
+    items = []
+    for i, row in enumerate(ds):
+        items.append({"id": f"{key}-{i}", "problem": str(row[source.problem_field]),
+                      "answer": _hub_answer(row[source.answer_field], source)})
+    write_jsonl_atomic(cached, items)
+    return items
+
+
+# ---------------------------------------------------------------- local JSONL
+
+
+def load_jsonl_benchmark(path: str | Path, name: str | None = None) -> list[Item]:
+    """Rows with `problem` and `answer` (and optionally `id`); errors name file and line."""
+    path = Path(path).expanduser()
+    name = name or path.stem
+    if not path.is_file():
+        raise BenchmarkError(f"benchmark {name!r}: no such file {str(path)!r}")
+    items: list[Item] = []
+    with path.open(encoding="utf-8") as f:
+        for lineno, line in enumerate(f, start=1):
+            if not line.strip():
+                continue
+            where = f"{path}:{lineno}"
+            try:
+                row = json.loads(line)
+            except json.JSONDecodeError as exc:
+                raise BenchmarkError(f"{where}: invalid JSON ({exc.msg})") from None
+            if not isinstance(row, dict):
+                raise BenchmarkError(f"{where}: expected a JSON object with `problem` and "
+                                     f"`answer` fields, got {type(row).__name__}")
+            missing = [k for k in ("problem", "answer") if row.get(k) in (None, "")]
+            if missing:
+                raise BenchmarkError(f"{where}: missing field(s) "
+                                     f"{', '.join(repr(m) for m in missing)}; each line needs "
+                                     "`problem` and `answer`")
+            items.append({**row, "id": str(row.get("id", f"{name}-{len(items)}")),
+                          "problem": str(row["problem"]), "answer": str(row["answer"])})
+    if not items:
+        raise BenchmarkError(f"benchmark {name!r}: {path} holds no items")
+    return items
+
+
+# ---------------------------------------------------------------- by name
+
+
+def parse_benchmark_spec(spec: str) -> tuple[str, str | None]:
+    """`name=path.jsonl` -> (name, path); `path.jsonl` -> (stem, path); `name` -> (name, None)."""
+    spec = spec.strip()
+    if "=" in spec:
+        name, path = spec.split("=", 1)
+        return name.strip(), path.strip()
+    if spec.endswith(".jsonl"):
+        return Path(spec).stem, spec
+    return spec, None
+
+
+def load_benchmark(spec: str) -> tuple[str, list[Item]]:
+    """(display name, items) for one benchmark spec."""
+    name, path = parse_benchmark_spec(spec)
+    if path is not None:
+        return name, load_jsonl_benchmark(path, name=name)
+    if name == SYNTHETIC or name.startswith(SYNTHETIC + ":"):
+        seed_text = name[len(SYNTHETIC) + 1:] or str(SYNTHETIC_SEED)
+        try:
+            seed = int(seed_text)
+        except ValueError:
+            raise BenchmarkError(f"benchmark {name!r}: the seed after 'synthetic:' must be "
+                                 "an integer") from None
+        return name, synthetic_benchmark(seed)
+    key = hub_name(name)
+    return (key or name), load_hub_benchmark(name)
+
+
+def load_benchmarks(specs: Sequence[str], limit: int | None = None) -> dict[str, list[Item]]:
+    """All benchmarks, each cut to its first `limit` items; fails before any model work."""
+    if not specs:
+        raise BenchmarkError("no benchmarks given")
+    out: dict[str, list[Item]] = {}
+    for spec in specs:
+        name, items = load_benchmark(spec)
+        if name in out:
+            raise BenchmarkError(f"benchmark {name!r} given twice")
+        out[name] = items[:limit] if limit is not None else items
+    return out
+

@@ -1,0 +1,175 @@
+"""Scoring (SPEC §4): pass@1 of greedy outputs, checked by math-verify on the last `\\boxed{}`,
+and the results files (eval.json, eval.md).
+
+Where we depart from the paper: the paper reports mean@32 for AMC and AIME; here one
+`num_samples` applies to every benchmark. With `num_samples` k > 1 we sample at a
+temperature (1.0 by default) and `pass@1` is then the mean@k estimate, so the `average`
+is always over one number per benchmark.
+
+`direction` is math-verify's equivalence direction ("both": verify(answer, reference) and
+verify(reference, answer); "either": one of them). A run passes its `labeling.equivalence`,
+so evaluation checks answers the way the labelling compared them.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Mapping, Sequence
+from dataclasses import replace
+from pathlib import Path
+from typing import Any
+
+from rzero.evaluation.loaders import load_benchmarks
+from rzero.evaluation.synthetic import Item
+from rzero.generation import Generator, SamplingParams
+from rzero.io import write_json_atomic, write_text_atomic
+from rzero.labeling.answers import extract_boxed
+from rzero.labeling.equivalence import Direction, equivalent, equivalent_many
+from rzero.labeling.voting import majority_vote_many
+from rzero.reporting import markdown_cell, markdown_table
+from rzero.solver.prompts import solver_chat
+
+logger = logging.getLogger(__name__)
+
+
+# ---------------------------------------------------------------- scoring
+
+
+def score_completion(completion: str, answer: str, direction: Direction = "both") -> bool:
+    """True when the completion's last `\\boxed{}` is equivalent to `answer`; no box: False."""
+    predicted = extract_boxed(completion)
+    if predicted is None or not predicted.strip():
+        return False
+    return equivalent(predicted, answer, direction=direction)
+
+
+def score_benchmark(name: str, items: Sequence[Item], completions: Sequence[Sequence[str]],
+                    k: int, direction: Direction = "both"
+                    ) -> tuple[list[dict[str, Any]], dict[str, Any]]:
+    """Per-item records and the benchmark's row of metrics, for k completions per item.
+
+    mean@k = mean over items of (right samples / k); maj@k = fraction of items whose
+    majority answer over the k boxed answers (`majority_vote_many`) is right.
+    """
+    records = [{"benchmark": name, "id": item["id"], "problem": item["problem"],
+                "answer": item["answer"], "completions": list(outs),
+                "predictions": [extract_boxed(text) for text in outs]}
+               for item, outs in zip(items, completions, strict=True)]
+    if k > 1:
+        all_votes = majority_vote_many([r["predictions"] for r in records])
+        for r, votes in zip(records, all_votes, strict=True):
+            r["majority"], r["p_hat"] = votes.label, votes.p_hat
+    # one batch of math-verify checks: every sample's answer, then every majority answer
+    pairs = [(p, r["answer"]) for r in records for p in r["predictions"]]
+    if k > 1:
+        pairs += [(r["majority"], r["answer"]) for r in records]
+    verdicts = iter(equivalent_many(pairs, direction=direction))
+    for r in records:
+        r["correct"] = [next(verdicts) for _ in r["predictions"]]
+        r["mean"] = sum(r["correct"]) / k
+    n = len(records)
+    row: dict[str, Any] = {"n": n, "pass@1": sum(r["mean"] for r in records) / n if n else 0.0}
+    if k > 1:
+        for r in records:
+            r["majority_correct"] = next(verdicts)
+        row[f"mean@{k}"] = row["pass@1"]
+        row[f"maj@{k}"] = sum(r["majority_correct"] for r in records) / n if n else 0.0
+    return records, row
+
+
+# ---------------------------------------------------------------- evaluate
+
+
+def evaluate(generator: Generator, benchmarks: Sequence[str] | Mapping[str, list[Item]], *,
+             limit: int | None = None, max_new_tokens: int = 512, num_samples: int = 1,
+             temperature: float = 1.0, top_p: float = 1.0, seed: int = 0, batch: int = 64,
+             prompt_path: str | None = None, direction: Direction = "both") -> dict[str, Any]:
+    """Score `generator` on benchmarks (names, or already loaded {name: items}).
+
+    num_samples k = 1: greedy decoding; pass@1 = fraction of items whose boxed answer is
+    right. k > 1: k samples at `temperature`;
+      mean@k = mean over items of (right samples / k)   (also reported as pass@1),
+      maj@k  = fraction of items whose majority-vote answer over the k boxed answers
+               is right.
+    `average` is the unweighted mean of pass@1 over benchmarks, as in the paper's tables.
+    `direction`: math-verify's equivalence direction (the run's labeling.equivalence).
+    """
+    if num_samples < 1:
+        raise ValueError(f"num_samples={num_samples}: need at least 1")
+    if batch < 1:
+        raise ValueError(f"batch={batch}: need at least 1")
+    if isinstance(benchmarks, str):  # "a,b" rather than ["a", "b"]
+        benchmarks = [b for b in benchmarks.split(",") if b.strip()]
+    data = (dict(benchmarks) if isinstance(benchmarks, Mapping)
+            else load_benchmarks(list(benchmarks), limit=limit))
+    if isinstance(benchmarks, Mapping) and limit is not None:
+        data = {name: items[:limit] for name, items in data.items()}
+    k = num_samples
+    greedy = k == 1
+    params = SamplingParams(temperature=0.0 if greedy else temperature,
+                            top_p=1.0 if greedy else top_p, top_k=0,
+                            max_new_tokens=max_new_tokens, seed=seed)
+    t_start = time.perf_counter()
+    gen_seconds0, gen_tokens0 = generator.stats.seconds, generator.stats.new_tokens
+    summary: dict[str, dict[str, Any]] = {}
+    records: list[dict[str, Any]] = []
+    for name, items in data.items():
+        # ---- generate, `batch` prompts per call
+        prompts = [solver_chat(item["problem"], prompt_path) for item in items]
+        completions: list[list[str]] = []
+        for start in range(0, len(prompts), batch):
+            chunk = prompts[start:start + batch]
+            completions += generator.generate(chunk, k, replace(params, seed=seed + start))
+            logger.info("eval %s: %d/%d items generated", name, len(completions), len(items))
+        # ---- score
+        item_records, row = score_benchmark(name, items, completions, k, direction)
+        records += item_records
+        summary[name] = row
+        logger.info("eval %s: pass@1 %.3f over %d items", name, row["pass@1"], row["n"])
+    metrics = ["pass@1"] + ([] if greedy else [f"mean@{k}", f"maj@{k}"])
+    averages = {m: (sum(r[m] for r in summary.values()) / len(summary) if summary else 0.0)
+                for m in metrics}
+    return {
+        "benchmarks": summary,
+        "average": averages["pass@1"],
+        "averages": averages,
+        "metrics": metrics,
+        "settings": {"decoding": "greedy" if greedy else "sampled", "num_samples": k,
+                     "temperature": params.temperature, "top_p": params.top_p,
+                     "max_new_tokens": max_new_tokens, "seed": seed, "limit": limit,
+                     "prompt_path": prompt_path, "equivalence": direction},
+        "timing": {"seconds": time.perf_counter() - t_start,
+                   "generation_seconds": generator.stats.seconds - gen_seconds0,
+                   "new_tokens": generator.stats.new_tokens - gen_tokens0},
+        "items": records,
+    }
+
+
+# ---------------------------------------------------------------- reports
+
+
+def results_markdown(results: dict[str, Any]) -> str:
+    """The summary as a Markdown table, accuracies in percent."""
+    metrics = results["metrics"]
+    settings = results["settings"]
+    lines = ["# Evaluation", ""]
+    if "model" in results:
+        lines.append(f"Model: `{markdown_cell(results['model'])}`  ")
+    lines += [f"Decoding: {settings['decoding']}, {settings['num_samples']} sample(s), "
+              f"temperature {settings['temperature']}, max {settings['max_new_tokens']} new "
+              f"tokens, seed {settings['seed']}", ""]
+    rows = [[name, row["n"], *(f"{100 * row[m]:.1f}" for m in metrics)]
+            for name, row in results["benchmarks"].items()]
+    rows.append(["**average**", "", *(f"{100 * results['averages'][m]:.1f}" for m in metrics)])
+    return "\n".join(lines) + "\n" + markdown_table(["benchmark", "n", *metrics], rows,
+                                                     align="lr" + "r" * len(metrics))
+
+
+def write_results(results: dict[str, Any], output_dir: str | Path) -> tuple[Path, Path]:
+    """`eval.json` (everything, per-item completions included) and `eval.md`, atomically."""
+    out = Path(output_dir)
+    write_json_atomic(out / "eval.json", results)
+    write_text_atomic(out / "eval.md", results_markdown(results))
+    return out / "eval.json", out / "eval.md"
+
