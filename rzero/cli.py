@@ -92,6 +92,13 @@ def cmd_config(args) -> int:
     return 0
 
 
+def cmd_plan(args) -> int:
+    from rzero.plan import plan_markdown
+
+    print(plan_markdown(load_config(args.config, args.overrides), args.config), end="")
+    return 0
+
+
 def cmd_audit(args) -> int:
     from rzero.audit import audit_run
 
@@ -292,6 +299,12 @@ def build_parser() -> argparse.ArgumentParser:
     _add_config_args(p)
     p.add_argument("--fields", action="store_true", help="list every field with its help")
     p.set_defaults(func=cmd_config)
+
+    p = sub.add_parser("plan", help="what one iteration samples, generates and updates, per "
+                                    "phase (beside the official code's numbers where the "
+                                    "recipe claims its schedule)")
+    _add_config_args(p)
+    p.set_defaults(func=cmd_plan)
 
     p = sub.add_parser("audit", help="label-accuracy audit of a run by an external judge")
     p.add_argument("run_dir")

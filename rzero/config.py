@@ -91,18 +91,24 @@ class GRPOSection(Section):
 
     steps: int = _f(5, "GRPO steps per iteration (paper: challenger 5, solver 15).", min=1)
     group_size: int = _f(4, "Completions per prompt, G (paper: challenger 4, solver 5).", min=2)
-    prompts_per_step: int = _f(2, "Distinct prompts per GRPO step; the batch is prompts x G "
-                                  "(for the challenger, the B of the repetition penalty).",
-                               min=1)
+    prompts_per_step: int = _f(2, "Prompts sampled per GRPO step (the rollout); the step "
+                                  "generates prompts x G completions once (for the challenger, "
+                                  "the B of the repetition penalty).", min=1)
+    prompts_per_update: int = _f(0, "Prompts per optimiser update: a step's rollout is split "
+                                    "into prompts_per_step / prompts_per_update mini-batches, "
+                                    "one update each, all on the rollout sampled before the "
+                                    "first (official code: challenger 16 of 512, solver 128 of "
+                                    "512). 0 or prompts_per_step: one update per step.", min=0)
     learning_rate: float = _f(1e-6, "Adam learning rate (paper: 1e-6).", min=0.0)
     beta: float = _f(0.01, "KL coefficient against the reference model (paper: 1e-2).", min=0.0)
     epsilon: float = _f(0.2, "Lower PPO clip range (paper: 0.2).", min=0.0)
     epsilon_high: float = _f(0.3, "Upper PPO clip range (paper: 0.3, clip-higher).", min=0.0)
     max_completion_length: int = _f(256, "Max new tokens of a completion.", min=1)
-    micro_batch_size: int = _f(0, "Sequences per forward/backward pass. A step's prompts x G "
-                                  "sequences are accumulated over micro-batches: the same "
-                                  "update with less memory. 0: the whole step in one pass.",
-                               min=0)
+    micro_batch_size: int = _f(0, "Sequences per forward/backward pass on each training "
+                                  "process. An update's prompts_per_update x G sequences are "
+                                  "accumulated over micro-batches: the same update with less "
+                                  "memory. 0: the process's whole share of an update in one "
+                                  "pass.", min=0)
     temperature: float = _f(1.0, "Rollout sampling temperature.", min=0.0, min_exclusive=True)
     prompt_file: str | None = _f(None, "Text file replacing the role's prompt (format: "
                                        "rzero/templates.py).")
@@ -110,13 +116,31 @@ class GRPOSection(Section):
                                  "(e.g. {weight_decay: 0.01}); options this section sets "
                                  "itself are refused.")
 
+    @property
+    def update_prompts(self) -> int:
+        """Prompts per optimiser update (`prompts_per_update`, 0 meaning the whole rollout)."""
+        return self.prompts_per_update or self.prompts_per_step
+
+    @property
+    def updates_per_step(self) -> int:
+        """Optimiser updates one GRPO step makes over its rollout."""
+        return self.prompts_per_step // self.update_prompts
+
     def check(self) -> None:
-        batch = self.prompts_per_step * self.group_size
-        if self.micro_batch_size and batch % self.micro_batch_size:
+        s = self.section
+        if self.prompts_per_step % self.update_prompts:
             raise ConfigError(
-                f"{self.section}.micro_batch_size={self.micro_batch_size!r}: must divide the "
-                f"step batch {self.section}.prompts_per_step x {self.section}.group_size = "
-                f"{batch}; pick a divisor of {batch}, or 0")
+                f"{s}.prompts_per_update={self.prompts_per_update!r}: must divide "
+                f"{s}.prompts_per_step ({self.prompts_per_step}), so every update gets the same "
+                f"number of the rollout's prompts; pick a divisor of {self.prompts_per_step}, "
+                f"or 0 for one update per step")
+        batch = self.update_prompts * self.group_size
+        if self.micro_batch_size and batch % self.micro_batch_size:
+            what = "prompts_per_update" if self.prompts_per_update else "prompts_per_step"
+            raise ConfigError(
+                f"{s}.micro_batch_size={self.micro_batch_size!r}: must divide the update "
+                f"batch {s}.{what} x {s}.group_size = {batch}; pick a divisor of {batch}, "
+                f"or 0")
         if self.trl:
             _check_trl_options(self.section, self.trl)
 
@@ -138,6 +162,11 @@ class ChallengerConfig(GRPOSection):
                                         "(13a tokens, exp smoothing) or reference (official "
                                         "code: whitespace tokens, smoothing method 1).",
                            choices=("sacrebleu", "reference"))
+    format_gate: str = _f("tags_and_answer", "What makes a completion well-formed: "
+                                              "tags_and_answer (this project: a non-empty "
+                                              "<question> and a boxed answer) or tags (paper and "
+                                              "official code: the <question> tags only).",
+                          choices=("tags_and_answer", "tags"))
     invalid_reward: float = _f(0.0, "Reward of a completion with no <question> or no boxed "
                                     "answer (paper: 0; official code: -1).", min=-1.0, max=0.0)
     pool_size: int = _f(8000, "Questions N the trained challenger writes for the pool "
@@ -282,6 +311,15 @@ class RunConfig(Section):
                                 "accelerate config file of the training launch.")
     main_process_port: int = _f(29500, "Rendezvous port of the training launch.", min=1,
                                 max=65535)
+    reference_schedule: bool = _f(False, "The recipe claims the official R-Zero code's "
+                                         "schedule: `rzero plan` and report.md print the "
+                                         "official numbers (rollout, updates, B, votes) beside "
+                                         "this recipe's.")
+
+    @property
+    def training_processes(self) -> int:
+        """Processes that train: one per training GPU on each machine (1 when none is listed)."""
+        return max(1, len(self.train_gpus)) * self.num_machines
 
 
 @dataclass(frozen=True)
@@ -325,6 +363,13 @@ class RZeroConfig:
         if self.generation.backend == "openai" and not self.generation.base_urls:
             raise ConfigError("generation.backend='openai': set generation.base_urls to the "
                               "servers' .../v1 addresses")
+        from rzero.plan import role_schedule  # arithmetic only; plan.py imports this module
+
+        for role in (self.challenger, self.solver):
+            try:
+                role_schedule(role, self.run.training_processes)
+            except ValueError as exc:
+                raise ConfigError(str(exc)) from None
 
 
 # ---------------------------------------------------------------- validation
@@ -431,12 +476,11 @@ def _build(raw: dict[str, Any]) -> RZeroConfig:
 # mapping may not: one value, one place.
 TRL_MANAGED = frozenset({
     "output_dir", "max_steps", "per_device_train_batch_size", "gradient_accumulation_steps",
-    "steps_per_generation", "num_iterations", "num_generations", "learning_rate", "beta",
-    "epsilon", "epsilon_high", "max_completion_length", "temperature", "seed", "data_seed",
-    "bf16", "fp16", "use_cpu", "gradient_checkpointing", "activation_checkpointing",
-    "use_vllm", "vllm_mode",
-    "vllm_gpu_memory_utilization", "deepspeed", "report_to", "logging_steps",
-    "save_strategy", "disable_tqdm"})
+    "steps_per_generation", "generation_batch_size", "num_iterations", "num_generations",
+    "learning_rate", "beta", "epsilon", "epsilon_high", "max_completion_length", "temperature",
+    "seed", "data_seed", "bf16", "fp16", "use_cpu", "gradient_checkpointing",
+    "activation_checkpointing", "use_vllm", "vllm_mode", "vllm_gpu_memory_utilization",
+    "deepspeed", "report_to", "logging_steps", "save_strategy", "disable_tqdm"})
 
 
 def _check_trl_options(section: str, options: dict[str, Any]) -> None:

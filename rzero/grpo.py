@@ -1,12 +1,23 @@
 """The one module that imports trl: `train_grpo` wraps TRL's GRPOTrainer for either role.
 
 Rewards arrive as TRL reward functions `(prompts, completions, **columns) -> list[float]`,
-so this module knows nothing about what is being rewarded. One GRPO step here is one
-optimiser step: `prompts_per_step` prompts x `group_size` completions are generated, scored
-and used once (`num_iterations=1`), as in the reference recipe. With `micro_batch_size` the
-step's forward/backward passes run over micro-batches whose gradients are accumulated (TRL's
-`steps_per_generation` = `gradient_accumulation_steps`), which bounds activation memory
-without changing the update.
+so this module knows nothing about what is being rewarded.
+
+One GRPO step samples a rollout of `prompts_per_step` prompts x `group_size` completions
+once and scores it with one reward call, then makes `prompts_per_step / prompts_per_update`
+optimiser updates over mini-batches of it (`rzero.plan.role_schedule`), as the official
+R-Zero code does (32 challenger and 4 solver updates per 512-prompt rollout). In TRL's terms
+the rollout is the generation batch: `steps_per_generation` micro-batches per process, of
+which every `gradient_accumulation_steps` make one update, and `max_steps` counts updates.
+Because the reward sees the whole generation batch at once (`GRPOTrainer._calculate_rewards`
+runs on the output of `_generate_and_score_completions`, once per `steps_per_generation`
+micro-steps), the challenger's repetition penalty clusters the whole rollout (B = prompts x
+G). With one update per step (`prompts_per_update` 0) the PPO ratio is 1 and clipping never
+acts; with several, the later updates are off-policy and the clip range matters.
+
+Every TRL option that changes the algorithm is set here (`ALGORITHM_OPTIONS`), not left to
+TRL's default; a role's `trl:` mapping may override these, never the ones computed from its
+fields (`rzero.config.TRL_MANAGED`).
 """
 
 from __future__ import annotations
@@ -22,6 +33,38 @@ import torch
 
 from rzero import distributed
 from rzero.config import GenerationConfig, GRPOSection, ModelConfig
+from rzero.plan import role_schedule
+
+# rzero's value for each TRL option that changes what is optimised or sampled, so a TRL
+# upgrade that changes a default cannot change a run. A recipe's `trl:` mapping overrides
+# them (the GPU recipes: loss_type grpo, weight_decay 0.01, top_p 0.99).
+ALGORITHM_OPTIONS: dict[str, Any] = dict(
+    # loss aggregation: "dapo" sums token losses over the generation batch and divides by its
+    # token count, so micro-batching does not change the update; "grpo" averages each
+    # sequence over its tokens and then the sequences (the paper's objective, the official
+    # code's per-sequence average)
+    loss_type="dapo",
+    scale_rewards="group",  # advantage (r - mean) / std within each prompt's G completions
+    importance_sampling_level="token",  # PPO ratio per token, as in GRPO
+    use_bias_correction_kl=False,  # the KL term is not weighted by the PPO ratio (official code)
+    # TRL's default (True) reweights every token by the vLLM-vs-trainer probability ratio;
+    # the official code has no such correction: off unless a recipe asks for it
+    vllm_importance_sampling_correction=False,
+    delta=None,  # no two-sided clip of the ratio
+    off_policy_mask_threshold=None,
+    top_entropy_quantile=1.0,  # every token carries loss
+    entropy_coef=0.0,
+    weight_decay=0.0,  # AdamW decay (official code: 0.01)
+    max_grad_norm=1.0,  # gradient clipping (official code: 1.0)
+    lr_scheduler_type="constant",
+    warmup_steps=0,
+    # rollout sampling besides the role's temperature (official code: top_p 0.99)
+    top_p=1.0,
+    top_k=0,
+    min_p=None,
+    repetition_penalty=1.0,
+    mask_truncated_completions=False,
+)
 
 
 @dataclass
@@ -63,22 +106,6 @@ def save_trained(trainer, tokenizer, target: Path) -> None:
     distributed.barrier()
 
 
-def split_batch(role: GRPOSection, processes: int = 1) -> tuple[int, int]:
-    """(sequences per forward/backward on each process, micro-batches accumulated per step)
-    for a step of prompts_per_step x group_size sequences spread over `processes`."""
-    batch = role.prompts_per_step * role.group_size
-    if batch % processes:
-        raise ValueError(f"a step's {role.prompts_per_step} prompts x G "
-                         f"{role.group_size} = {batch} sequences do not split evenly over "
-                         f"{processes} training processes")
-    per_process = batch // processes
-    micro = role.micro_batch_size or per_process
-    if per_process % micro:
-        raise ValueError(f"micro_batch_size {micro} does not divide the {per_process} "
-                         f"sequences each of {processes} training process(es) gets per step")
-    return micro, per_process // micro
-
-
 def trl_option_names() -> tuple[frozenset[str], str]:
     """The option names of the installed TRL's GRPOConfig, and TRL's version."""
     import dataclasses
@@ -91,34 +118,30 @@ def trl_option_names() -> tuple[frozenset[str], str]:
 def grpo_config(role: GRPOSection, output_dir: str | Path, *, seed: int,
                 model_cfg: ModelConfig | None = None,
                 generation_cfg: GenerationConfig | None = None, deepspeed: str | None = None):
-    """TRL's GRPOConfig for one role's phase: the role's fields, the run's precision and
-    rollout backend, then the role's `trl:` options (which may not repeat these)."""
+    """TRL's GRPOConfig for one role's phase: the role's schedule and fields, the run's
+    precision and rollout backend, `ALGORITHM_OPTIONS`, then the role's `trl:` options
+    (which may override `ALGORITHM_OPTIONS` but not the rest)."""
     from trl import GRPOConfig
 
     model_cfg = model_cfg or ModelConfig()
     gen = generation_cfg or GenerationConfig()
-    micro, accumulate = split_batch(role, distributed.world_size())
+    sch = role_schedule(role, distributed.world_size())
     options: dict[str, Any] = dict(
         output_dir=str(output_dir),
-        max_steps=role.steps,
-        # one generation of `batch` sequences per optimiser step, its loss and gradient
-        # accumulated over `accumulate` micro-batches (TRL's default "dapo" loss divides by
-        # the token count of the whole generation batch, so the update is the full-batch one)
-        per_device_train_batch_size=micro,
-        gradient_accumulation_steps=accumulate,
-        steps_per_generation=accumulate,
+        # one rollout of prompts_per_step x G per GRPO step (TRL's generation batch), split
+        # into updates_per_step optimiser updates of `accumulation` micro-batches each
+        max_steps=sch.updates,
+        per_device_train_batch_size=sch.micro_batch,
+        gradient_accumulation_steps=sch.accumulation,
+        steps_per_generation=sch.steps_per_generation,
         num_iterations=1,
         num_generations=role.group_size,
         learning_rate=role.learning_rate,
-        lr_scheduler_type="constant",
-        warmup_steps=0,
         beta=role.beta,
         epsilon=role.epsilon,
         epsilon_high=role.epsilon_high,
         max_completion_length=role.max_completion_length,
         temperature=role.temperature,
-        top_p=1.0,
-        top_k=0,
         seed=seed,
         data_seed=seed,
         bf16=model_cfg.dtype == "bfloat16",
@@ -136,10 +159,10 @@ def grpo_config(role: GRPOSection, output_dir: str | Path, *, seed: int,
         dataloader_num_workers=0,
         shuffle_dataset=True,
         log_completions=False,
-        mask_truncated_completions=False,
+        **ALGORITHM_OPTIONS,
     )
-    # a recipe's own TRL options win over the defaults above (top_p, loss_type, ...);
-    # the config refuses the ones this function sets from the role's fields
+    # a recipe's own TRL options win over ALGORITHM_OPTIONS (top_p, loss_type, ...); the
+    # config refuses the ones this function sets from the role's fields
     return GRPOConfig(**{**options, **role.trl})
 
 

@@ -1,25 +1,49 @@
-"""`report.md` of a run: what was run, then per iteration the challenger's, the pool's, the
-labelling's, the solver's and the evaluation's numbers, phase times and peak memory, and
+"""`report.md` of a run: first the plan (`rzero.plan`: what each phase of an iteration
+samples, generates and updates, beside the official code's numbers where the recipe claims
+its schedule) and the prompt files used, then per iteration the challenger's, the pool's,
+the labelling's, the solver's and the evaluation's numbers, phase times and peak memory, and
 the warnings the phases recorded. Rebuilt from the markers at every commit."""
 
 from __future__ import annotations
 
+import hashlib
+
 from rzero.config import RZeroConfig
+from rzero.plan import plan_markdown
 from rzero.rundir import PHASES, RunDir
+from rzero.templates import template_path
+
+
+def prompt_files(cfg: RZeroConfig) -> list[str]:
+    """One line per role: the prompt file it used and the SHA-256 prefix of its text."""
+    shipped = template_path(None, "solver.txt").parent
+    lines = []
+    for role, path, default in (("challenger", cfg.challenger.prompt_file, "challenger.txt"),
+                                ("solver", cfg.solver.prompt_file, "solver.txt")):
+        try:
+            file = template_path(path, default)
+        except FileNotFoundError:
+            lines.append(f"- {role} prompt: `{path}` (not found now)")
+            continue
+        where = f"`{file.name}` (rzero/prompts/)" if file.parent == shipped else f"`{file}`"
+        digest = hashlib.sha256(file.read_bytes()).hexdigest()[:12]
+        lines.append(f"- {role} prompt: {where}, sha256 {digest}"
+                     + (", the built-in few-shot default" if path is None else ""))
+    return lines
 
 
 def render_report(run: RunDir, cfg: RZeroConfig) -> str:
     """The run's report.md, from its markers."""
     run_dir = run.path
     mode = "shared weights (Single-R-Zero)" if cfg.roles.shared else "separate weights (R-Zero)"
-    lines = [f"# R-Zero run: {run_dir.name}", "",
+    lab = cfg.labeling
+    band = (f"{lab.band_low} <= p_hat <= {lab.band_high}" if lab.band_low is not None
+            else f"|p_hat - 1/2| <= {lab.delta}")
+    lines = [f"# R-Zero run: {run_dir.name}", "", plan_markdown(cfg, "config.yaml"),
              f"- model: `{cfg.model.name}`; {mode}; iterations: {cfg.run.iterations}",
-             f"- challenger: {cfg.challenger.steps} GRPO steps x {cfg.challenger.prompts_per_step}"
-             f" prompts x G={cfg.challenger.group_size}; pool N={cfg.challenger.pool_size}",
-             f"- labelling: m={cfg.labeling.num_votes} votes, band |p_hat - 1/2| <= "
-             f"{cfg.labeling.delta}" + ("" if cfg.labeling.filter else " (filter off)"),
-             f"- solver: {cfg.solver.steps} GRPO steps x {cfg.solver.prompts_per_step} questions"
-             f" x G={cfg.solver.group_size}", "",
+             f"- labelling: m={lab.num_votes} votes, band {band}"
+             + ("" if lab.filter else " (filter off)"),
+             *prompt_files(cfg), "",
              "| iter | valid questions (GRPO) | mean challenger reward | mean p_hat (GRPO) "
              "| pool valid | pool kept | labelled mean p_hat | kept fraction | solver reward "
              "| eval avg | time (s) |",

@@ -11,7 +11,9 @@ reason step by step and box the final answer) and add two worked examples as ear
 turns. That is a departure from the paper: a 135M model almost never follows the format
 from instructions alone (measured with the embedded SmolLM2: 0 of 12 challenger samples
 well-formed and 0 of 10 solver answers boxed without examples; 5 of 16 and 14 of 20 with
-them), and a large model loses nothing by seeing them.
+them), and a large model loses nothing by seeing them. The GPU recipes use the zero-shot
+prompts `challenger_zero_shot.txt` and `solver_zero_shot.txt` (also in rzero/prompts/),
+which ask the same in this project's words with no examples, as the official code does.
 """
 
 from __future__ import annotations
@@ -22,13 +24,24 @@ from pathlib import Path
 from rzero.generation import Chat
 
 
-def read_template(path: str | None, default: str) -> str:
+def template_path(path: str | None, default: str) -> Path:
+    """Where a prompt comes from: `default` in rzero/prompts/ when `path` is None; a bare file
+    name (no directory) shipped in rzero/prompts/ (e.g. `solver_zero_shot.txt`), so a recipe
+    means the same prompt from any working directory; else `path` itself."""
+    shipped = resources.files("rzero").joinpath("prompts")
     if path is None:
-        return resources.files("rzero").joinpath("prompts", default).read_text()
+        return Path(str(shipped.joinpath(default)))
+    if Path(path).name == str(path) and shipped.joinpath(str(path)).is_file():
+        return Path(str(shipped.joinpath(str(path))))
     p = Path(path)
     if not p.is_file():
-        raise FileNotFoundError(f"prompt file {path!r} not found")
-    return p.read_text()
+        raise FileNotFoundError(f"prompt file {str(path)!r} not found (a bare name is looked up "
+                                f"in rzero/prompts/ first)")
+    return p
+
+
+def read_template(path: str | None, default: str) -> str:
+    return template_path(path, default).read_text()
 
 
 ROLES = ("system", "user", "assistant")

@@ -146,3 +146,25 @@ def test_every_config_field_is_read_somewhere():
             if not re.search(rf"\.{f.name}\b", source):
                 unread.append(f"{section.name}.{f.name}")
     assert unread == []
+
+
+def test_reference_recipe_is_the_official_code_where_it_departs_from_the_paper():
+    paper = load_config("configs/r-zero-qwen3-4b.yaml")
+    ref = load_config("configs/r-zero-reference.yaml")
+    c = ref.challenger
+    assert (c.reward_form, c.clip_reward, c.invalid_reward) == ("reference", False, -1.0)
+    assert (c.format_gate, c.bleu_variant) == ("tags", "reference")
+    lab = ref.labeling
+    assert (lab.equivalence, lab.num_votes, lab.band_low, lab.band_high) == ("either", 9, 0.3,
+                                                                             0.8)
+    assert ref.run.iterations == 5
+    # the schedule is the same in both: 512-prompt rollouts, updates of 16 and 128 prompts
+    for a, b in ((paper.challenger, c), (paper.solver, ref.solver)):
+        assert (a.prompts_per_step, a.prompts_per_update) == (b.prompts_per_step,
+                                                              b.prompts_per_update)
+
+
+def test_prompts_per_update_zero_is_one_update_per_step():
+    cfg = load_config(None, ["solver.prompts_per_step=4"])
+    assert cfg.solver.prompts_per_update == 0
+    assert (cfg.solver.update_prompts, cfg.solver.updates_per_step) == (4, 1)

@@ -1,12 +1,20 @@
-"""`train_grpo`: micro-batching accumulates to the same update as one full-batch pass."""
+"""`train_grpo`: one rollout per step, several optimiser updates over it, micro-batching that
+accumulates to the full update; `grpo_config` leaves nothing that changes the algorithm to
+TRL's defaults."""
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 import torch
+from torch.optim.optimizer import register_optimizer_step_post_hook
 
-from rzero.grpo import GRPOSettings, train_grpo
+from rzero.config import ConfigError, SolverConfig, load_config
+from rzero.grpo import ALGORITHM_OPTIONS, grpo_config, train_grpo
 from rzero.models import load_model, load_tokenizer
+
+CONFIGS = sorted(Path(__file__).parent.parent.glob("configs/*.yaml"))
 
 
 def length_reward(prompts, completions, **kwargs):
@@ -20,12 +28,12 @@ def one_step(checkpoint, tmp_path, micro: int):
     tokenizer = load_tokenizer(str(checkpoint))
     before = {n: p.detach().clone() for n, p in model.named_parameters()}
     rows = [{"prompt": [{"role": "user", "content": f"Say a number {i}."}]} for i in range(2)]
-    settings = GRPOSettings(steps=1, group_size=4, prompts_per_step=2, learning_rate=1e-3,
-                            beta=0.01, epsilon=0.2, epsilon_high=0.3, max_completion_length=12,
-                            temperature=1.0, micro_batch_size=micro, seed=3)
+    role = SolverConfig(steps=1, group_size=4, prompts_per_step=2, learning_rate=1e-3,
+                        beta=0.01, epsilon=0.2, epsilon_high=0.3, max_completion_length=12,
+                        temperature=1.0, micro_batch_size=micro)
     log: list[dict[str, float]] = []
-    train_grpo(model, tokenizer, rows, [length_reward], settings, tmp_path / f"out{micro}",
-               log=log.append)
+    train_grpo(model, tokenizer, rows, [length_reward], role, tmp_path / f"out{micro}",
+               seed=3, log=log.append)
     delta = torch.cat([(p.detach() - before[n]).flatten()
                        for n, p in model.named_parameters()])
     (step,) = [row for row in log if "grad_norm" in row]
@@ -48,6 +56,68 @@ def test_micro_batches_give_the_full_batch_update(tiny_checkpoint, tmp_path):
     assert agree.float().mean() > 0.99
 
 
-def test_micro_batch_must_divide_the_step_batch(tiny_checkpoint, tmp_path):
-    with pytest.raises(ValueError, match="does not divide"):
-        one_step(tiny_checkpoint, tmp_path, micro=3)
+def test_micro_batch_must_divide_the_update_batch():
+    # update = 2 prompts x G 4 = 8 sequences: 3 does not tile it
+    with pytest.raises(ConfigError, match=r"solver.micro_batch_size=3: must divide .* = 8"):
+        SolverConfig(steps=1, group_size=4, prompts_per_step=2, micro_batch_size=3)
+
+
+def test_a_step_samples_one_rollout_and_makes_rollout_over_update_updates(tiny_checkpoint,
+                                                                           tmp_path):
+    # rollout 8 prompts x G 2 = 16 completions, updates of 2 prompts -> 8 / 2 = 4 updates
+    model = load_model(str(tiny_checkpoint), dtype="float32", device="cpu")
+    tokenizer = load_tokenizer(str(tiny_checkpoint))
+    before = {n: p.detach().clone() for n, p in model.named_parameters()}
+    rows = [{"prompt": [{"role": "user", "content": f"Count to {i}."}]} for i in range(8)]
+    role = SolverConfig(steps=1, group_size=2, prompts_per_step=8, prompts_per_update=2,
+                        learning_rate=1e-3, max_completion_length=8, micro_batch_size=2)
+    calls: list[int] = []
+
+    def counting_reward(prompts, completions, **kwargs):
+        calls.append(len(completions))
+        return length_reward(prompts, completions)
+
+    optimizer_steps = []
+    hook = register_optimizer_step_post_hook(
+        lambda opt, args, kwargs: optimizer_steps.append(1))
+    try:
+        stats = train_grpo(model, tokenizer, rows, [counting_reward], role, tmp_path / "out",
+                           seed=5)
+    finally:
+        hook.remove()
+    assert calls == [16]  # one reward call over the whole rollout: B = 8 x 2
+    assert len(optimizer_steps) == 4
+    assert stats.steps == 4
+    moved = sum(float((p.detach() - before[n]).abs().sum())
+                for n, p in model.named_parameters())
+    assert moved > 0
+
+
+@pytest.mark.parametrize("path", CONFIGS, ids=lambda p: p.name)
+def test_every_recipe_sets_the_algorithm_explicitly(path, tmp_path):
+    # each option that changes the algorithm is rzero's value or the recipe's, never TRL's
+    cfg = load_config(path)
+    for role in (cfg.challenger, cfg.solver):
+        args = grpo_config(role, tmp_path, seed=0, model_cfg=cfg.model,
+                           generation_cfg=cfg.generation)
+        for key, value in ALGORITHM_OPTIONS.items():
+            assert getattr(args, key) == role.trl.get(key, value), (role.section, key)
+        assert args.max_steps == role.steps * role.updates_per_step
+        # the rollout is TRL's generation batch: prompts_per_step x G (one process here)
+        assert args.generation_batch_size == role.prompts_per_step * role.group_size
+        assert args.vllm_importance_sampling_correction is False
+
+
+@pytest.mark.parametrize("name", ["r-zero-qwen3-4b.yaml", "r-zero-reference.yaml"])
+def test_gpu_recipes_follow_the_official_optimiser(name, tmp_path):
+    cfg = load_config(Path(__file__).parent.parent / "configs" / name)
+    args = {role.section: grpo_config(role, tmp_path, seed=0, model_cfg=cfg.model,
+                                      generation_cfg=cfg.generation)
+            for role in (cfg.challenger, cfg.solver)}
+    assert args["solver"].loss_type == "grpo"  # per-sequence average
+    for a in args.values():
+        assert (a.weight_decay, a.top_p, a.max_grad_norm) == (0.01, 0.99, 1.0)
+        assert a.use_vllm and not a.vllm_importance_sampling_correction
+        assert a.use_bias_correction_kl is False
+    # 5 steps x 512 / 16 = 160 challenger updates; 15 steps x 512 / 128 = 60 solver updates
+    assert (args["challenger"].max_steps, args["solver"].max_steps) == (160, 60)

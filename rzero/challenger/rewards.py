@@ -214,8 +214,11 @@ class ChallengerReward:
         c = self.cfg
         questions = [extract_question(t) for t in texts]
         own_answers = [extract_boxed(t) for t in texts]
+        # the format gate: this project's default also needs the challenger's own boxed
+        # answer; the paper's check and the official code need only the tags
+        need_answer = c.format_gate == "tags_and_answer"
         valid_idx = [i for i, (q, a) in enumerate(zip(questions, own_answers, strict=True))
-                     if q is not None and a is not None]
+                     if q is not None and (a is not None or not need_answer)]
         answers, votes = self.solver.vote([questions[i] for i in valid_idx],
                                           self.seed * 100_003 + self.iteration * 1_009
                                           + self.step)
