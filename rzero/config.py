@@ -150,8 +150,11 @@ class ChallengerConfig(GRPOSection):
     section: ClassVar[str] = "challenger"
 
     reward_form: str = _f("paper", "Uncertainty reward: paper 1-2|p-1/2|; reference "
-                                   "min(p,1-p) (official code); learnability 1-p (Absolute Zero).",
-                          choices=("paper", "reference", "learnability"))
+                                   "min(p,1-p) (official code); learnability 1-p (Absolute Zero); "
+                                   "variance 4p(1-p); beta_learnability 1-(k+1)/(m+2) with "
+                                   "k = p*m votes (Beta(1,1) posterior mean).",
+                          choices=("paper", "reference", "learnability", "variance",
+                                   "beta_learnability"))
     clip_reward: bool = _f(True, "r = max(0, r_unc - lambda*r_rep) (paper). False: unclipped "
                                  "(official code).")
     repetition_lambda: float = _f(1.0, "Weight lambda of the repetition penalty; 0 disables it.",
@@ -291,6 +294,35 @@ class EvalConfig(Section):
 
 
 @dataclass(frozen=True)
+class WatchConfig(Section):
+    """Thresholds of the collapse watch (rzero.selfplay.collapse); None turns one off."""
+
+    section: ClassVar[str] = "watch"
+
+    min_cluster_ratio: float | None = _f(0.5, "Warn (diversity) below this many BLEU clusters "
+                                              "per question in a step or pool.", min=0.0, max=1.0)
+    min_structure_ratio: float | None = _f(0.5, "Warn (structure) below this many question "
+                                                "structures (numbers masked) per question.",
+                                           min=0.0, max=1.0)
+    min_distinct_2: float | None = _f(None, "Warn (wording) below this distinct-2; off by "
+                                            "default, as distinct-n falls with batch size.",
+                                      min=0.0, max=1.0)
+    min_valid_rate: float | None = _f(0.5, "Warn (well_formed) below this well-formed rate of "
+                                           "challenger completions.", min=0.0, max=1.0)
+    min_parse_rate: float | None = _f(0.5, "Warn (parse) below this mean parse rate of the "
+                                           "solver's votes.", min=0.0, max=1.0)
+    max_groups_per_vote: float | None = _f(0.5, "Warn (fragmentation) above this mean number "
+                                                "of answer groups per vote.", min=0.0, max=1.0)
+    min_kept_fraction: float | None = _f(0.05, "Warn (band) below this share of the pool in "
+                                               "the band.", min=0.0, max=1.0)
+    min_label_accuracy: float | None = _f(0.5, "Warn (label_accuracy) below this audited "
+                                               "pseudo-label accuracy.", min=0.0, max=1.0)
+    max_co_error_phi: float | None = _f(0.5, "Warn (co_error) above this correlation (phi) of "
+                                             "the two roles' errors on the calibration set.",
+                                        min=-1.0, max=1.0)
+
+
+@dataclass(frozen=True)
 class RunConfig(Section):
     section: ClassVar[str] = "run"
 
@@ -315,6 +347,11 @@ class RunConfig(Section):
                                          "schedule: `rzero plan` and report.md print the "
                                          "official numbers (rollout, updates, B, votes) beside "
                                          "this recipe's.")
+    stop_on: list[str] = _f([], "Collapse-watch warnings that stop the run after the phase "
+                                "that raised them (see the watch section); empty: only report.",
+                            choices=("diversity", "structure", "wording", "well_formed", "parse",
+                                     "fragmentation", "band", "label_accuracy", "co_error",
+                                     "increment"))
 
     @property
     def training_processes(self) -> int:
@@ -333,6 +370,7 @@ class RZeroConfig:
     generation: GenerationConfig = field(default_factory=GenerationConfig)
     audit: AuditConfig = field(default_factory=AuditConfig)
     eval: EvalConfig = field(default_factory=EvalConfig)
+    watch: WatchConfig = field(default_factory=WatchConfig)
     run: RunConfig = field(default_factory=RunConfig)
 
     def to_dict(self) -> dict[str, Any]:

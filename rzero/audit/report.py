@@ -13,7 +13,6 @@ labels, judge answers) in the HTML page.
 
 from __future__ import annotations
 
-import math
 from collections import Counter
 from collections.abc import Iterable, Sequence
 from pathlib import Path
@@ -34,6 +33,7 @@ from rzero.reporting import (
     paragraph,
     preformatted,
 )
+from rzero.stats import wilson_interval  # one definition, shared by every report
 
 VERDICTS = ("correct", "wrong", "ill_posed", "unjudged")
 # p_hat buckets: [lo, hi) except the last, which is closed so that p_hat = 1 is counted.
@@ -41,28 +41,6 @@ P_HAT_BINS = ((0.0, 0.3), (0.3, 0.5), (0.5, 0.7), (0.7, 0.9), (0.9, 1.0))
 # Below this many judged items, or above this interval width, an accuracy says nothing.
 MIN_JUDGED = 10
 MAX_WIDTH = 0.5
-
-
-def wilson_interval(k: int, n: int, z: float = 1.96) -> tuple[float, float]:
-    """Wilson score interval for a binomial proportion k/n (95 % for z = 1.96).
-
-    With p = k/n:
-        center = (p + z²/(2n)) / (1 + z²/n)
-        half   = z / (1 + z²/n) * sqrt(p(1 − p)/n + z²/(4n²))
-        interval = [center − half, center + half]
-    (Wilson 1927; Agresti & Coull 1998). Unlike p ± z·sqrt(p(1−p)/n) it stays inside [0, 1]
-    and does not collapse to a point at k = 0 or k = n. With n = 0 nothing is known: [0, 1].
-    """
-    if n < 0 or not 0 <= k <= n:
-        raise ValueError(f"wilson_interval(k={k}, n={n}): need 0 <= k <= n")
-    if n == 0:
-        return 0.0, 1.0
-    p = k / n
-    z2 = z * z
-    denom = 1 + z2 / n
-    center = (p + z2 / (2 * n)) / denom
-    half = z / denom * math.sqrt(p * (1 - p) / n + z2 / (4 * n * n))
-    return max(0.0, center - half), min(1.0, center + half)
 
 
 def p_hat_bucket(p_hat: float) -> str:

@@ -13,6 +13,12 @@ where p̂(x) is the solver's majority vote share (`rzero.labeling.voting`), r_un
 the forms of `uncertainty_reward`, and r_rep(x) = |cluster(x)| / B the BLEU-cluster
 share of x in its batch (`rzero.challenger.repetition`).
 
+The forms of r_unc (``challenger.reward_form``), one function each: the paper's tent
+(`paper_uncertainty`), the official code's (`reference_uncertainty`), and the curriculum
+rewards the seed (§6.1) compares it with: Absolute Zero's learnability
+(`learnability_reward`), the variance s(1 − s) (`variance_reward`) and learnability on a
+Beta posterior mean (`beta_learnability_reward`).
+
 Where the official R-Zero code departs from the paper, and how to select it here:
 
 - it uses r_unc = min(p̂, 1 − p̂) (``form="reference"``), which is half the paper's
@@ -39,6 +45,7 @@ from rzero.config import ChallengerConfig
 from rzero.faults import crash_point
 from rzero.labeling.answers import completion_text, extract_boxed, extract_question
 from rzero.labeling.voting import FrozenSolver
+from rzero.selfplay.collapse import distinct_n, structure_count
 
 __all__ = [
     "ChallengerReward",
@@ -46,37 +53,127 @@ __all__ = [
     "UncertaintyForm",
     "challenger_reward",
     "challenger_rewards",
+    "beta_learnability_reward",
+    "learnability_reward",
+    "paper_uncertainty",
+    "reference_uncertainty",
     "step_summary",
     "uncertainty_reward",
+    "variance_reward",
 ]
 
-UncertaintyForm = Literal["paper", "reference", "learnability"]
-_FORMS = ("paper", "reference", "learnability")
+UncertaintyForm = Literal["paper", "reference", "learnability", "variance", "beta_learnability"]
+_FORMS = ("paper", "reference", "learnability", "variance", "beta_learnability")
+# Beta(a, b) prior of `beta_learnability_reward`: uniform, so the posterior mean is Laplace's
+# rule of succession (k + 1) / (m + 2) and no vote count reads as certainty.
+BETA_PRIOR = (1.0, 1.0)
 
 
-def uncertainty_reward(p_hat: float, form: UncertaintyForm = "paper") -> float:
-    """Reward for a question the frozen solver answers with majority share `p_hat`.
-
-    - ``"paper"``: r = 1 − 2·|p̂ − ½| (R-Zero, Huang et al. 2025, the uncertainty reward
-      of the challenger): 1 at p̂ = ½, 0 at p̂ ∈ {0, 1}.
-    - ``"reference"``: r = min(p̂, 1 − p̂) (the official R-Zero code,
-      ``caller_penalty.py``): the same shape at half the scale, 0.5 at p̂ = ½.
-    - ``"learnability"``: r = 1 − p̂, and 0 at p̂ = 0 (Absolute Zero, Zhao et al. 2025,
-      the proposer's learnability reward): rewards hard-but-solvable questions, with no
-      credit for ones the solver never gets right.
-
-    Raises ValueError for p̂ outside [0, 1] or an unknown form.
-    """
+def _check_p_hat(p_hat: float) -> None:
     if isinstance(p_hat, bool) or not isinstance(p_hat, (int, float)):
         raise ValueError(f"p_hat must be a number in [0, 1], got {p_hat!r}")
     if not (math.isfinite(p_hat) and 0.0 <= p_hat <= 1.0):
         raise ValueError(f"p_hat must be in [0, 1], got {p_hat!r}")
+
+
+def paper_uncertainty(p_hat: float) -> float:
+    """r = 1 − 2·|p̂ − ½| (R-Zero, Huang et al. 2025, §3.1: the challenger's uncertainty
+    reward): 1 at p̂ = ½, 0 at p̂ ∈ {0, 1}; a tent, linear on either side of ½."""
+    return 1.0 - 2.0 * abs(p_hat - 0.5)
+
+
+def reference_uncertainty(p_hat: float) -> float:
+    """r = min(p̂, 1 − p̂) (the official R-Zero code, ``caller_penalty.py``): the paper's tent
+    at half the scale, 0.5 at p̂ = ½."""
+    return min(p_hat, 1.0 - p_hat)
+
+
+def learnability_reward(p_hat: float) -> float:
+    """r = 1 − s for 0 < s, and 0 at s = 0 (Absolute Zero, Zhao et al. 2025, eq. 4: the
+    proposer's learnability), with s = p̂.
+
+    The seed (§6.1) on this form: 1 − s favours ever harder questions for s > 0 and has no
+    peak at middling difficulty; the zero rule cuts off the never-solved ones, so the maximum
+    sits at the first observed success, s = 1/m, and the reward jumps from 0 to 1 − 1/m
+    between k = 0 and k = 1 successes: it is as noisy as that one sample. Here s is the vote
+    share, which is ≥ 1/m whenever any answer parsed, so k = 0 means "no vote parsed".
+    """
+    return 0.0 if p_hat == 0.0 else 1.0 - p_hat
+
+
+def variance_reward(p_hat: float) -> float:
+    """r = 4·s·(1 − s) with s = p̂: the Bernoulli variance s(1 − s), the seed's smoother
+    choice (§6.1), scaled by 4 so that it peaks at 1 at s = ½ like the paper's form (the
+    penalty λ·r_rep then weighs the same against every form).
+
+    Where the paper's tent falls linearly from ½, this parabola is flat near ½ and steep near
+    0 and 1: p̂ = 0.3 earns 4·0.3·0.7 = 0.84 here and 0.6 in the paper's form, so the reward
+    cares less about exact balance and more about leaving the certain ends.
+    """
+    return 4.0 * p_hat * (1.0 - p_hat)
+
+
+def beta_learnability_reward(p_hat: float, num_votes: int,
+                             prior: tuple[float, float] = BETA_PRIOR) -> float:
+    """r = 1 − s̃, Absolute Zero's learnability with the posterior mean of a Beta(a, b) prior
+    in place of the raw rate (the seed's smoothing, §6.1):
+
+        k = p̂·m (votes in the largest group of m),   s̃ = (k + a) / (m + a + b).
+
+    Why (seed §6.1): for a question with true success rate s, G samples see no success with
+    probability (1 − s)^G; at s = 0.05, G = 8 that is 0.95^8 ≈ 0.663, so two thirds of such
+    frontier questions read as k = 0 and AZR's zero rule calls them unlearnable. The posterior
+    mean never says s = 0: k = 0 of m = 10 gives s̃ = 1/12 under the uniform prior.
+
+    Choices, both documented rather than estimated:
+    - s is the vote share p̂ (the majority group's share of m votes), the only success rate
+      a run without truth has. It is not AZR's solve rate: p̂ ≥ 1/m whenever one answer
+      parsed, so k = 0 means no vote parsed, and a low k means the votes scattered.
+    - the prior is `BETA_PRIOR` = Beta(1, 1) (uniform: no view on difficulty).
+
+    Caveat the seed names: with no zero rule this form is largest at k = 0 (m = 10: 1 − 1/12
+    ≈ 0.917, against 0.5 at k = 5), so it pays for questions whose votes do not parse or
+    scatter; a challenger can exploit that estimate uncertainty. Watch the parse rate and the
+    answer fragmentation (`rzero.selfplay.collapse`) when training with it.
+    """
+    a, b = prior
+    if not (a > 0 and b > 0 and math.isfinite(a) and math.isfinite(b)):
+        raise ValueError(f"prior must be two positive numbers (a, b), got {prior!r}")
+    if isinstance(num_votes, bool) or not isinstance(num_votes, int) or num_votes < 1:
+        raise ValueError(f"num_votes must be an int >= 1, got {num_votes!r}")
+    k = round(p_hat * num_votes)
+    if abs(k - p_hat * num_votes) > 1e-6:
+        raise ValueError(f"p_hat={p_hat!r} is not a vote share of num_votes={num_votes}")
+    return 1.0 - (k + a) / (num_votes + a + b)
+
+
+def uncertainty_reward(p_hat: float, form: UncertaintyForm = "paper", *,
+                       num_votes: int | None = None) -> float:
+    """Reward for a question the frozen solver answers with majority share `p_hat`, in the
+    form `form` (the run's ``challenger.reward_form``):
+
+    - ``"paper"``: `paper_uncertainty`, 1 − 2·|p̂ − ½|;
+    - ``"reference"``: `reference_uncertainty`, min(p̂, 1 − p̂);
+    - ``"learnability"``: `learnability_reward`, 1 − p̂ and 0 at p̂ = 0;
+    - ``"variance"``: `variance_reward`, 4·p̂·(1 − p̂);
+    - ``"beta_learnability"``: `beta_learnability_reward`, 1 − (k + 1)/(m + 2) with
+      k = p̂·m; needs `num_votes` (m).
+
+    Raises ValueError for p̂ outside [0, 1] or an unknown form.
+    """
+    _check_p_hat(p_hat)
     if form == "paper":
-        return 1.0 - 2.0 * abs(p_hat - 0.5)
+        return paper_uncertainty(p_hat)
     if form == "reference":
-        return min(p_hat, 1.0 - p_hat)
+        return reference_uncertainty(p_hat)
     if form == "learnability":
-        return 0.0 if p_hat == 0.0 else 1.0 - p_hat
+        return learnability_reward(p_hat)
+    if form == "variance":
+        return variance_reward(p_hat)
+    if form == "beta_learnability":
+        if num_votes is None:
+            raise ValueError("form='beta_learnability' needs num_votes (the m of p_hat = k/m)")
+        return beta_learnability_reward(p_hat, num_votes)
     raise ValueError(f"form must be one of {_FORMS}, got {form!r}")
 
 
@@ -100,13 +197,15 @@ def challenger_reward(
     lam: float = 1.0,
     clip: bool = True,
     invalid_reward: float = 0.0,
+    num_votes: int | None = None,
 ) -> RewardParts:
     """Reward of one challenger completion, with its parts.
 
     ``valid=False`` (no ``<question>``, empty question, or no parseable ``\\boxed{}``
     answer) -> `invalid_reward` (paper: 0; reference code: −1). Otherwise
     r = max(0, r_unc(p̂) − λ·r_rep) with r_unc = `uncertainty_reward`(p̂, `form`); with
-    ``clip=False`` the max is dropped, as in the reference code.
+    ``clip=False`` the max is dropped, as in the reference code. `num_votes` (m) is needed
+    by ``form="beta_learnability"`` only.
     """
     if not (math.isfinite(repetition_penalty) and 0.0 <= repetition_penalty <= 1.0):
         raise ValueError(f"repetition_penalty must be in [0, 1], got {repetition_penalty!r}")
@@ -118,7 +217,7 @@ def challenger_reward(
         return RewardParts(False, p_hat, 0.0, repetition_penalty, float(invalid_reward))
     if p_hat is None:
         raise ValueError("a valid completion needs a p_hat (the solver's vote share)")
-    r_unc = uncertainty_reward(p_hat, form)
+    r_unc = uncertainty_reward(p_hat, form, num_votes=num_votes)
     reward = r_unc - lam * repetition_penalty
     if clip:
         reward = max(0.0, reward)
@@ -135,6 +234,7 @@ def challenger_rewards(
     lam: float = 1.0,
     clip: bool = True,
     invalid_reward: float = 0.0,
+    num_votes: int | None = None,
 ) -> list[RewardParts]:
     """Rewards for one GRPO batch of challenger completions.
 
@@ -166,6 +266,7 @@ def challenger_rewards(
             lam=lam,
             clip=clip,
             invalid_reward=invalid_reward,
+            num_votes=num_votes,
         )
         for i in range(batch)
     ]
@@ -229,7 +330,8 @@ class ChallengerReward:
                                     for i in range(len(texts))], p_hats,
                                    tau=c.tau, variant=c.bleu_variant, form=c.reward_form,
                                    lam=c.repetition_lambda, clip=c.clip_reward,
-                                   invalid_reward=c.invalid_reward)
+                                   invalid_reward=c.invalid_reward,
+                                   num_votes=self.solver.labeling.num_votes)
         rows = [dict(iteration=self.iteration, step=self.step,
                      global_step=(self.iteration - 1) * c.steps + self.step,
                      completion=texts[i][:4000], question=questions[i],
@@ -252,13 +354,27 @@ class ChallengerReward:
 
 
 def step_summary(rows: list[dict[str, Any]]) -> dict[str, float]:
-    """Per-step means of the reward components over one step's completions."""
+    """Per-step numbers over one step's completions: the means of the reward components,
+    and the diversity of the step's well-formed questions (`rzero.selfplay.collapse`):
+
+    - ``questions``: well-formed questions (those the repetition penalty clustered);
+    - ``cluster_ratio``: BLEU clusters / questions, with the clusters the penalty formed.
+      A question's ``r_rep`` is |C(x)| / B, so Σ_x 1 / (r_rep(x) · B) adds 1/|C| once per
+      member of each cluster C, which is the number of clusters: no second clustering;
+    - ``distinct_2``: distinct word bigrams / all bigrams of the questions;
+    - ``structure_ratio``: distinct structures (numbers masked) / questions.
+
+    With no well-formed question every ratio is 0, as every mean is.
+    """
     valid = [r for r in rows if r["valid"]]
 
     def mean(key: str) -> float:
         vals = [r[key] for r in valid if r[key] is not None]
         return sum(vals) / len(vals) if vals else 0.0
 
+    questions = [r["question"] for r in valid]
+    batch = len(rows)
+    clusters = round(sum(1.0 / (r["r_rep"] * batch) for r in valid)) if valid else 0
     return {
         "step": rows[0]["step"] if rows else 0,
         "completions": len(rows),
@@ -268,4 +384,8 @@ def step_summary(rows: list[dict[str, Any]]) -> dict[str, float]:
         "mean_r_rep": mean("r_rep"),
         "mean_reward": sum(r["reward"] for r in rows) / len(rows) if rows else 0.0,
         "mean_parse_rate": mean("parse_rate"),
+        "questions": len(questions),
+        "cluster_ratio": clusters / len(questions) if questions else 0.0,
+        "distinct_2": distinct_n(questions, 2),
+        "structure_ratio": structure_count(questions) / len(questions) if questions else 0.0,
     }

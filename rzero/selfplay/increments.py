@@ -1,0 +1,102 @@
+"""The increment curve (seed §6.1 checklist, SPEC §9): how much each iteration adds.
+
+Self-play gains shrink and then turn negative (SPIN's per-round gain fell from 2.66 to 0.19;
+R-Zero declines after iteration 3), so a run reports, per iteration k and benchmark, the
+change of pass@1 against iteration k − 1 and against the base (iteration 0), each with a
+paired 95 % interval (`rzero.stats.paired_difference`: the same items scored twice, so the
+item-to-item variation cancels), and says in words where the increment fell or went negative.
+The average over benchmarks is unweighted, as in the paper's tables, and its interval comes
+from a bootstrap stratified by benchmark (`rzero.stats.stratified_paired_difference`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from rzero.stats import PairedDifference, paired_difference, stratified_paired_difference
+
+__all__ = ["increment_curve"]
+
+
+def increment_curve(correct: Mapping[str, Sequence[Sequence[float]]], *, n_boot: int = 10_000,
+                    seed: int = 0) -> dict[str, Any]:
+    """Per-iteration changes with paired intervals, and flags in words.
+
+    `correct[benchmark][k]` is iteration k's per-item score on that benchmark (0/1 for
+    greedy pass@1, or mean@k fractions), in one item order for every k; k = 0 is the base
+    model. Every benchmark needs the same iterations.
+
+    Returns ``benchmarks``; ``iterations``, one entry per k with ``pass@1`` ({benchmark:
+    mean, "average": mean of means}) and, for k >= 1, ``vs_previous`` and ``vs_base``
+    ({benchmark or "average": `PairedDifference.to_dict()`}) and ``watch`` (``increment``,
+    ``increment_ci_low``, ``increment_ci_high``: the average against k − 1, for
+    `rzero.selfplay.collapse.collapse_warnings`); and ``flags``, sentences for: a drop
+    against k − 1 whose interval lies below 0 (or that the interval cannot tell from 0),
+    a gain that shrank from the iteration before, and a score below the base.
+    """
+    if not correct:
+        raise ValueError("increment_curve: no benchmarks")
+    names = list(correct)
+    counts = {name: len(correct[name]) for name in names}
+    if len(set(counts.values())) != 1:
+        raise ValueError(f"every benchmark needs the same iterations, got {counts}")
+    num = counts[names[0]]
+    if num < 1:
+        raise ValueError("increment_curve: no iterations (need at least the base, k = 0)")
+    kw = {"n_boot": n_boot, "seed": seed}
+
+    def compare(j: int, k: int) -> dict[str, PairedDifference]:
+        out = {name: paired_difference(correct[name][j], correct[name][k], **kw)
+               for name in names}
+        out["average"] = stratified_paired_difference(
+            [(correct[name][j], correct[name][k]) for name in names], **kw)
+        return out
+
+    iterations: list[dict[str, Any]] = []
+    flags: list[str] = []
+    previous_gain: PairedDifference | None = None
+    for k in range(num):
+        scores = {name: _mean(correct[name][k]) for name in names}
+        scores["average"] = sum(scores[name] for name in names) / len(names)
+        entry: dict[str, Any] = {"iteration": k, "pass@1": scores}
+        if k >= 1:
+            prev, base = compare(k - 1, k), compare(0, k)
+            gain = prev["average"]
+            entry["vs_previous"] = {n: d.to_dict() for n, d in prev.items()}
+            entry["vs_base"] = {n: d.to_dict() for n, d in base.items()}
+            entry["watch"] = {"increment": gain.delta, "increment_ci_low": gain.ci_low,
+                              "increment_ci_high": gain.ci_high}
+            flags += _flags(k, prev, base, previous_gain)
+            previous_gain = gain
+        iterations.append(entry)
+    return {"benchmarks": names, "iterations": iterations, "flags": flags}
+
+
+def _mean(values: Sequence[float]) -> float:
+    if len(values) == 0:
+        raise ValueError("increment_curve: a benchmark with no items")
+    return sum(float(v) for v in values) / len(values)
+
+
+def _flags(k: int, prev: dict[str, PairedDifference], base: dict[str, PairedDifference],
+           previous_gain: PairedDifference | None) -> list[str]:
+    out = []
+    gain = prev["average"]
+    if gain.ci_high < 0:
+        out.append(f"iteration {k} is below iteration {k - 1} on average: {gain.words()} "
+                   f"(paired 95 % interval, entirely below 0)")
+    elif gain.delta < 0:
+        out.append(f"iteration {k} scored below iteration {k - 1} on average: {gain.words()}; "
+                   f"the interval includes 0, so the drop may be noise")
+    if previous_gain is not None and previous_gain.delta > 0 and gain.delta < previous_gain.delta:
+        out.append(f"the gain per iteration fell: {previous_gain.delta:+.3f} at iteration "
+                   f"{k - 1}, {gain.delta:+.3f} at iteration {k} (point estimates; intervals "
+                   f"{previous_gain.words()} and {gain.words()})")
+    if base["average"].ci_high < 0:
+        out.append(f"iteration {k} is below the base model on average: "
+                   f"{base['average'].words()}")
+    for name, d in prev.items():
+        if name != "average" and d.ci_high < 0:
+            out.append(f"iteration {k} is below iteration {k - 1} on {name}: {d.words()}")
+    return out
