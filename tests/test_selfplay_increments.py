@@ -65,3 +65,21 @@ def test_falling_below_the_base_is_flagged():
 def test_benchmarks_need_the_same_iterations():
     with pytest.raises(ValueError, match="same iterations"):
         increment_curve({"a": [vec(1), vec(2)], "b": [vec(1)]})
+
+
+def test_each_iteration_carries_its_own_flags():
+    curve = increment_curve({"easy": [vec(30), vec(10), vec(10)]}, n_boot=300)
+    assert curve["iterations"][1]["flags"][0].startswith("iteration 1 is below iteration 0")
+    assert not any(f.startswith("iteration 1") for f in curve["iterations"][2]["flags"])
+
+
+def test_eval_items_are_paired_by_id():
+    from rzero.selfplay.increments import align_eval_items
+
+    base = {"items": [{"benchmark": "easy", "id": "a", "mean": 1.0},
+                      {"benchmark": "easy", "id": "b", "mean": 0.0},
+                      {"benchmark": "hard", "id": "h", "mean": 0.0}]}
+    # iteration 1 scored the items in another order and never scored "hard"
+    it1 = {"items": [{"benchmark": "easy", "id": "b", "mean": 1.0},
+                     {"benchmark": "easy", "id": "a", "mean": 1.0}]}
+    assert align_eval_items([base, it1]) == {"easy": [[1.0, 0.0], [1.0, 1.0]]}

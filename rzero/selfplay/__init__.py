@@ -31,11 +31,12 @@ from rzero.selfplay.collapse import (
     warning_name,
 )
 from rzero.selfplay.crossplay import cross_iteration_matrix, cross_matrix_markdown, heatmap_png
-from rzero.selfplay.increments import increment_curve
+from rzero.selfplay.increments import align_eval_items, increment_curve
 
 __all__ = [
     "ANSWER_TYPES",
     "WARNINGS",
+    "align_eval_items",
     "answer_fragmentation",
     "answer_type",
     "answer_types",

@@ -16,7 +16,7 @@ from typing import Any
 
 from rzero.stats import PairedDifference, paired_difference, stratified_paired_difference
 
-__all__ = ["increment_curve"]
+__all__ = ["align_eval_items", "increment_curve"]
 
 
 def increment_curve(correct: Mapping[str, Sequence[Sequence[float]]], *, n_boot: int = 10_000,
@@ -31,9 +31,10 @@ def increment_curve(correct: Mapping[str, Sequence[Sequence[float]]], *, n_boot:
     mean, "average": mean of means}) and, for k >= 1, ``vs_previous`` and ``vs_base``
     ({benchmark or "average": `PairedDifference.to_dict()`}) and ``watch`` (``increment``,
     ``increment_ci_low``, ``increment_ci_high``: the average against k − 1, for
-    `rzero.selfplay.collapse.collapse_warnings`); and ``flags``, sentences for: a drop
+    `rzero.selfplay.collapse.collapse_warnings`) and ``flags``, sentences for: a drop
     against k − 1 whose interval lies below 0 (or that the interval cannot tell from 0),
-    a gain that shrank from the iteration before, and a score below the base.
+    a gain that shrank from the iteration before, and a score below the base; and
+    ``flags``, every iteration's flags in order.
     """
     if not correct:
         raise ValueError("increment_curve: no benchmarks")
@@ -67,10 +68,31 @@ def increment_curve(correct: Mapping[str, Sequence[Sequence[float]]], *, n_boot:
             entry["vs_base"] = {n: d.to_dict() for n, d in base.items()}
             entry["watch"] = {"increment": gain.delta, "increment_ci_low": gain.ci_low,
                               "increment_ci_high": gain.ci_high}
-            flags += _flags(k, prev, base, previous_gain)
+            entry["flags"] = _flags(k, prev, base, previous_gain)
+            flags += entry["flags"]
             previous_gain = gain
         iterations.append(entry)
     return {"benchmarks": names, "iterations": iterations, "flags": flags}
+
+
+def align_eval_items(results: Sequence[Mapping[str, Any]]) -> dict[str, list[list[float]]]:
+    """`increment_curve`'s input from each iteration's ``eval.json`` (k = 0, 1, ...): per
+    benchmark, each iteration's per-item score (``mean``: 0/1 for greedy pass@1, mean@k
+    otherwise), matched by item ``id``. Only items every iteration scored are kept, in the
+    base's order, so a changed ``eval.limit`` cannot pair different items; a benchmark some
+    iteration lacks is left out."""
+    per_iteration = [{(r["benchmark"], r["id"]): float(r["mean"]) for r in res["items"]}
+                     for res in results]
+    if not per_iteration:
+        return {}
+    out: dict[str, list[list[float]]] = {}
+    for bench, item in per_iteration[0]:
+        key = (bench, item)
+        if all(key in scores for scores in per_iteration):
+            rows = out.setdefault(bench, [[] for _ in per_iteration])
+            for row, scores in zip(rows, per_iteration, strict=True):
+                row.append(scores[key])
+    return out
 
 
 def _mean(values: Sequence[float]) -> float:
