@@ -105,7 +105,6 @@ def test_every_recipe_sets_the_algorithm_explicitly(path, tmp_path):
         assert args.max_steps == role.steps * role.updates_per_step
         # the rollout is TRL's generation batch: prompts_per_step x G (one process here)
         assert args.generation_batch_size == role.prompts_per_step * role.group_size
-        assert args.vllm_importance_sampling_correction is False
 
 
 @pytest.mark.parametrize("name", ["r-zero-qwen3-4b.yaml", "r-zero-reference.yaml"])
