@@ -56,7 +56,6 @@ def cmd_generate(args) -> int:
 def cmd_iterate(args) -> int:
     from rzero import distributed
     from rzero.loop import run_iterations
-    from rzero.rundir import RunDirConflict
 
     cfg = load_config(args.config, args.overrides)
     run_dir = Path(args.run_dir or cfg.run.output_dir)
@@ -72,9 +71,6 @@ def cmd_iterate(args) -> int:
         return subprocess.call(argv, env={**os.environ, **env})
     try:
         run_iterations(cfg, run_dir, fresh=args.fresh)
-    except RunDirConflict as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return 2
     except distributed.MainProcessFailed as exc:  # the main process printed the details
         print(f"error (process {distributed.rank()}): {exc}", file=sys.stderr)
         return 1
@@ -392,9 +388,13 @@ def main(argv: list[str] | None = None) -> int:
     # replicas started by this run are stopped on the way out
     if threading.current_thread() is threading.main_thread():
         signal.signal(signal.SIGTERM, _raise_interrupt)
+    from rzero.io import DamagedFileError
+    from rzero.rundir import RunDirConflict
+
     try:
         return args.func(args)
-    except (ConfigError, ModelSpecError) as exc:
+    except (ConfigError, ModelSpecError, RunDirConflict, DamagedFileError) as exc:
+        # a user error: one line naming the file or field and the fix, exit 2
         print(f"error: {exc}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:

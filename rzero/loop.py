@@ -16,8 +16,8 @@ Departures from the paper, each deliberate:
 - Shared weights (`roles.shared`, Single-R-Zero): the one model's challenger phase is
   rewarded by a frozen copy of itself at the start of the phase; labelling and the solver
   phase then use the weights the challenger phase produced, so both phases update one model.
-- A pool with nothing in the band skips the solver phase with a recorded warning (the
-  reference code crashes on the empty dataloader); the solver carries over unchanged.
+- A pool with nothing in the band skips the solver phase with a recorded warning (the reference
+  code crashes on the empty dataloader); the solver carries over unchanged.
 """
 
 from __future__ import annotations
@@ -29,7 +29,7 @@ from functools import partial
 from pathlib import Path
 from typing import Any
 
-from rzero import distributed
+from rzero import distributed, preflight
 from rzero.config import RZeroConfig
 from rzero.faults import crash_point
 from rzero.io import write_jsonl_atomic
@@ -37,12 +37,9 @@ from rzero.labeling.equivalence import use_settings
 from rzero.labeling.voting import FrozenSolver
 from rzero.models import load_model, load_tokenizer, resolve_model
 from rzero.rundir import RunDir, peak_rss_gib, release_memory, reset_peak_rss
+from rzero.solver.prompts import solver_chat
 
 TRAINING_PHASES = ("challenger", "solver")  # run on every training process
-# what each phase writes in iter_KK/, recorded (size, SHA-256) in its marker
-OUTPUTS = {"challenger": ("challenger", "challenger_steps.jsonl"), "pool": ("pool.jsonl",),
-           "labelling": ("labelled.jsonl",), "solver": ("solver",), "eval": ("eval",),
-           "audit": ()}
 
 
 @dataclass
@@ -63,6 +60,7 @@ class RZeroRun:
         distributed.init()  # several processes under accelerate/torchrun; else a no-op
         self.cfg = cfg
         self.rundir = RunDir(run_dir)
+        distributed.on_main(preflight.check, cfg)  # outside inputs, before anything is written
         distributed.on_main(self.rundir.prepare, cfg, fresh)
         distributed.on_main(self.rundir.verify, cfg, full=cfg.run.verify == "full")
         # one grader (labeling.equivalence) for votes, solver reward and evaluation
@@ -72,7 +70,7 @@ class RZeroRun:
         distributed.on_main(resolve_model, cfg.model.name)
         self.base = resolve_model(cfg.model.name)
 
-    def load(self, checkpoint: str):
+    def load(self, checkpoint: str):  # -> (model, tokenizer)
         c = self.cfg.model
         return (load_model(checkpoint, dtype=c.dtype, device=c.device,
                            attn_implementation=c.attn_implementation), load_tokenizer(checkpoint))
@@ -83,9 +81,14 @@ class RZeroRun:
         self._generators.append(gen := make_generator(self.cfg, checkpoint))
         return gen
 
-    def frozen(self, generator) -> FrozenSolver:
-        from rzero.solver.prompts import solver_chat
+    def held_out(self) -> list[str]:  # every evaluation item (not only eval.limit's)
+        from rzero.evaluation import load_benchmarks
 
+        e = self.cfg.eval
+        return [i["problem"] for items in load_benchmarks(e.benchmarks).values()
+                for i in items] if e.enabled else []
+
+    def frozen(self, generator) -> FrozenSolver:
         return FrozenSolver(generator, partial(solver_chat, path=self.cfg.solver.prompt_file),
                             self.cfg.labeling)
 
@@ -107,19 +110,15 @@ class RZeroRun:
             if solver is not None:
                 self.timing.generation += solver.stats.seconds
         self.timing.optimizer += result.stats.seconds_optimizer - result.reward_seconds
-        steps = result.steps
-        return {"checkpoint": self.rundir.relative(it / "challenger"), "steps": steps,
-                "start": self.rundir.relative(start),
-                "frozen_solver": self.rundir.relative(frozen_solver),
-                "metrics": {"completions": sum(int(s["completions"]) for s in steps),
-                            "valid_rate": mean([s["valid_rate"] for s in steps]),
-                            "mean_reward": mean([s["mean_reward"] for s in steps]),
-                            "mean_p_hat": mean([s["mean_p_hat"] for s in steps])}}
+        return {"checkpoint": self.rundir.relative(it / "challenger"), "steps": result.steps,
+                "start": self.rundir.relative(start), "metrics": result.metrics(),
+                "frozen_solver": self.rundir.relative(frozen_solver)}
 
     def pool_phase(self, k: int, challenger: str) -> dict:
         from rzero.challenger.train import sample_pool
 
-        pool, counts = sample_pool(self.generator(challenger), self.cfg, self.cfg.run.seed * 7919 + k)
+        pool, counts = sample_pool(self.generator(challenger), self.cfg,
+                                   self.cfg.run.seed * 7919 + k, held_out=self.held_out())
         write_jsonl_atomic(self.rundir.iter_dir(k) / "pool.jsonl", pool)
         counts["valid_rate"] = (counts["sampled"] - counts["malformed"]) / max(1, counts["sampled"])
         return {"challenger": self.rundir.relative(challenger), "metrics": counts}
@@ -153,6 +152,7 @@ class RZeroRun:
         stats, log = train_solver(*self.load(start), self.cfg, kept, k, out)
         self.timing.optimizer += stats.seconds_optimizer
         return {"checkpoint": self.rundir.relative(out), "start": self.rundir.relative(start),
+                "train_log": [{"reward": r["reward"]} for r in log if "reward" in r],
                 "metrics": {"train_questions": len(kept),
                             "mean_reward": mean([r["reward"] for r in log if "reward" in r])}}
 
@@ -167,13 +167,14 @@ class RZeroRun:
         write_results(results, self.rundir.iter_dir(k) / "eval")
         metrics = {"average": results["average"]}
         for name, r in results["benchmarks"].items():
-            metrics[f"{name}/pass@1"] = r["pass@1"]
+            metrics |= {f"{name}/pass@1": r["pass@1"], f"{name}/n": r["n"]}
         return {"metrics": metrics, "checkpoint": self.rundir.relative(solver)}
 
     def audit_phase(self, k: int) -> dict:
         from rzero.audit import audit_run
 
-        report = audit_run(self.rundir.path, self.cfg.audit, model_spec=self.cfg.model.name)
+        report = audit_run(self.rundir, self.cfg.audit, model_spec=self.cfg.model.name,
+                           direction=self.cfg.labeling.equivalence)
         return {"metrics": {key: v for key, v in report.get("summary", {}).items()
                             if isinstance(v, (int, float))}}
 
@@ -200,9 +201,7 @@ class RZeroRun:
                 self.timing.phases[f"{k}/{phase}"] = seconds
                 if info.get("peak_rss_gib") is not None:
                     self.timing.peak_rss_gib[f"{k}/{phase}"] = info["peak_rss_gib"]
-                outputs = [self.rundir.iter_dir(k) / name for name in OUTPUTS[phase]]
-                return self.rundir.commit(self.cfg, k, phase, info, seconds,
-                                          [p for p in outputs if p.exists()])
+                return self.rundir.commit(self.cfg, k, phase, info, seconds)
 
             if phase in TRAINING_PHASES:
                 # every training process trains; the main one commits, the others get it

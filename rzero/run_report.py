@@ -10,6 +10,7 @@ import hashlib
 
 from rzero.config import RZeroConfig
 from rzero.plan import plan_markdown
+from rzero.reporting import markdown_table
 from rzero.rundir import PHASES, RunDir
 from rzero.templates import template_path
 
@@ -32,6 +33,36 @@ def prompt_files(cfg: RZeroConfig) -> list[str]:
     return lines
 
 
+SUMMARY_HEADER = ["iter", "valid questions (GRPO)", "mean challenger reward",
+                  "mean p_hat (GRPO)", "pool valid", "pool kept", "labelled mean p_hat",
+                  "kept fraction", "solver reward", "eval avg", "time (s)"]
+
+
+def summary_table(run: RunDir, cfg: RZeroConfig) -> tuple[list[str], list[list[str]]]:
+    """One row per iteration (0: the base model's evaluation) of the phases' headline
+    numbers; "–" where a phase has not run. Shared by report.md and report.html."""
+    rows = []
+    base = run.marker(0, "eval")
+    if base is not None:
+        rows.append(["0 (base)", *[""] * 8, f"{base['metrics']['average']:.3f}",
+                     f"{base['seconds']:.0f}"])
+    for k in range(1, cfg.run.iterations + 1):
+        m = {p: run.marker(k, p) for p in PHASES}
+        if not any(m.values()):
+            continue
+
+        def g(phase, key, fmt="{:.3f}", m=m):
+            v = (m[phase] or {}).get("metrics", {}).get(key)
+            return fmt.format(v) if isinstance(v, (int, float)) else "–"
+
+        rows.append([str(k), g("challenger", "valid_rate"), g("challenger", "mean_reward"),
+                     g("challenger", "mean_p_hat"), g("pool", "valid_rate"),
+                     g("pool", "kept", "{}"), g("labelling", "mean_p_hat"),
+                     g("labelling", "kept_fraction"), g("solver", "mean_reward"),
+                     g("eval", "average"), f"{sum(x['seconds'] for x in m.values() if x):.0f}"])
+    return SUMMARY_HEADER, rows
+
+
 def render_report(run: RunDir, cfg: RZeroConfig) -> str:
     """The run's report.md, from its markers."""
     run_dir = run.path
@@ -43,33 +74,11 @@ def render_report(run: RunDir, cfg: RZeroConfig) -> str:
              f"- model: `{cfg.model.name}`; {mode}; iterations: {cfg.run.iterations}",
              f"- labelling: m={lab.num_votes} votes, band {band}"
              + ("" if lab.filter else " (filter off)"),
-             *prompt_files(cfg), "",
-             "| iter | valid questions (GRPO) | mean challenger reward | mean p_hat (GRPO) "
-             "| pool valid | pool kept | labelled mean p_hat | kept fraction | solver reward "
-             "| eval avg | time (s) |",
-             "|---|---|---|---|---|---|---|---|---|---|---|"]
-    warnings = []
-    base = run.marker(0, "eval")
-    if base is not None:
-        lines.append(f"| 0 (base) | | | | | | | | | {base['metrics']['average']:.3f} "
-                     f"| {base['seconds']:.0f} |")
-    for k in range(1, cfg.run.iterations + 1):
-        m = {p: run.marker(k, p) for p in PHASES}
-        if not any(m.values()):
-            continue
-
-        def g(phase, key, fmt="{:.3f}", m=m):
-            v = (m[phase] or {}).get("metrics", {}).get(key)
-            return fmt.format(v) if isinstance(v, (int, float)) else "–"
-
-        seconds = sum(x["seconds"] for x in m.values() if x)
-        lines.append(
-            f"| {k} | {g('challenger', 'valid_rate')} | {g('challenger', 'mean_reward')} "
-            f"| {g('challenger', 'mean_p_hat')} | {g('pool', 'valid_rate')} "
-            f"| {g('pool', 'kept', '{}')} | {g('labelling', 'mean_p_hat')} "
-            f"| {g('labelling', 'kept_fraction')} | {g('solver', 'mean_reward')} "
-            f"| {g('eval', 'average')} | {seconds:.0f} |")
-        warnings += [x["warning"] for x in m.values() if x and x.get("warning")]
+             *prompt_files(cfg), ""]
+    header, rows = summary_table(run, cfg)
+    lines.append(markdown_table(header, rows))
+    warnings = [x["warning"] for k in range(1, cfg.run.iterations + 1) for p in PHASES
+                if (x := run.marker(k, p)) and x.get("warning")]
     lines += ["", "Phase times (s) and peak resident memory:", ""]
     for k in range(0, cfg.run.iterations + 1):
         parts = [f"{p} {m['seconds']:.0f}"
@@ -85,6 +94,7 @@ def render_report(run: RunDir, cfg: RZeroConfig) -> str:
               "`iter_KK/solver/` (Hugging Face checkpoints), `metrics.jsonl`, `tensorboard/`.",
               ""]
     return "\n".join(lines)
+
 
 def collapse_watch(run: RunDir, cfg: RZeroConfig) -> list[str]:
     """The "Collapse watch" section (`rzero.selfplay.collapse`): diversity per challenger GRPO

@@ -4,7 +4,7 @@ files rebuilt from them (`metrics.jsonl`, `report.md`, TensorBoard).
     RUN_DIR/config.yaml            the resolved config (its fingerprint guards resume)
     RUN_DIR/iter_KK/phases/P.json  the marker of phase P of iteration KK, written last
     RUN_DIR/metrics.jsonl          one row per committed phase and challenger GRPO step
-    RUN_DIR/report.md              the run's report, rebuilt at every commit
+    RUN_DIR/report.md, report.html the run's report and its curves, rebuilt at every commit
 
 A phase is committed by writing its marker atomically after its outputs, so a marker
 vouches for a finished phase and a missing one means "redo it". Markers record paths of
@@ -37,6 +37,9 @@ from rzero.io import (
 
 PHASES = ("challenger", "pool", "labelling", "solver", "eval", "audit")
 ROWS = ("challenger_steps", "pool", "labelled")  # the JSONL files of an iteration
+# what each phase writes in iter_KK/, recorded (size, SHA-256) in its marker
+OUTPUTS = {"challenger": ("challenger", "challenger_steps.jsonl"), "pool": ("pool.jsonl",),
+           "labelling": ("labelled.jsonl",), "solver": ("solver",), "eval": ("eval",), "audit": ()}
 RUN_PREFIX = "run:"  # a marker's path inside RUN_DIR, relative to it
 
 
@@ -152,12 +155,12 @@ class RunDir:
         write_text_atomic(saved, cfg.to_yaml())
 
     def commit(self, cfg: RZeroConfig, k: int, phase: str, info: dict[str, Any],
-               seconds: float, outputs: list[Path] = ()) -> dict[str, Any]:
+               seconds: float) -> dict[str, Any]:
         """Write the phase's marker (the commit point), then rebuild metrics and report.
-        The marker records the size and SHA-256 of every file under `outputs` (files or
-        folders of this run), so a resume can tell that they are still what was committed."""
+        The marker records the size and SHA-256 of every file the phase wrote (`OUTPUTS`),
+        so a resume can tell that they are still what was committed."""
         files = {}
-        for out in outputs:
+        for out in (self.iter_dir(k) / name for name in OUTPUTS[phase]):
             for f in sorted(out.rglob("*")) if out.is_dir() else [out]:
                 if f.is_file():
                     files[self.relative(f)] = {"size": f.stat().st_size, "sha256": sha256(f)}
@@ -203,7 +206,8 @@ class RunDir:
     def rebuild(self, cfg: RZeroConfig) -> None:
         """`metrics.jsonl` and `report.md` from the markers, so they never hold a duplicated
         or missing row."""
-        from rzero.run_report import render_report
+        from rzero.run_page import render_html
+        from rzero.run_report import render_report, summary_table
 
         rows = []
         for k in range(0, cfg.run.iterations + 1):
@@ -218,6 +222,8 @@ class RunDir:
                              **({"warning": m["warning"]} if m.get("warning") else {})})
         write_jsonl_atomic(self.path / "metrics.jsonl", rows)
         write_text_atomic(self.path / "report.md", render_report(self, cfg))
+        write_text_atomic(self.path / "report.html",
+                          render_html(self, cfg, summary_table(self, cfg)))
 
     def log_tracker(self, cfg: RZeroConfig, k: int, info: dict[str, Any]) -> None:
         """The phase's scalar metrics to TensorBoard (and challenger steps by global step)."""

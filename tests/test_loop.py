@@ -30,14 +30,6 @@ def changed(a, b) -> bool:
     return any(not torch.equal(wa[k], wb[k]) for k in wa)
 
 
-@pytest.fixture(scope="module")
-def one_iteration(format_checkpoint, tmp_path_factory):
-    cfg = load_config(None, tiny_overrides(format_checkpoint))
-    run_dir = tmp_path_factory.mktemp("loop") / "run"
-    run_iterations(cfg, run_dir)
-    return run_dir
-
-
 def test_full_iteration_writes_every_artifact(one_iteration):
     run = one_iteration
     for name in ["config.yaml", "metrics.jsonl", "report.md", "iter_00/eval/eval.json",

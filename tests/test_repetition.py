@@ -172,3 +172,18 @@ def test_default_variant_cut_is_inclusive_like_fcluster():
     d = bleu_distance_matrix(questions)[0, 1]
     # fcluster(criterion="distance", t=d) merges at exactly d
     assert len(set(cluster_labels(questions, tau=d))) == 1
+
+
+def test_near_duplicates_catch_copies_of_held_out_items_and_keep_new_numbers():
+    from rzero.challenger.repetition import near_duplicates
+
+    held_out = ["What is 36 + 19?",
+                "Pia has 27 marbles and gets 14 more. How many marbles does Pia have now?"]
+    questions = [
+        "What  is 36 + 19?",  # the item, whitespace aside: exact
+        "Pia has 27 marbles and gets 14 more. How many marbles does Pia have?",  # one word cut
+        "What is 12 + 7?",  # same template, new numbers: BLEU 0.19 < 0.7, kept
+        "Find all real x with x^2 = 2.",
+    ]
+    assert near_duplicates(questions, held_out) == [True, True, False, False]
+    assert near_duplicates(questions, []) == [False] * 4

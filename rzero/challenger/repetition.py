@@ -40,6 +40,7 @@ __all__ = [
     "bleu_distance_matrix",
     "bleu_similarity_matrix",
     "cluster_labels",
+    "near_duplicates",
     "repetition_penalties",
 ]
 
@@ -304,3 +305,22 @@ def repetition_penalties(
     labels = cluster_labels(questions, tau, variant)
     sizes = np.bincount(labels)
     return [float(sizes[label]) / batch for label in labels]
+
+
+def near_duplicates(questions: Sequence[str], held_out: Sequence[str],
+                    min_bleu: float = 0.7) -> list[bool]:
+    """Per question: is it a held-out item, exactly (same words, whitespace aside) or nearly
+    (BLEU against some held-out item, either way round, at least `min_bleu`)?
+
+    Used to keep evaluation items out of training: a pool question that copies a benchmark
+    item with a word changed is the item. Questions that share a template with new numbers
+    score well below 0.7 ("What is 36 + 19?" against "What is 12 + 7?": 0.19), so they stay.
+    """
+    if not questions or not held_out:
+        return [False] * len(questions)
+    exact = {" ".join(h.split()) for h in held_out}
+    n = len(questions)
+    sim = bleu_similarity_matrix(list(questions) + list(held_out))  # [Q+H, Q+H]
+    closest = np.maximum(sim[:n, n:], sim[n:, :n].T).max(axis=1)  # [Q]
+    return [" ".join(q.split()) in exact or bool(c >= min_bleu)
+            for q, c in zip(questions, closest, strict=True)]

@@ -8,12 +8,14 @@ The reward (`ChallengerReward`) is in `rewards.py`; this module only runs it thr
 from __future__ import annotations
 
 import shutil
+from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
 from rzero import distributed
 from rzero.challenger.prompts import challenger_chat
+from rzero.challenger.repetition import near_duplicates
 from rzero.challenger.rewards import ChallengerReward
 from rzero.config import RZeroConfig
 from rzero.faults import crash_point
@@ -28,6 +30,15 @@ class ChallengerResult:
     steps: list[dict[str, float]]  # `step_summary` of every GRPO step
     stats: TrainStats
     reward_seconds: float  # inside the reward: frozen-solver sampling and voting
+
+    def metrics(self) -> dict[str, float]:
+        """The phase's means over its steps, for its marker and the report."""
+        def mean(key: str) -> float:
+            return sum(s[key] for s in self.steps) / len(self.steps) if self.steps else 0.0
+
+        return {"completions": sum(int(s["completions"]) for s in self.steps),
+                "valid_rate": mean("valid_rate"), "mean_reward": mean("mean_reward"),
+                "mean_p_hat": mean("mean_p_hat")}
 
 
 def train_challenger(model, tokenizer, cfg: RZeroConfig, solver: FrozenSolver | None,
@@ -51,9 +62,11 @@ def train_challenger(model, tokenizer, cfg: RZeroConfig, solver: FrozenSolver | 
     return ChallengerResult(summaries, stats, reward.seconds)
 
 
-def sample_pool(challenger: Generator, cfg: RZeroConfig, seed: int,
-                chunk: int = 64) -> tuple[list[dict[str, Any]], dict[str, int]]:
-    """N questions from the challenger; malformed ones dropped, exact duplicates removed."""
+def sample_pool(challenger: Generator, cfg: RZeroConfig, seed: int, chunk: int = 64,
+                held_out: Sequence[str] = ()) -> tuple[list[dict[str, Any]], dict[str, int]]:
+    """N questions from the challenger; malformed ones dropped, exact duplicates removed, and
+    any question that is (or nearly is) a `held_out` evaluation item dropped and counted
+    (`near_duplicates`), so evaluation items never reach training."""
     from tqdm.auto import tqdm
 
     c = cfg.challenger
@@ -80,5 +93,7 @@ def sample_pool(challenger: Generator, cfg: RZeroConfig, seed: int,
             continue
         seen.add(key)
         pool.append({"question": q, "challenger_answer": a})
+    overlap = near_duplicates([r["question"] for r in pool], held_out)
+    pool = [r for r, o in zip(pool, overlap, strict=True) if not o]
     return pool, {"sampled": len(texts), "malformed": malformed, "duplicates": duplicates,
-                  "kept": len(pool)}
+                  "eval_overlap": sum(overlap), "kept": len(pool)}

@@ -20,6 +20,8 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
+from tqdm.auto import tqdm
+
 from rzero.evaluation.loaders import load_benchmarks
 from rzero.evaluation.synthetic import Item
 from rzero.generation import Generator, SamplingParams
@@ -114,19 +116,24 @@ def evaluate(generator: Generator, benchmarks: Sequence[str] | Mapping[str, list
     gen_seconds0, gen_tokens0 = generator.stats.seconds, generator.stats.new_tokens
     summary: dict[str, dict[str, Any]] = {}
     records: list[dict[str, Any]] = []
+    bar = tqdm(total=sum(len(items) for items in data.values()), desc="eval", unit="item",
+               leave=False)  # with an ETA: a 300-item set takes minutes on a CPU
     for name, items in data.items():
         # ---- generate, `batch` prompts per call
+        bar.set_postfix_str(name)
         prompts = [solver_chat(item["problem"], prompt_path) for item in items]
         completions: list[list[str]] = []
         for start in range(0, len(prompts), batch):
             chunk = prompts[start:start + batch]
             completions += generator.generate(chunk, k, replace(params, seed=seed + start))
+            bar.update(len(chunk))
             logger.info("eval %s: %d/%d items generated", name, len(completions), len(items))
         # ---- score
         item_records, row = score_benchmark(name, items, completions, k, direction)
         records += item_records
         summary[name] = row
         logger.info("eval %s: pass@1 %.3f over %d items", name, row["pass@1"], row["n"])
+    bar.close()
     metrics = ["pass@1"] + ([] if greedy else [f"mean@{k}", f"maj@{k}"])
     averages = {m: (sum(r[m] for r in summary.values()) / len(summary) if summary else 0.0)
                 for m in metrics}

@@ -1,0 +1,107 @@
+"""The embedded benchmark `easy`: one- and two-step problems with small numbers.
+
+`synthetic` measures what a run is aiming at, but the embedded 135M model solves almost none
+of it, so a CPU run could never show a change there. `easy` is the tier the base model
+partly solves (measured greedy pass@1 in the README), so a solver that learns something
+from its pseudo-labels can show it, and one that forgets can show that too.
+
+Eight templates, 40 items each (320), drawn with a fixed seed; every answer is computed with
+sympy, and every item keeps the numbers it states in `data`. Bare arithmetic and short word
+problems alternate, so a model that only learned one surface form does not pass as better.
+"""
+
+from __future__ import annotations
+
+import random
+from collections.abc import Callable
+
+from rzero.evaluation.synthetic import Item, render_answer
+
+EASY = "easy"
+EASY_SEED = 20251130
+EASY_PER_TEMPLATE = 40
+
+_NAMES = ("Ava", "Ben", "Chloe", "Dan", "Emma", "Finn", "Gia", "Hugo", "Ivy", "Jack", "Lena",
+          "Max", "Nora", "Omar", "Pia", "Sam")
+_THINGS = ("apples", "pencils", "stickers", "marbles", "books", "cookies", "stamps", "shells")
+
+
+def _add(rng: random.Random) -> tuple[str, int, dict]:
+    a, b = rng.randint(2, 40), rng.randint(2, 40)
+    return f"What is {a} + {b}?", a + b, {"a": a, "b": b}
+
+
+def _sub(rng: random.Random) -> tuple[str, int, dict]:
+    b = rng.randint(2, 30)
+    a = b + rng.randint(1, 40)
+    return f"What is {a} - {b}?", a - b, {"a": a, "b": b}
+
+
+def _mul(rng: random.Random) -> tuple[str, int, dict]:
+    a, b = rng.randint(2, 12), rng.randint(2, 9)
+    return f"What is {a} times {b}?", a * b, {"a": a, "b": b}
+
+
+def _add_sub(rng: random.Random) -> tuple[str, int, dict]:
+    a, b = rng.randint(5, 40), rng.randint(2, 30)
+    c = rng.randint(1, a + b - 1)
+    return f"What is {a} + {b} - {c}?", a + b - c, {"a": a, "b": b, "c": c}
+
+
+def _mul_add(rng: random.Random) -> tuple[str, int, dict]:
+    a, b, c = rng.randint(2, 9), rng.randint(2, 9), rng.randint(1, 20)
+    return f"What is {a} times {b}, plus {c}?", a * b + c, {"a": a, "b": b, "c": c}
+
+
+def _word_more(rng: random.Random) -> tuple[str, int, dict]:
+    name, thing = rng.choice(_NAMES), rng.choice(_THINGS)
+    a, b = rng.randint(2, 30), rng.randint(2, 20)
+    return (f"{name} has {a} {thing} and gets {b} more. How many {thing} does {name} have "
+            "now?", a + b, {"a": a, "b": b})
+
+
+def _word_left(rng: random.Random) -> tuple[str, int, dict]:
+    name, thing = rng.choice(_NAMES), rng.choice(_THINGS)
+    b = rng.randint(2, 20)
+    a = b + rng.randint(1, 30)
+    return (f"{name} had {a} {thing} and gave {b} of them away. How many {thing} does {name} "
+            "have left?", a - b, {"a": a, "b": b})
+
+
+def _word_groups(rng: random.Random) -> tuple[str, int, dict]:
+    name, thing = rng.choice(_NAMES), rng.choice(_THINGS)
+    a, b, c = rng.randint(2, 6), rng.randint(2, 9), rng.randint(1, 10)
+    return (f"{name} has {a} boxes with {b} {thing} in each box, and {c} more {thing} on the "
+            f"table. How many {thing} does {name} have in all?", a * b + c,
+            {"a": a, "b": b, "c": c})
+
+
+TEMPLATES: dict[str, Callable[[random.Random], tuple[str, int, dict]]] = {
+    "add": _add, "sub": _sub, "mul": _mul, "add_sub": _add_sub, "mul_add": _mul_add,
+    "word_more": _word_more, "word_left": _word_left, "word_groups": _word_groups,
+}
+ONE_STEP = ("add", "sub", "mul", "word_more", "word_left")
+
+
+def easy_benchmark(seed: int = EASY_SEED, per_template: int = EASY_PER_TEMPLATE) -> list[Item]:
+    """`per_template` distinct items of every template, interleaved (item r of each template
+    in turn), deterministic in `seed`; answers computed with sympy."""
+    import sympy as sp
+
+    rngs = {name: random.Random(f"{seed}:{name}") for name in TEMPLATES}
+    seen: set[str] = set()
+    items: list[Item] = []
+    for _ in range(per_template):
+        for name, draw in TEMPLATES.items():
+            for _attempt in range(1000):
+                problem, value, data = draw(rngs[name])
+                if problem not in seen:
+                    break
+            else:
+                raise RuntimeError(f"easy {name}: cannot draw {per_template} distinct items")
+            seen.add(problem)
+            answer = sp.sympify(value)  # exact; the templates keep every answer a whole number
+            items.append({"id": f"easy-{len(items):04d}", "problem": problem,
+                          "answer": render_answer(answer), "kind": name,
+                          "tier": 1 if name in ONE_STEP else 2, "data": data})
+    return items

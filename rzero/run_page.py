@@ -1,0 +1,132 @@
+"""`report.html` of a run: the curves a person would rather look at than read.
+
+One self-contained page (figures embedded, every model-written string escaped), rebuilt from
+the markers with `report.md`:
+
+- the challenger's mean reward and well-formed rate per GRPO step, across iterations;
+- the vote-share histogram of each iteration's labelled pool, and the kept fraction;
+- the solver's training reward per GRPO step;
+- evaluation per iteration, per benchmark, with 95 % Wilson intervals;
+- a sample of each iteration's labelled questions with their votes.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from rzero.config import RZeroConfig
+from rzero.reporting import (
+    Html,
+    Panel,
+    Series,
+    errorbar_png,
+    figure,
+    heading,
+    html_page,
+    html_table,
+    paragraph,
+    preformatted,
+)
+from rzero.rundir import RunDir
+from rzero.stats import wilson_interval
+
+SAMPLE_QUESTIONS = 6  # labelled questions shown per iteration
+
+
+def _challenger_panels(run: RunDir, cfg: RZeroConfig) -> list[Panel]:
+    reward, valid = [], []
+    for k in range(1, cfg.run.iterations + 1):
+        steps = (run.marker(k, "challenger") or {}).get("steps", [])
+        x = [(k - 1) * cfg.challenger.steps + int(s["step"]) for s in steps]
+        reward.append(Series(f"iteration {k}", x, [s["mean_reward"] for s in steps]))
+        valid.append(Series(f"iteration {k}", x, [s["valid_rate"] for s in steps]))
+    return [Panel("challenger: mean reward per GRPO step", "global step", "mean reward",
+                  reward, ylim=(0, 1)),
+            Panel("challenger: well-formed rate per GRPO step", "global step",
+                  "well-formed completions", valid, ylim=(0, 1))]
+
+
+def _pool_panels(run: RunDir, cfg: RZeroConfig) -> list[Panel]:
+    hist, ks, kept = [], [], []
+    m = cfg.labeling.num_votes
+    for k in range(1, cfg.run.iterations + 1):
+        lab = run.marker(k, "labelling")
+        if lab is None:
+            continue
+        counts = lab.get("p_hat_histogram", {})
+        total = sum(counts.values()) or 1
+        hist.append(Series(f"iteration {k}", [int(v) / m for v in counts],
+                           [c / total for c in counts.values()]))
+        ks.append(k)
+        kept.append(lab["metrics"]["kept_fraction"])
+    return [Panel("labelled pool: vote share p̂ of the largest group", "p̂",
+                  "share of questions", hist, ylim=(0, 1)),
+            Panel("labelled pool: kept fraction (in the band)", "iteration", "kept",
+                  [Series("kept", ks, kept)], ylim=(0, 1), xticks=ks, width=0.6)]
+
+
+def _solver_panel(run: RunDir, cfg: RZeroConfig) -> Panel:
+    series = []
+    for k in range(1, cfg.run.iterations + 1):
+        log = (run.marker(k, "solver") or {}).get("train_log", [])
+        x = [(k - 1) * cfg.solver.steps + i + 1 for i in range(len(log))]
+        series.append(Series(f"iteration {k}", x, [r["reward"] for r in log]))
+    return Panel("solver: training reward per GRPO step (agreement with the pseudo-label)",
+                 "global step", "mean reward", series, ylim=(0, 1),
+                 empty_text="the solver did not train")
+
+
+def eval_table(run: RunDir, cfg: RZeroConfig) -> dict[str, list[tuple[int, float, int]]]:
+    """benchmark -> [(iteration, pass@1, n)] from the eval markers."""
+    table: dict[str, list[tuple[int, float, int]]] = {}
+    for k in range(0, cfg.run.iterations + 1):
+        metrics = (run.marker(k, "eval") or {}).get("metrics", {})
+        for key, value in metrics.items():
+            if key.endswith("/pass@1"):
+                name = key[: -len("/pass@1")]
+                table.setdefault(name, []).append((k, value, int(metrics.get(f"{name}/n", 0))))
+    return table
+
+
+def _eval_panel(run: RunDir, cfg: RZeroConfig) -> Panel:
+    series = []
+    for name, rows in eval_table(run, cfg).items():
+        lows, highs = zip(*(wilson_interval(round(p * n), n) if n else (p, p)
+                            for _, p, n in rows), strict=True) if rows else ((), ())
+        series.append(Series(name, [k for k, _, _ in rows], [p for _, p, _ in rows],
+                             list(lows), list(highs)))
+    ticks = list(range(0, cfg.run.iterations + 1))
+    return Panel("evaluation: pass@1 with 95 % Wilson intervals (0 = base model)", "iteration",
+                 "pass@1", series, ylim=(0, 1), xticks=ticks)
+
+
+def _questions(run: RunDir, cfg: RZeroConfig) -> list[Html]:
+    parts: list[Html] = []
+    for k in range(1, cfg.run.iterations + 1):
+        if run.marker(k, "labelling") is None:
+            continue
+        rows = run.rows(k, "labelled")[:SAMPLE_QUESTIONS]
+        parts.append(heading(f"Iteration {k}: the first {len(rows)} labelled questions", 3))
+        parts.append(html_table(
+            ["question", "votes (answer: count)", "label", "p̂", "kept"],
+            [[preformatted(r["question"]),
+              ", ".join(f"{a}: {c}" for a, c in r.get("groups", {}).items()) or "no answer",
+              r["label"], f"{r['p_hat']:.2f}", "yes" if r["kept"] else "no"] for r in rows]))
+    return parts
+
+
+def render_html(run: RunDir, cfg: RZeroConfig, summary: list[Any]) -> str:
+    """The page; `summary` is the per-iteration table of `report.md` as (header, rows)."""
+    header, rows = summary
+    mode = "shared weights (Single-R-Zero)" if cfg.roles.shared else "separate weights (R-Zero)"
+    parts: list[Any] = [
+        paragraph(f"model {cfg.model.name}; {mode}; {cfg.run.iterations} iterations"),
+        html_table(header, rows),
+        figure(errorbar_png(_challenger_panels(run, cfg)), "Challenger GRPO steps"),
+        figure(errorbar_png(_pool_panels(run, cfg)), "Labelled pools"),
+        figure(errorbar_png([_solver_panel(run, cfg), _eval_panel(run, cfg)]),
+               "Solver training and evaluation"),
+        heading("What the challenger wrote and the solver voted", 2),
+        *_questions(run, cfg),
+    ]
+    return html_page(f"R-Zero run: {run.path.name}", parts)
