@@ -284,8 +284,12 @@ class EvalConfig(Section):
     section: ClassVar[str] = "eval"
 
     benchmarks: list[str] = _f(["synthetic"], "Benchmarks scored after each solver phase: "
-                                              "synthetic, math500, gsm8k, amc23, minerva, "
-                                              "olympiadbench, aime24, aime25, or a .jsonl path.")
+                                              "synthetic, easy, math500, gsm8k, amc23, "
+                                              "minerva, olympiadbench, aime24, aime25, the "
+                                              "general-reasoning mmlupro, supergpqa, bbeh, or "
+                                              "a .jsonl path; NAME@k scores that one as "
+                                              "mean@k of k samples (paper: amc23@32, "
+                                              "aime24@32, aime25@32).")
     enabled: bool = _f(True, "Evaluate the base model and each new solver.")
     limit: int | None = _f(None, "Score only the first N items of each benchmark.", min=1)
     max_new_tokens: int = _f(512, "Max new tokens per answer.", min=1)

@@ -3,6 +3,7 @@ math-verify on the last `\\boxed{}`.
 
     synthetic.py  the embedded, procedurally generated benchmark (answers computed by sympy)
     loaders.py    benchmarks by name: synthetic, the hub's (cached as JSONL), local JSONL
+    general.py    MMLU-Pro, SuperGPQA, BBEH: options in the prompt, choice and text scoring
     scoring.py    score_completion, score_benchmark, evaluate, write_results
 
 `rzero eval` (rzero/cli.py) scores a model from the command line. This package imports
@@ -10,6 +11,7 @@ nothing from training (no trl, no rzero.grpo or rzero.loop).
 """
 
 from rzero.evaluation.loaders import (
+    GENERAL_BENCHMARKS,
     HUB_BENCHMARKS,
     BenchmarkError,
     BenchmarkUnavailable,
@@ -18,6 +20,7 @@ from rzero.evaluation.loaders import (
     load_benchmarks,
     load_jsonl_benchmark,
     parse_benchmark_spec,
+    split_samples,
 )
 from rzero.evaluation.scoring import (
     evaluate,
@@ -29,6 +32,7 @@ from rzero.evaluation.scoring import (
 from rzero.evaluation.synthetic import SYNTHETIC, Item, render_answer, synthetic_benchmark
 
 __all__ = [
+    "GENERAL_BENCHMARKS",
     "HUB_BENCHMARKS",
     "SYNTHETIC",
     "BenchmarkError",
@@ -44,6 +48,7 @@ __all__ = [
     "results_markdown",
     "score_benchmark",
     "score_completion",
+    "split_samples",
     "synthetic_benchmark",
     "write_results",
 ]

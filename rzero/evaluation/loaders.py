@@ -8,8 +8,16 @@ A benchmark spec is one of:
   the Hugging Face hub with `datasets` (see `HUB_BENCHMARKS`) and cached as JSONL under
   `$RZERO_CACHE/benchmarks/`, so a machine that fetched them once works offline afterwards.
   Without network the loader fails in seconds with `BenchmarkUnavailable`;
+- `mmlupro` (`MMLU-Pro`), `supergpqa`, `bbeh`: the paper's general-reasoning benchmarks
+  (`GENERAL_BENCHMARKS`), fetched and cached the same way; their items carry a `scoring`
+  field (`rzero.evaluation.general`): multiple choice for the first two, short text for BBEH;
 - `path/to/file.jsonl` or `name=path/to/file.jsonl`: rows with `problem` and `answer` fields
-  (`id` optional), always available.
+  (`id` optional), always available. A row with `choices` (a list of option texts) is a
+  multiple-choice item whose `answer` is the letter or the text of the right option; rows of
+  a file named after a general benchmark (`bbeh=/path/bbeh.jsonl`) are scored as it is.
+
+Any spec may end in `@k` (`aime24@32`): that benchmark is scored as mean@k over k sampled
+answers, whatever `num_samples` the others use, as the paper reports AMC and AIME.
 """
 
 from __future__ import annotations
@@ -24,6 +32,7 @@ from pathlib import Path
 from typing import Any
 
 from rzero.evaluation.easy import EASY, easy_benchmark
+from rzero.evaluation.general import answer_letter
 from rzero.evaluation.synthetic import SYNTHETIC, SYNTHETIC_SEED, Item, synthetic_benchmark
 from rzero.io import write_jsonl_atomic
 
@@ -49,6 +58,8 @@ class HubSource:
     problem_field: str
     answer_field: str
     gsm8k_answer: bool = False  # the answer is the text after '####'
+    choices_field: str | None = None  # multiple choice: the list of option texts
+    scoring: str | None = None  # rzero.evaluation.general: "choice" or "text"; None: math
 
 
 HUB_BENCHMARKS: dict[str, HubSource] = {
@@ -62,16 +73,27 @@ HUB_BENCHMARKS: dict[str, HubSource] = {
     "aime24": HubSource("HuggingFaceH4/aime_2024", None, "train", "problem", "answer"),
     "aime25": HubSource("math-ai/aime25", None, "test", "problem", "answer"),
 }
+# the paper's general-reasoning benchmarks, as the official evaluation scripts load them
+GENERAL_BENCHMARKS: dict[str, HubSource] = {
+    "mmlupro": HubSource("TIGER-Lab/MMLU-Pro", None, "test", "question", "answer",
+                         choices_field="options", scoring="choice"),
+    "supergpqa": HubSource("m-a-p/SuperGPQA", None, "train", "question", "answer_letter",
+                           choices_field="options", scoring="choice"),
+    "bbeh": HubSource("MrLight/bbeh-eval", None, "train", "question", "answer",
+                      scoring="text"),
+}
+_SOURCES = {**HUB_BENCHMARKS, **GENERAL_BENCHMARKS}
 _ALIASES = {"math": "math500", "minervamath": "minerva", "minervamath500": "minerva",
             "olympiad": "olympiadbench", "aime2024": "aime24", "aime2025": "aime25",
-            "amc": "amc23", "amc2023": "amc23"}
+            "amc": "amc23", "amc2023": "amc23", "bigbenchextrahard": "bbeh"}
 
 
 def hub_name(name: str) -> str | None:
-    """The HUB_BENCHMARKS key for a user-typed name (`MATH-500`, `aime_2024`), or None."""
+    """The HUB_BENCHMARKS or GENERAL_BENCHMARKS key for a user-typed name (`MATH-500`,
+    `aime_2024`, `MMLU-Pro`), or None."""
     key = name.lower().replace("-", "").replace("_", "")
     key = _ALIASES.get(key, key)
-    return key if key in HUB_BENCHMARKS else None
+    return key if key in _SOURCES else None
 
 
 def hub_endpoint() -> str:
@@ -161,9 +183,9 @@ def load_hub_benchmark(name: str) -> list[Item]:
     """A hub benchmark: from our JSONL cache, else the hub, else the `datasets` cache."""
     key = hub_name(name)
     if key is None:
-        raise BenchmarkError(f"unknown benchmark {name!r}; known: {SYNTHETIC}, "
-                             f"{', '.join(HUB_BENCHMARKS)}, or a path to a .jsonl file")
-    source = HUB_BENCHMARKS[key]
+        raise BenchmarkError(f"unknown benchmark {name!r}; known: {SYNTHETIC}, {EASY}, "
+                             f"{', '.join(_SOURCES)}, or a path to a .jsonl file")
+    source = _SOURCES[key]
     cached = _hub_cache_path(key)
     if cached.is_file():
         return load_jsonl_benchmark(cached, name=key)
@@ -186,7 +208,8 @@ def load_hub_benchmark(name: str) -> list[Item]:
             why = (f"the Hugging Face hub is unreachable ({problem}) and the dataset is not "
                    "in the local `datasets` cache")
         raise _unavailable(key, f"{source.repo}: {why}") from None
-    missing = {source.problem_field, source.answer_field} - set(ds.column_names)
+    missing = ({source.problem_field, source.answer_field, source.choices_field} - {None}
+               - set(ds.column_names))
     if missing:
         raise BenchmarkError(f"benchmark {key!r}: {source.repo} has no field(s) "
                              f"{', '.join(sorted(missing))} (it has {', '.join(ds.column_names)});"
@@ -194,8 +217,13 @@ def load_hub_benchmark(name: str) -> list[Item]:
                              "updating")
     items = []
     for i, row in enumerate(ds):
-        items.append({"id": f"{key}-{i}", "problem": str(row[source.problem_field]),
-                      "answer": _hub_answer(row[source.answer_field], source)})
+        item = {"id": f"{key}-{i}", "problem": str(row[source.problem_field]),
+                "answer": _hub_answer(row[source.answer_field], source)}
+        if source.scoring is not None:
+            item["scoring"] = source.scoring
+        if source.choices_field is not None:
+            item["choices"] = [str(c) for c in row[source.choices_field]]
+        items.append(item)
     write_jsonl_atomic(cached, items)
     return items
 
@@ -227,11 +255,34 @@ def load_jsonl_benchmark(path: str | Path, name: str | None = None) -> list[Item
                 raise BenchmarkError(f"{where}: missing field(s) "
                                      f"{', '.join(repr(m) for m in missing)}; each line needs "
                                      "`problem` and `answer`")
-            items.append({**row, "id": str(row.get("id", f"{name}-{len(items)}")),
-                          "problem": str(row["problem"]), "answer": str(row["answer"])})
+            item = {**row, "id": str(row.get("id", f"{name}-{len(items)}")),
+                    "problem": str(row["problem"]), "answer": str(row["answer"])}
+            items.append(_general_fields(item, name, where))
     if not items:
         raise BenchmarkError(f"benchmark {name!r}: {path} holds no items")
     return items
+
+
+def _general_fields(item: Item, name: str, where: str) -> Item:
+    """`scoring` for a multiple-choice row (it has `choices`; its answer becomes the letter)
+    or a row of a file named after a general benchmark; math rows pass unchanged."""
+    general = GENERAL_BENCHMARKS.get(hub_name(name) or "")
+    if "choices" in item:
+        choices = item["choices"]
+        if not (isinstance(choices, list) and choices and all(isinstance(c, str) for c in
+                                                              choices)):
+            raise BenchmarkError(f"{where}: `choices` must be a non-empty list of option texts")
+        letter = answer_letter(item["answer"], choices)
+        if letter is None:
+            raise BenchmarkError(f"{where}: answer {item['answer']!r} is neither an option "
+                                 f"letter (A to {chr(64 + len(choices))}) nor one of the "
+                                 "`choices`")
+        return {**item, "answer": letter, "scoring": "choice"}
+    if item.get("scoring") is None and general is not None:
+        if general.scoring == "choice":
+            raise BenchmarkError(f"{where}: a {name!r} row needs `choices` (its options)")
+        return {**item, "scoring": general.scoring}
+    return item
 
 
 # ---------------------------------------------------------------- by name
@@ -248,8 +299,25 @@ def parse_benchmark_spec(spec: str) -> tuple[str, str | None]:
     return spec, None
 
 
+def split_samples(spec: str) -> tuple[str, int | None]:
+    """`aime24@32` -> ("aime24", 32): the benchmark's own number of samples for mean@k."""
+    head, sep, tail = spec.strip().rpartition("@")
+    if sep and tail.isdigit():
+        if int(tail) < 1:
+            raise BenchmarkError(f"benchmark {spec!r}: the number after '@' must be >= 1")
+        return head, int(tail)
+    return spec, None
+
+
 def load_benchmark(spec: str) -> tuple[str, list[Item]]:
-    """(display name, items) for one benchmark spec."""
+    """(display name, items) for one benchmark spec; a spec ending in `@k` keeps it in the
+    display name, which is how `evaluate` learns that benchmark's k."""
+    spec, k = split_samples(spec)
+    name, items = _load_benchmark(spec)
+    return (name if k is None else f"{name}@{k}"), items
+
+
+def _load_benchmark(spec: str) -> tuple[str, list[Item]]:
     name, path = parse_benchmark_spec(spec)
     if path is not None:
         return name, load_jsonl_benchmark(path, name=name)

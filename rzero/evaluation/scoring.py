@@ -1,10 +1,15 @@
 """Scoring (SPEC §4): pass@1 of greedy outputs, checked by math-verify on the last `\\boxed{}`,
 and the results files (eval.json, eval.md).
 
-Where we depart from the paper: the paper reports mean@32 for AMC and AIME; here one
-`num_samples` applies to every benchmark. With `num_samples` k > 1 we sample at a
-temperature (1.0 by default) and `pass@1` is then the mean@k estimate, so the `average`
-is always over one number per benchmark.
+The paper reports mean@32 for AMC and AIME and greedy accuracy elsewhere: a benchmark spec
+ending in `@k` (`aime24@32`, see `rzero.evaluation.loaders`) is sampled k times whatever
+`num_samples` the others use. With k > 1 we sample at a temperature (1.0 by default) and
+`pass@1` is then the mean@k estimate, so the `average` is always over one number per
+benchmark.
+
+The general-reasoning benchmarks (MMLU-Pro, SuperGPQA, BBEH) are scored by their items'
+`scoring` (`rzero.evaluation.general`: the option named in the box, or BBEH's tolerant text
+match) instead of math-verify; everything else is the same.
 
 `direction` is math-verify's equivalence direction ("both": verify(answer, reference) and
 verify(reference, answer); "either": one of them). A run passes its `labeling.equivalence`,
@@ -22,7 +27,8 @@ from typing import Any
 
 from tqdm.auto import tqdm
 
-from rzero.evaluation.loaders import load_benchmarks
+from rzero.evaluation.general import majority_general, problem_text, score_general
+from rzero.evaluation.loaders import load_benchmarks, split_samples
 from rzero.evaluation.synthetic import Item
 from rzero.generation import Generator, SamplingParams
 from rzero.io import write_json_atomic, write_text_atomic
@@ -52,28 +58,38 @@ def score_benchmark(name: str, items: Sequence[Item], completions: Sequence[Sequ
     """Per-item records and the benchmark's row of metrics, for k completions per item.
 
     mean@k = mean over items of (right samples / k); maj@k = fraction of items whose
-    majority answer over the k boxed answers (`majority_vote_many`) is right.
+    majority answer over the k boxed answers (`majority_vote_many`) is right. Items with a
+    `scoring` field are checked by `rzero.evaluation.general`, the rest by math-verify.
     """
     records = [{"benchmark": name, "id": item["id"], "problem": item["problem"],
                 "answer": item["answer"], "completions": list(outs),
                 "predictions": [extract_boxed(text) for text in outs]}
                for item, outs in zip(items, completions, strict=True)]
+    math = [r for r, item in zip(records, items, strict=True) if "scoring" not in item]
+    general = [(r, item) for r, item in zip(records, items, strict=True) if "scoring" in item]
     if k > 1:
-        all_votes = majority_vote_many([r["predictions"] for r in records])
-        for r, votes in zip(records, all_votes, strict=True):
+        all_votes = majority_vote_many([r["predictions"] for r in math])
+        for r, votes in zip(math, all_votes, strict=True):
             r["majority"], r["p_hat"] = votes.label, votes.p_hat
+        for r, item in general:
+            r["majority"] = majority_general(r["predictions"], item)
+    for r, item in general:
+        r["correct"] = [score_general(p, item) for p in r["predictions"]]
+        if k > 1:
+            r["majority_correct"] = score_general(r["majority"], item)
     # one batch of math-verify checks: every sample's answer, then every majority answer
-    pairs = [(p, r["answer"]) for r in records for p in r["predictions"]]
+    pairs = [(p, r["answer"]) for r in math for p in r["predictions"]]
     if k > 1:
-        pairs += [(r["majority"], r["answer"]) for r in records]
+        pairs += [(r["majority"], r["answer"]) for r in math]
     verdicts = iter(equivalent_many(pairs, direction=direction))
-    for r in records:
+    for r in math:
         r["correct"] = [next(verdicts) for _ in r["predictions"]]
+    for r in records:
         r["mean"] = sum(r["correct"]) / k
     n = len(records)
     row: dict[str, Any] = {"n": n, "pass@1": sum(r["mean"] for r in records) / n if n else 0.0}
     if k > 1:
-        for r in records:
+        for r in math:
             r["majority_correct"] = next(verdicts)
         row[f"mean@{k}"] = row["pass@1"]
         row[f"maj@{k}"] = sum(r["majority_correct"] for r in records) / n if n else 0.0
@@ -90,7 +106,8 @@ def evaluate(generator: Generator, benchmarks: Sequence[str] | Mapping[str, list
     """Score `generator` on benchmarks (names, or already loaded {name: items}).
 
     num_samples k = 1: greedy decoding; pass@1 = fraction of items whose boxed answer is
-    right. k > 1: k samples at `temperature`;
+    right. k > 1 (or a benchmark named `name@k`, which uses its own k): k samples at
+    `temperature`;
       mean@k = mean over items of (right samples / k)   (also reported as pass@1),
       maj@k  = fraction of items whose majority-vote answer over the k boxed answers
                is right.
@@ -107,11 +124,15 @@ def evaluate(generator: Generator, benchmarks: Sequence[str] | Mapping[str, list
             else load_benchmarks(list(benchmarks), limit=limit))
     if isinstance(benchmarks, Mapping) and limit is not None:
         data = {name: items[:limit] for name, items in data.items()}
-    k = num_samples
-    greedy = k == 1
-    params = SamplingParams(temperature=0.0 if greedy else temperature,
-                            top_p=1.0 if greedy else top_p, top_k=0,
-                            max_new_tokens=max_new_tokens, seed=seed)
+    samples = {name: split_samples(name)[1] or num_samples for name in data}
+    greedy = num_samples == 1
+
+    def sampling(k: int) -> SamplingParams:
+        return SamplingParams(temperature=0.0 if k == 1 else temperature,
+                              top_p=1.0 if k == 1 else top_p, top_k=0,
+                              max_new_tokens=max_new_tokens, seed=seed)
+
+    params = sampling(num_samples)
     t_start = time.perf_counter()
     gen_seconds0, gen_tokens0 = generator.stats.seconds, generator.stats.new_tokens
     summary: dict[str, dict[str, Any]] = {}
@@ -121,11 +142,13 @@ def evaluate(generator: Generator, benchmarks: Sequence[str] | Mapping[str, list
     for name, items in data.items():
         # ---- generate, `batch` prompts per call
         bar.set_postfix_str(name)
-        prompts = [solver_chat(item["problem"], prompt_path) for item in items]
+        k = samples[name]
+        prompts = [solver_chat(problem_text(item), prompt_path) for item in items]
         completions: list[list[str]] = []
         for start in range(0, len(prompts), batch):
             chunk = prompts[start:start + batch]
-            completions += generator.generate(chunk, k, replace(params, seed=seed + start))
+            completions += generator.generate(chunk, k,
+                                              replace(sampling(k), seed=seed + start))
             bar.update(len(chunk))
             logger.info("eval %s: %d/%d items generated", name, len(completions), len(items))
         # ---- score
@@ -134,15 +157,20 @@ def evaluate(generator: Generator, benchmarks: Sequence[str] | Mapping[str, list
         summary[name] = row
         logger.info("eval %s: pass@1 %.3f over %d items", name, row["pass@1"], row["n"])
     bar.close()
-    metrics = ["pass@1"] + ([] if greedy else [f"mean@{k}", f"maj@{k}"])
-    averages = {m: (sum(r[m] for r in summary.values()) / len(summary) if summary else 0.0)
-                for m in metrics}
+    # pass@1 for every benchmark, then mean@k and maj@k for each k sampled
+    metrics = ["pass@1"] + [m for k in dict.fromkeys(sorted(samples.values())) if k > 1
+                            for m in (f"mean@{k}", f"maj@{k}")]
+    averages = {}
+    for m in metrics:
+        rows = [r[m] for r in summary.values() if m in r]
+        averages[m] = sum(rows) / len(rows) if rows else 0.0
     return {
         "benchmarks": summary,
         "average": averages["pass@1"],
         "averages": averages,
         "metrics": metrics,
-        "settings": {"decoding": "greedy" if greedy else "sampled", "num_samples": k,
+        "settings": {"decoding": "greedy" if greedy else "sampled",
+                     "num_samples": num_samples, "samples": samples,
                      "temperature": params.temperature, "top_p": params.top_p,
                      "max_new_tokens": max_new_tokens, "seed": seed, "limit": limit,
                      "prompt_path": prompt_path, "equivalence": direction},
@@ -166,7 +194,7 @@ def results_markdown(results: dict[str, Any]) -> str:
     lines += [f"Decoding: {settings['decoding']}, {settings['num_samples']} sample(s), "
               f"temperature {settings['temperature']}, max {settings['max_new_tokens']} new "
               f"tokens, seed {settings['seed']}", ""]
-    rows = [[name, row["n"], *(f"{100 * row[m]:.1f}" for m in metrics)]
+    rows = [[name, row["n"], *(f"{100 * row[m]:.1f}" if m in row else "–" for m in metrics)]
             for name, row in results["benchmarks"].items()]
     rows.append(["**average**", "", *(f"{100 * results['averages'][m]:.1f}" for m in metrics)])
     return "\n".join(lines) + "\n" + markdown_table(["benchmark", "n", *metrics], rows,
