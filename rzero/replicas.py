@@ -19,6 +19,7 @@ signal".
 
 from __future__ import annotations
 
+import functools
 import os
 import signal
 import socket
@@ -34,8 +35,11 @@ from typing import Any
 from rzero.config import RZeroConfig
 from rzero.io import write_text_atomic
 from rzero.serving import (
+    PORT_ATTEMPTS,
     ServerError,
     free_port,
+    log_size,
+    port_taken,
     server_error,
     start_server,
     stop_server,
@@ -172,20 +176,21 @@ class SolverReplicas:
             raise ServerError(f"SolverReplicas: {self.checkpoint!r} is not a checkpoint "
                               "directory (`transformers serve` needs one; convert a GGUF "
                               "first: rzero.models.resolve_model)")
+        # ports picked here may be taken by another process before a replica binds them;
+        # start() then picks new ones (a port_base that was given is used as it is)
+        self._pick_ports = port_base is None
         if port_base is None:
             port_base = free_port_base(replicas, _probe_host(host))
-        self.specs = replica_plan(replicas, gpus, tensor_parallel_size, port_base, host,
-                                  checkpoint=self.checkpoint, engine=engine, url_host=url_host,
-                                  model_name=model_name,
-                                  gpu_memory_utilization=gpu_memory_utilization,
-                                  extra_args=extra_args)
+        self._plan = functools.partial(
+            replica_plan, replicas, gpus, tensor_parallel_size, host=host,
+            checkpoint=self.checkpoint, engine=engine, url_host=url_host, model_name=model_name,
+            gpu_memory_utilization=gpu_memory_utilization, extra_args=extra_args)
         self.model = model_name or self.checkpoint
         self.host = host
         self.urls_file = Path(urls_file) if urls_file is not None else None
         self.log_dir = Path(log_dir) if log_dir is not None else Path(
             tempfile.gettempdir()) / f"rzero-solver-{port_base}"
-        self.log_paths = [self.log_dir / f"replica{s.index}-port{s.port}.log"
-                          for s in self.specs]
+        self._use_ports(port_base)
         self.startup_timeout = startup_timeout
         self.stop_grace = stop_grace
         self.processes: list[subprocess.Popen] = []
@@ -200,6 +205,11 @@ class SolverReplicas:
         return cls(checkpoint, replicas=replicas, gpus=gpus, tensor_parallel_size=tp,
                    engine=engine, urls_file=urls_file, **kwargs)
 
+    def _use_ports(self, port_base: int) -> None:
+        self.specs = self._plan(port_base=port_base)
+        self.log_paths = [self.log_dir / f"replica{s.index}-port{s.port}.log"
+                          for s in self.specs]
+
     @property
     def urls(self) -> list[str]:
         return [s.url for s in self.specs]
@@ -207,7 +217,23 @@ class SolverReplicas:
     # ------------------------------------------------------------ start / watch / stop
 
     def start(self) -> SolverReplicas:
-        self.log_dir.mkdir(parents=True, exist_ok=True)
+        """Start every replica and wait until all are healthy; ports this object picked that
+        another process took first are picked anew, up to PORT_ATTEMPTS times."""
+        attempt = 1
+        while True:
+            self.log_dir.mkdir(parents=True, exist_ok=True)
+            offsets = [log_size(p) for p in self.log_paths]
+            try:
+                return self._start()
+            except ServerError:
+                lost = any(port_taken(p, o) for p, o in zip(self.log_paths, offsets, strict=True))
+                if not (self._pick_ports and lost and attempt < PORT_ATTEMPTS):
+                    raise
+            attempt += 1
+            self.processes = []  # all stopped by _start
+            self._use_ports(free_port_base(len(self.specs), _probe_host(self.host)))
+
+    def _start(self) -> SolverReplicas:
         try:
             for spec, log_path in zip(self.specs, self.log_paths, strict=True):
                 # unbuffered: the logs show each request as it arrives, not at exit
@@ -216,7 +242,8 @@ class SolverReplicas:
                 self.processes.append(start_server(spec.command, log_path, env))
             wait_healthy(self.processes, [self._root(s) for s in self.specs], self.model,
                          [s.command for s in self.specs], self.log_paths,
-                         self.startup_timeout)
+                         self.startup_timeout,
+                         names=[f"solver replica {s.index} at {s.url}" for s in self.specs])
             if self.urls_file is not None:
                 write_text_atomic(self.urls_file, "".join(u + "\n" for u in self.urls))
         except BaseException:

@@ -31,7 +31,7 @@ import time
 import urllib.error
 import urllib.request
 from collections.abc import Callable, Iterator, Mapping, Sequence
-from contextlib import contextmanager
+from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -58,6 +58,27 @@ def free_port(host: str = "127.0.0.1") -> int:
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
         s.bind((host, 0))
         return s.getsockname()[1]
+
+
+# A port that was free when picked can be bound by another process before the server binds
+# it; the server then exits before it is healthy and is started again on a port picked anew.
+PORT_ATTEMPTS = 3
+
+
+def port_taken(log_path: Path, offset: int = 0) -> bool:
+    """Whether a server's log, from byte `offset` on (one start's output), says that its
+    port was already in use (uvicorn's and Python's message for EADDRINUSE)."""
+    try:
+        with open(log_path, "rb") as f:
+            f.seek(offset)
+            return b"address already in use" in f.read().lower()
+    except OSError:
+        return False
+
+
+def log_size(path: Path) -> int:
+    """Bytes in a log so far: where the next start's output will begin."""
+    return path.stat().st_size if path.exists() else 0
 
 
 def _transformers_executable() -> list[str]:
@@ -138,20 +159,23 @@ def start_server(command: Sequence[str], log_path: Path,
 
 def wait_healthy(procs: Sequence[subprocess.Popen], roots: Sequence[str], model: str,
                  commands: Sequence[Sequence[str]], log_paths: Sequence[Path],
-                 startup_timeout: float, health_path: str = "/health") -> None:
-    """Wait until every server answers its health check and lists `model`.
+                 startup_timeout: float, health_path: str = "/health",
+                 names: Sequence[str] | None = None) -> None:
+    """Wait until every server answers its health check and lists `model`; `names` says
+    what each server is in an error (default "model server <root>").
 
     Raises ServerError, with the tail of that server's log, when one exits first, is not
     healthy within `startup_timeout` seconds, or does not list `model` in `/v1/models`.
     """
+    names = names or [f"model server {root}" for root in roots]
     deadline = time.monotonic() + startup_timeout
     pending = set(range(len(procs)))
     while pending:
         for i in sorted(pending):
             code = procs[i].poll()
             if code is not None:
-                raise server_error(f"model server {roots[i]} exited with code {code} before "
-                                    "it was healthy", commands[i], log_paths[i])
+                raise server_error(f"{names[i]} exited with code {code} before it was "
+                                    "healthy", commands[i], log_paths[i])
             try:
                 status, _ = _get_json(roots[i] + health_path, timeout=2.0)
             except (OSError, urllib.error.URLError):
@@ -160,18 +184,18 @@ def wait_healthy(procs: Sequence[subprocess.Popen], roots: Sequence[str], model:
                 pending.discard(i)
         if pending and time.monotonic() > deadline:
             i = min(pending)
-            raise server_error(f"model server not healthy at {roots[i]}{health_path} after "
+            raise server_error(f"{names[i]} not healthy at {roots[i]}{health_path} after "
                                 f"{startup_timeout:.0f} s", commands[i], log_paths[i])
         if pending:
             time.sleep(0.25)
-    for root, command, log_path in zip(roots, commands, log_paths, strict=True):
+    for name, root, command, log_path in zip(names, roots, commands, log_paths, strict=True):
         # a wrong name is the classic failure (the server answers 400 to every request), so
         # check it here, once, with a clear message
         _, listing = _get_json(root + "/v1/models", timeout=10.0)
         names = [m.get("id") for m in (listing or {}).get("data", [])
                  if isinstance(m, dict)] if isinstance(listing, dict) else []
         if model not in names:
-            raise server_error(f"model server at {root} does not list the model {model!r} "
+            raise server_error(f"{name} at {root} does not list the model {model!r} "
                                 f"(it lists {names})", command, log_path)
 
 
@@ -217,18 +241,31 @@ def serve_checkpoint(path: str | Path, port: int | None = None,
     `command(path, host, port)` builds the server's argv (default `transformers serve`; pass
     `vllm_serve_command` on GPU). `model_name` is the name requests must use; both servers
     default to the path as given on the command line. The log goes to `log_path` (default: a
-    new file in the temp directory, named in any error).
+    new file in the temp directory, named in any error). A port picked here (`port=None`)
+    that another process binds first is replaced by a new one, up to PORT_ATTEMPTS times.
     """
     path = str(path)
     if not Path(path).is_dir():
         raise ServerError(f"serve_checkpoint: {path!r} is not a checkpoint directory (a GGUF "
                           "file must be converted first: rzero.models.resolve_model)")
-    port = port or free_port(host)
-    if log_path is None:
-        fd, name = tempfile.mkstemp(prefix=f"rzero-serve-{port}-", suffix=".log")
-        os.close(fd)
-        log_path = name
-    with serve(command(path, host, port), port=port, model=model_name or path,
-               log_path=log_path, host=host, startup_timeout=startup_timeout,
-               env=env) as served:
+    attempts = 1 if port else PORT_ATTEMPTS
+    with ExitStack() as stack:
+        for attempt in range(1, attempts + 1):
+            chosen = port or free_port(host)
+            if log_path is None:
+                fd, name = tempfile.mkstemp(prefix=f"rzero-serve-{chosen}-", suffix=".log")
+                os.close(fd)
+                log = Path(name)
+            else:
+                log = Path(log_path)
+            start = log_size(log)
+            try:
+                served = stack.enter_context(serve(
+                    command(path, host, chosen), port=chosen, model=model_name or path,
+                    log_path=log, host=host, startup_timeout=startup_timeout, env=env))
+            except ServerError:
+                if attempt < attempts and port_taken(log, start):
+                    continue
+                raise
+            break
         yield served

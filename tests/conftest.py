@@ -7,6 +7,9 @@ weights are random, or briefly trained here so the model emits R-Zero's formats.
 from __future__ import annotations
 
 import random
+import socket
+import sys
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -34,6 +37,35 @@ def tiny_overrides(model: Path, **extra) -> list[str]:
     }
     sets.update(extra)
     return [f"{k}={v}" for k, v in sets.items()]
+
+
+_FAKE_MODEL_SERVER = """
+import json, sys
+from http.server import BaseHTTPRequestHandler, HTTPServer
+class H(BaseHTTPRequestHandler):
+    def do_GET(self):
+        body = {"status": "ok"} if self.path == "/health" else {
+            "object": "list", "data": [{"id": sys.argv[2], "object": "model"}]}
+        data = json.dumps(body).encode()
+        self.send_response(200); self.send_header("Content-Length", str(len(data)))
+        self.end_headers(); self.wfile.write(data)
+HTTPServer(("127.0.0.1", int(sys.argv[1])), H).serve_forever()
+"""
+
+
+def fake_model_server(port: int, model: str) -> list[str]:
+    """argv of a stand-in model server on loopback: /health, and /v1/models listing `model`."""
+    return [sys.executable, "-c", _FAKE_MODEL_SERVER, str(port), model]
+
+
+@pytest.fixture
+def refused_port() -> Iterator[int]:
+    """A loopback port that refuses connections for the whole test: bound here and never
+    listening. A port that was merely free when picked could be bound by any process before
+    the test connects to it, or be chosen as the source port of the test's own connection."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        yield s.getsockname()[1]
 
 
 @pytest.fixture(scope="session")

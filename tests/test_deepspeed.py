@@ -2,33 +2,34 @@
 directly and through `accelerate launch` with configs/accelerate/deepspeed_zero2.yaml.
 
 Each run is a subprocess: DeepSpeed initialises torch.distributed (gloo on CPU, world size 1),
-which must not leak into the test process. The child reports, as one JSON line, the ZeRO
-stage DeepSpeed was initialised with and how many parameter tensors the step changed.
+which must not leak into the test process. The child reports the ZeRO stage DeepSpeed was
+initialised with and how many parameter tensors the step changed in a result file of its own
+(rank_report), not on the stdout it shares with its launcher.
 """
 
 from __future__ import annotations
 
-import json
-import os
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
 import torch
+from rank_report import STANDALONE_RENDEZVOUS, child_env, read_results
 
 from rzero.config import load_config
 from rzero.launch import accelerate_command
-from rzero.serving import free_port
 
 ROOT = Path(__file__).resolve().parents[1]
 
 CHILD = r'''
-import importlib, json, sys
+import importlib, sys
 import torch
 import deepspeed
+from rank_report import report
 from transformers import AutoModelForCausalLM, AutoTokenizer
-from rzero.grpo import GRPOSettings, train_grpo
+from rzero.config import GRPOSection, ModelConfig
+from rzero.grpo import train_grpo
 
 checkpoint, ds_config, out_dir, bf16 = sys.argv[1], sys.argv[2] or None, sys.argv[3], sys.argv[4] == "bf16"
 # DeepSpeed JIT-compiles a C++ shared-memory all-reduce for CPU ranks on one host at its
@@ -53,43 +54,42 @@ def parity(prompts, completions, completion_ids, **kwargs):
     # the group-normalised advantages are never all zero, whatever the model samples
     return [float(i % 2) for i in range(len(completion_ids))]
 
-settings = GRPOSettings(steps=1, group_size=4, prompts_per_step=2, learning_rate=1e-2,
-                        beta=0.0, epsilon=0.2, epsilon_high=0.3, max_completion_length=8,
-                        temperature=1.0, bf16=bf16, deepspeed=ds_config)
+role = GRPOSection(steps=1, group_size=4, prompts_per_step=2, learning_rate=1e-2, beta=0.0,
+                   epsilon=0.2, epsilon_high=0.3, max_completion_length=8, temperature=1.0)
 rows = [{"prompt": [{"role": "user", "content": "What is 2+3?"}]},
         {"prompt": [{"role": "user", "content": "Name a prime."}]}]
-stats = train_grpo(model, tokenizer, rows, [parity], settings, out_dir)
+stats = train_grpo(model, tokenizer, rows, [parity], role, out_dir,
+                   model_cfg=ModelConfig(dtype="bfloat16" if bf16 else "float32"),
+                   deepspeed=ds_config)
 params = dict(model.named_parameters())
 with deepspeed.zero.GatheredParameters(list(params.values())):  # a no-op below ZeRO-3
     # compared in the dtype training left them in: bf16 casts alone are not a change
     changed = sum(not torch.equal(before[n].to(p.dtype), p.detach().cpu())
                   for n, p in params.items())
-print("RESULT " + json.dumps({"stages": stages, "changed": changed, "tensors": len(before),
-                              "steps": stats.steps}))
+report({"stages": stages, "changed": changed, "tensors": len(before), "steps": stats.steps})
 '''
 
 
-def _result(proc: subprocess.CompletedProcess) -> dict:
-    lines = [line for line in proc.stdout.splitlines() if line.startswith("RESULT ")]
-    assert proc.returncode == 0 and lines, proc.stdout[-3000:] + proc.stderr[-3000:]
-    return json.loads(lines[-1][len("RESULT "):])
+def _result(proc: subprocess.CompletedProcess, results: Path) -> dict:
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    (result,) = read_results(results, world=1)
+    return result
 
 
 def _run_child(tmp_path: Path, checkpoint: Path, ds_config: str, *, cpu: bool,
                bf16: bool = False) -> dict:
-    """One process standing in for rank 0 of a world of 1, as a launcher would start it."""
+    """One process, rank 0 of a world of 1, started by torchrun."""
     child = tmp_path / "child.py"
     child.write_text(CHILD)
-    env = {**os.environ, "PYTHONPATH": str(ROOT), "RANK": "0", "WORLD_SIZE": "1",
-           "LOCAL_RANK": "0", "LOCAL_WORLD_SIZE": "1", "MASTER_ADDR": "127.0.0.1",
-           "MASTER_PORT": str(free_port())}
-    if cpu:
-        env.update(_CPU_ENV)
-    proc = subprocess.run([sys.executable, str(child), str(checkpoint),
+    results = tmp_path / "results"
+    # --standalone: torchrun's agent binds a free port itself and passes it to the child
+    proc = subprocess.run([sys.executable, "-m", "torch.distributed.run", "--standalone",
+                           "--nproc_per_node", "1", str(child), str(checkpoint),
                            str(ROOT / "configs" / "deepspeed" / ds_config), str(tmp_path / "out"),
                            "bf16" if bf16 else "fp32"],
-                          cwd=ROOT, env=env, capture_output=True, text=True, timeout=600)
-    return _result(proc)
+                          cwd=ROOT, env=child_env(results, **(_CPU_ENV if cpu else {})),
+                          capture_output=True, text=True, timeout=600)
+    return _result(proc, results)
 
 
 # CPU only, even on a GPU machine: DeepSpeed's CPU accelerator and a gloo process group
@@ -111,16 +111,18 @@ def test_accelerate_launch_with_the_zero2_config(tiny_checkpoint, tmp_path):
     configs/accelerate/deepspeed_zero2.yaml, which points the Trainer at zero2.json."""
     child = tmp_path / "child.py"
     child.write_text(CHILD)
+    # the command's --main_process_port (the default) goes unused: the rendezvous is
+    # standalone, on a port torchrun's agent binds itself
     argv, env = accelerate_command(
         load_config(None, ["model.dtype=float32"]), num_processes=1, gpus=(),
-        main_process_port=free_port(),
         accelerate_config="configs/accelerate/deepspeed_zero2.yaml",
         entry=[str(child)], script_args=[str(tiny_checkpoint), "", str(tmp_path / "out"), "fp32"],
         launcher=str(Path(sys.executable).parent / "accelerate"))
-    proc = subprocess.run(argv, cwd=ROOT, env={**os.environ, "PYTHONPATH": str(ROOT),
-                                               **_CPU_ENV, **env},
+    results = tmp_path / "results"
+    proc = subprocess.run(argv, cwd=ROOT,
+                          env=child_env(results, **(_CPU_ENV | env | STANDALONE_RENDEZVOUS)),
                           capture_output=True, text=True, timeout=600)
-    result = _result(proc)
+    result = _result(proc, results)
     assert result["stages"] == [2]
     assert result["changed"] == result["tensors"]
 

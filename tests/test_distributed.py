@@ -5,7 +5,6 @@ the global batch, the main process's failures reach the others, and a real 2-pro
 from __future__ import annotations
 
 import json
-import os
 import subprocess
 import sys
 import textwrap
@@ -14,15 +13,20 @@ from pathlib import Path
 import pytest
 import torch
 from conftest import tiny_overrides
+from rank_report import STANDALONE_RENDEZVOUS, child_env, read_results
 from safetensors.torch import load_file
 
 from rzero import distributed
-from rzero.challenger import train as challenger_train
-from rzero.challenger.train import ChallengerReward
+from rzero.challenger.rewards import ChallengerReward
 from rzero.config import load_config
 from rzero.generation import GenerationStats
-from rzero.loop import read_marker
-from rzero.serving import free_port
+from rzero.labeling.answers import completion_text
+from rzero.labeling.voting import FrozenSolver
+from rzero.rundir import RunDir
+
+
+def read_marker(run_dir, k, phase):
+    return RunDir(run_dir).marker(k, phase)
 
 
 class ThreeToOne:
@@ -62,12 +66,14 @@ def test_rank_1_of_2_gets_its_slice_of_the_global_batch_reward(tmp_path, monkeyp
     rank0 = [completion(q) for q in QUESTIONS[:4]]
     rank1 = [completion(q) for q in [QUESTIONS[0], *QUESTIONS[4:7]]]
     monkeypatch.setattr(distributed, "gather",
-                        lambda local: [[challenger_train.completion_text(c) for c in rank0],
+                        lambda local: [[completion_text(c) for c in rank0],
                                        local])
     monkeypatch.setattr(distributed, "rank", lambda: 1)
     cfg = load_config(None, ["labeling.num_votes=4"])
     solver = ThreeToOne()
-    reward = ChallengerReward(solver, cfg, tmp_path / "steps.jsonl", iteration=1)
+    frozen = FrozenSolver(solver, lambda q: [{"role": "user", "content": q}], cfg.labeling)
+    reward = ChallengerReward(frozen, cfg.challenger, tmp_path / "steps.jsonl", iteration=1,
+                              seed=cfg.run.seed)
     got = reward(prompts=[None] * 4, completions=rank1)
     assert got == pytest.approx([0.25, 0.375, 0.375, 0.375])
     # the frozen solver saw all 8 questions in one call; the log holds the global batch once
@@ -85,7 +91,7 @@ def test_one_process_needs_no_process_group():
 
 
 TWO_PROCESS_SCRIPT = textwrap.dedent("""
-    import json, sys
+    from rank_report import report
     from rzero import distributed
 
     distributed.init()
@@ -97,27 +103,24 @@ TWO_PROCESS_SCRIPT = textwrap.dedent("""
         distributed.on_main(lambda: 1 / 0)
     except Exception as exc:
         out["error"] = f"{type(exc).__name__}: {exc}"
-    print("RESULT " + json.dumps(out), flush=True)
+    report(out)
 """)
 
 
-def _env() -> dict[str, str]:
-    env = {**os.environ, "PYTHONUNBUFFERED": "1", "OMP_NUM_THREADS": "1"}
-    env.pop("RZERO_KILL_AT", None)
-    return env
+def _env(results: Path) -> dict[str, str]:
+    return child_env(results, PYTHONUNBUFFERED="1", OMP_NUM_THREADS="1")
 
 
 def test_on_main_under_two_real_processes(tmp_path):
     script = tmp_path / "two.py"
     script.write_text(TWO_PROCESS_SCRIPT)
+    # --standalone: torchrun's agent binds a free port itself and passes it to the workers
     proc = subprocess.run(
-        [sys.executable, "-m", "torch.distributed.run", "--nproc_per_node", "2",
-         "--master_port", str(free_port()), str(script)],
-        env=_env(), capture_output=True, text=True, timeout=300)
+        [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node", "2",
+         str(script)],
+        env=_env(tmp_path / "results"), capture_output=True, text=True, timeout=300)
     assert proc.returncode == 0, proc.stderr[-3000:]
-    results = sorted((json.loads(line.split("RESULT ", 1)[1])
-                      for line in proc.stdout.splitlines() if "RESULT " in line),
-                     key=lambda r: r["rank"])
+    results = read_results(tmp_path / "results", world=2)
     assert [(r["rank"], r["world"]) for r in results] == [(0, 2), (1, 2)]
     assert all(r["shared"] == {"from": 0} for r in results)  # computed once, by rank 0
     assert [r["private"] for r in results] == ["secret", None]
@@ -127,17 +130,35 @@ def test_on_main_under_two_real_processes(tmp_path):
                                    "ZeroDivisionError: division by zero")
 
 
+# only rank 0 writes the run's outputs, so this entry to `rzero iterate` first records each
+# process's rank and world size: the test can tell that two processes ran
+RANK_RECORDING_ENTRY = textwrap.dedent("""
+    import os, runpy
+    from rank_report import report
+
+    report({"rank": int(os.environ.get("RANK", "0")),
+            "world": int(os.environ.get("WORLD_SIZE", "1"))})
+    runpy.run_module("rzero", run_name="__main__")
+""")
+
+
 @pytest.mark.slow
 def test_accelerate_launch_two_cpu_processes_runs_one_iteration(format_checkpoint, tmp_path):
     run_dir = tmp_path / "run"
-    args = [sys.executable, "-m", "accelerate.commands.launch", "--cpu",
+    entry = tmp_path / "entry.py"
+    entry.write_text(RANK_RECORDING_ENTRY)
+    # `--cpu` makes accelerate start a single process (several CPU processes need mpirun);
+    # `--multi_gpu` starts two through torchrun, and with no visible GPU they train on CPU
+    args = [sys.executable, "-m", "accelerate.commands.launch", "--multi_gpu",
             "--num_processes", "2", "--num_machines", "1", "--mixed_precision", "no",
-            "--dynamo_backend", "no", "--main_process_port", str(free_port()),
-            "-m", "rzero", "iterate", "--run-dir", str(run_dir)]
+            "--dynamo_backend", "no", str(entry), "iterate", "--run-dir", str(run_dir)]
     for override in tiny_overrides(format_checkpoint, **{"eval.enabled": False}):
         args += ["--set", override]
-    proc = subprocess.run(args, env=_env(), capture_output=True, text=True, timeout=900)
+    env = _env(tmp_path / "results") | STANDALONE_RENDEZVOUS | {"CUDA_VISIBLE_DEVICES": ""}
+    proc = subprocess.run(args, env=env, capture_output=True, text=True, timeout=900)
     assert proc.returncode == 0, proc.stderr[-4000:]
+    assert [(r["rank"], r["world"]) for r in read_results(tmp_path / "results", world=2)] == [
+        (0, 2), (1, 2)]
     it = run_dir / "iter_01"
     # the step's 8 completions (2 prompts x G 4, 4 per process) scored and logged once
     rows = (it / "challenger_steps.jsonl").read_text().splitlines()

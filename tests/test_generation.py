@@ -90,11 +90,10 @@ def test_openai_backend_spreads_requests_over_servers(two_servers):
         assert "chat/completions" in server.log_path.read_text()
 
 
-def test_openai_backend_error_names_the_url():
+def test_openai_backend_error_names_the_url(refused_port):
     from rzero.generation import GenerationError
-    from rzero.serving import free_port
 
-    url = f"http://127.0.0.1:{free_port()}/v1"
+    url = f"http://127.0.0.1:{refused_port}/v1"
     gen = OpenAIGenerator([url], "m", timeout=5, retries=0)
     with pytest.raises(GenerationError, match=f"openai backend: request to {url} failed"):
         gen.generate(["hi"], 1, SamplingParams(max_new_tokens=2))

@@ -1,4 +1,4 @@
-"""rzero.launch: GPU placement, the replicas' and the training launch's exact commands, and
+"""rzero.launch and rzero.replicas: GPU lists, the replicas' and the training launch's exact commands, and
 the frozen solver as real `transformers serve` replicas (the protocol of `vllm serve`)."""
 
 from __future__ import annotations
@@ -8,6 +8,7 @@ import importlib.util
 import json
 import os
 import re
+import shlex
 import signal
 import socket
 import subprocess
@@ -17,23 +18,20 @@ from pathlib import Path
 import pytest
 import torch
 import yaml
+from conftest import fake_model_server
 
+from rzero import replicas as replicas_mod
+from rzero.cli import _add_serve_solver_args, cmd_serve_solver
 from rzero.config import ConfigError, load_config
 from rzero.generation import GenerationError, OpenAIGenerator, SamplingParams, read_urls_file
 from rzero.launch import (
-    Placement,
-    ReplicaSpec,
-    SolverReplicas,
     accelerate_command,
-    add_serve_solver_arguments,
-    cmd_serve_solver,
     format_command,
     iterate_launch,
     needs_launcher,
     parse_gpus,
-    placement,
-    replica_plan,
 )
+from rzero.replicas import ReplicaSpec, SolverReplicas, replica_plan
 from rzero.serving import ServerError, transformers_serve_command
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -45,19 +43,7 @@ def _port_open(port: int) -> bool:
         return s.connect_ex(("127.0.0.1", port)) == 0
 
 
-# ---------------------------------------------------------------- placement
-
-
-def test_placement_splits_eight_gpus_four_train_four_serve():
-    assert placement(8, 4, 4) == Placement(train=(0, 1, 2, 3), solver=(4, 5, 6, 7))
-
-
-def test_placement_leaves_spare_gpus_idle_and_refuses_too_many():
-    assert placement(8, 2, 4) == Placement(train=(0, 1), solver=(2, 3, 4, 5))
-    with pytest.raises(ValueError, match="4 \\+ solver_gpus=5 = 9: more than the node's 8"):
-        placement(8, 4, 5)
-    with pytest.raises(ValueError, match="at least one GPU"):
-        placement(8, 0, 4)
+# ---------------------------------------------------------------- GPU lists
 
 
 def test_parse_gpus_reads_lists_and_ranges():
@@ -211,7 +197,7 @@ def test_accelerate_and_deepspeed_files_fit_together():
 
 def test_serve_solver_refuses_vllm_without_gpus(capsys):
     p = argparse.ArgumentParser()
-    add_serve_solver_arguments(p)
+    _add_serve_solver_args(p)
     args = p.parse_args(["/ckpt", "--replicas", "2"])
     assert cmd_serve_solver(args) == 2
     assert "engine='vllm' needs GPUs" in capsys.readouterr().err
@@ -281,6 +267,29 @@ def test_a_replica_that_cannot_load_fails_with_its_url_and_log(tmp_path):
     assert not (tmp_path / "urls.txt").exists()
 
 
+def test_replica_ports_taken_before_the_replicas_bind_them_are_replaced(tmp_path,
+                                                                        monkeypatch):
+    # the race forced: the first port base picked is bound by another socket at the start
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        lost = taken.getsockname()[1]
+        bases = iter([lost])
+        real = replicas_mod.free_port_base
+        monkeypatch.setattr(replicas_mod, "free_port_base",
+                            lambda count, host: next(bases, None) or real(count, host))
+        monkeypatch.setattr(replicas_mod, "transformers_serve_command",
+                            lambda path, host, port: fake_model_server(port, path))
+        urls_file = tmp_path / "urls.txt"
+        with SolverReplicas(tmp_path, replicas=1, engine="transformers", urls_file=urls_file,
+                            log_dir=tmp_path / "logs", startup_timeout=60) as replicas:
+            (spec,) = replicas.specs
+            assert spec.port != lost and _port_open(spec.port)
+            assert read_urls_file(str(urls_file)) == [f"http://127.0.0.1:{spec.port}/v1"]
+            assert replicas.log_paths == [tmp_path / "logs" / f"replica0-port{spec.port}.log"]
+        lost_log = tmp_path / "logs" / f"replica0-port{lost}.log"
+        assert "address already in use" in lost_log.read_text().lower()
+
+
 @pytest.mark.gpu
 @pytest.mark.skipif(not torch.cuda.is_available() or importlib.util.find_spec("vllm") is None,
                     reason="needs an NVIDIA GPU and vllm (the gpu extra)")
@@ -330,9 +339,12 @@ def test_training_and_solver_gpus_must_not_overlap():
 
 
 def test_iterate_relaunches_itself_through_the_launcher(tmp_path):
-    # a stand-in for `accelerate` that records how it was called
+    # a stand-in for `accelerate` that records how it was called, in a file of its own: the
+    # launching process and the libraries it imports write to the same stdout
     fake = tmp_path / "fake-accelerate"
-    fake.write_text("#!/bin/sh\necho \"CVD=$CUDA_VISIBLE_DEVICES ARGS=$*\"\n")
+    called = tmp_path / "called.txt"
+    fake.write_text("#!/bin/sh\n"
+                    f"echo \"CVD=$CUDA_VISIBLE_DEVICES ARGS=$*\" > {shlex.quote(str(called))}\n")
     fake.chmod(0o755)
     env = {k: v for k, v in os.environ.items() if k not in ("WORLD_SIZE", "LOCAL_RANK")}
     env["RZERO_LAUNCHER"] = str(fake)
@@ -341,7 +353,7 @@ def test_iterate_relaunches_itself_through_the_launcher(tmp_path):
                           env=env, capture_output=True, text=True, timeout=120)
     assert proc.returncode == 0, proc.stderr
     assert "launching: CUDA_VISIBLE_DEVICES=2,3" in proc.stderr
-    assert proc.stdout.strip() == (
+    assert called.read_text().strip() == (
         f"CVD=2,3 ARGS=launch --config_file configs/accelerate/deepspeed_zero2.yaml "
         f"--num_processes 2 --num_machines 1 --machine_rank 0 --main_process_port 29500 "
         f"--mixed_precision no -m rzero iterate --set run.train_gpus=[2, 3] "

@@ -121,12 +121,12 @@ def test_run_dir_with_other_config_is_refused(one_iteration, format_checkpoint):
         RZeroRun(cfg, one_iteration)
 
 
-def test_dead_solver_server_fails_the_phase_naming_the_url(format_checkpoint, tmp_path):
+def test_dead_solver_server_fails_the_phase_naming_the_url(format_checkpoint, tmp_path,
+                                                          refused_port):
     from rzero.generation import GenerationError
-    from rzero.serving import free_port
 
     urls = tmp_path / "urls.txt"
-    url = f"http://127.0.0.1:{free_port()}/v1"  # nothing listens there
+    url = f"http://127.0.0.1:{refused_port}/v1"  # nothing listens there
     urls.write_text(url + "\n")
     cfg = load_config(None, tiny_overrides(format_checkpoint, **{
         "generation.solver_urls_file": str(urls), "generation.retries": 0,

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import shlex
 import socket
 import subprocess
 import sys
@@ -15,7 +16,9 @@ import urllib.request
 from pathlib import Path
 
 import pytest
+from conftest import fake_model_server
 
+from rzero import serving
 from rzero.serving import ServerError, free_port, serve_checkpoint
 
 
@@ -80,10 +83,11 @@ def test_server_that_dies_reports_its_log_tail(tmp_path):
 def test_server_that_never_gets_healthy_times_out_and_is_killed(tmp_path):
     marker = tmp_path / "pid"
 
+    # a shell, not Python: it must have written the marker and its line well within the
+    # 2 s startup timeout, and an interpreter starting on a loaded machine can use much of it
     def hanging(path, host, port):
-        return [sys.executable, "-c",
-                f"import os, time; open({str(marker)!r}, 'w').write(str(os.getpid())); "
-                "print('still loading', flush=True); time.sleep(120)"]
+        return ["sh", "-c", f"echo $$ > {shlex.quote(str(marker))}; echo still loading; "
+                "exec sleep 120"]
 
     with pytest.raises(ServerError, match="not healthy .* after 2 s") as err:
         with serve_checkpoint(tmp_path, log_path=tmp_path / "s.log", command=hanging,
@@ -95,24 +99,10 @@ def test_server_that_never_gets_healthy_times_out_and_is_killed(tmp_path):
         os.kill(pid, 0)
 
 
-_FAKE_SERVER = """
-import json, sys
-from http.server import BaseHTTPRequestHandler, HTTPServer
-class H(BaseHTTPRequestHandler):
-    def do_GET(self):
-        body = {"status": "ok"} if self.path == "/health" else {
-            "object": "list", "data": [{"id": sys.argv[2], "object": "model"}]}
-        data = json.dumps(body).encode()
-        self.send_response(200); self.send_header("Content-Length", str(len(data)))
-        self.end_headers(); self.wfile.write(data)
-HTTPServer(("127.0.0.1", int(sys.argv[1])), H).serve_forever()
-"""
-
-
 def test_command_is_a_parameter_and_model_name_is_checked(tmp_path):
     # stands in for `vllm serve PATH --served-model-name NAME`
     def fake(path, host, port):
-        return [sys.executable, "-c", _FAKE_SERVER, str(port), "served-name"]
+        return fake_model_server(port, "served-name")
 
     with serve_checkpoint(tmp_path, command=fake, model_name="served-name") as served:
         assert served.model == "served-name"
@@ -120,6 +110,31 @@ def test_command_is_a_parameter_and_model_name_is_checked(tmp_path):
     with pytest.raises(ServerError, match="does not list the model 'wrong'"):
         with serve_checkpoint(tmp_path, command=fake, model_name="wrong"):
             pass
+
+
+def test_a_picked_port_taken_before_the_server_binds_it_is_replaced(tmp_path, monkeypatch):
+    # the race forced: the first port picked is bound by another socket when the server starts
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        lost = taken.getsockname()[1]
+        picks = iter([lost])
+        real = serving.free_port
+        monkeypatch.setattr(serving, "free_port",
+                            lambda host="127.0.0.1": next(picks, None) or real(host))
+        log = tmp_path / "s.log"
+        with serve_checkpoint(tmp_path, log_path=log, model_name="m",
+                              command=lambda path, host, port: fake_model_server(port, "m")
+                              ) as served:
+            assert served.port != lost and _port_open(served.port)
+        assert "address already in use" in log.read_text().lower()
+    # a port that was asked for is not replaced: its server's failure is the error
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        port = taken.getsockname()[1]
+        with pytest.raises(ServerError, match="exited with code 1"):
+            with serve_checkpoint(tmp_path, port, log_path=log, model_name="m",
+                                  command=lambda path, host, port: fake_model_server(port, "m")):
+                pass
 
 
 def test_a_server_dies_with_the_process_that_started_it(tmp_path):
