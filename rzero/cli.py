@@ -110,6 +110,19 @@ def cmd_audit(args) -> int:
     return 0
 
 
+def cmd_best(args) -> int:
+    """The checkpoint of the run's best solver by held-out evaluation average."""
+    from rzero.rundir import RunDir
+
+    run = RunDir(args.run_dir)
+    best = run.best_solver(run.config())
+    if best is None:
+        print(f"error: {run.path} has no evaluated solver yet", file=sys.stderr)
+        return 1
+    print(run.resolve(best["checkpoint"]))
+    return 0
+
+
 def cmd_eval(args) -> int:
     """Score a model; the config's eval/model/generation sections give the defaults and
     explicit flags override them."""
@@ -310,6 +323,11 @@ def build_parser() -> argparse.ArgumentParser:
                    help="model spec served locally as the judge when audit.base_url is unset "
                         "(default: the run's base model)")
     p.set_defaults(func=cmd_audit)
+
+    p = sub.add_parser("best", help="print the checkpoint of a run's best solver (highest "
+                                    "held-out evaluation average; iteration 0 is the base)")
+    p.add_argument("run_dir")
+    p.set_defaults(func=cmd_best)
 
     from rzero.ablation import DEFAULT_OUT, DEFAULT_VARIANTS, VARIANTS
 

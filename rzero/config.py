@@ -324,6 +324,23 @@ class WatchConfig(Section):
     max_co_error_phi: float | None = _f(0.5, "Warn (co_error) above this correlation (phi) of "
                                              "the two roles' errors on the calibration set.",
                                         min=-1.0, max=1.0)
+    coerror: bool = _f(False, "Role co-error (seed 6.2): after each iteration the challenger "
+                              "model and the solver model answer the same calibration items "
+                              "(greedy, the solver prompt, eval.max_new_tokens) and their "
+                              "errors are compared with independence. Skipped under shared "
+                              "weights (one model). Off by default: on 2 CPU cores the embedded "
+                              "model takes about 3 min per model for 24 items of 192 tokens; "
+                              "on a GPU it is seconds, so GPU recipes turn it on.")
+    coerror_benchmark: str = _f("easy", "Calibration set with known answers for the co-error: "
+                                        "an eval benchmark spec (easy, synthetic, a .jsonl "
+                                        "path, ...).")
+    coerror_items: int = _f(24, "Calibration items (the benchmark's first N) each model "
+                                "answers per iteration.", min=2)
+    crossplay: bool = _f(False, "Cross-iteration matrix at the end of the run: every solver "
+                                "S_0..S_K votes (m samples) on a sample of every pool's "
+                                "questions; agreement with each pool's label.")
+    crossplay_items: int = _f(8, "Labelled questions sampled per pool for the cross-iteration "
+                                 "matrix.", min=1)
 
 
 @dataclass(frozen=True)
@@ -356,11 +373,29 @@ class RunConfig(Section):
                             choices=("diversity", "structure", "wording", "well_formed", "parse",
                                      "fragmentation", "band", "label_accuracy", "co_error",
                                      "increment"))
+    report_to: list[str] = _f(["tensorboard"], "Trackers that receive the loop's phase metrics, "
+                                               "challenger steps and warnings, and TRL's "
+                                               "training logs: tensorboard (RUN_DIR/"
+                                               "tensorboard), wandb, trackio (when installed; "
+                                               "their own environment variables apply, e.g. "
+                                               "WANDB_MODE=offline). Empty: none.",
+                              choices=("tensorboard", "wandb", "trackio"))
 
     @property
     def training_processes(self) -> int:
         """Processes that train: one per training GPU on each machine (1 when none is listed)."""
         return max(1, len(self.train_gpus)) * self.num_machines
+
+
+# Fields that do not change what a run computes, so a run directory resumes across changes
+# to them: where it is written, how resume checks files, the collapse watch (thresholds, the
+# audit's own measurements, what stops the run) and the trackers.
+NOT_FINGERPRINTED = ("run.output_dir", "run.verify", "run.stop_on", "run.report_to", "watch.*")
+
+
+def fingerprinted(key: str) -> bool:
+    """Whether `section.key` is part of `RZeroConfig.fingerprint`."""
+    return key not in NOT_FINGERPRINTED and f"{key.split('.')[0]}.*" not in NOT_FINGERPRINTED
 
 
 @dataclass(frozen=True)
@@ -383,12 +418,17 @@ class RZeroConfig:
     def to_yaml(self) -> str:
         return yaml.safe_dump(self.to_dict(), sort_keys=False)
 
-    def fingerprint(self, ignore: tuple[str, ...] = ("run.output_dir", "run.verify")) -> str:
-        """Hash of everything that changes what a run computes (not where it is written)."""
+    def fingerprint(self, ignore: tuple[str, ...] = NOT_FINGERPRINTED) -> str:
+        """Hash of everything that changes what a run computes (not where it is written,
+        how it is checked or watched, or where its metrics go). `ignore`: `section.key` or
+        `section.*`."""
         d = self.to_dict()
         for key in ignore:
             section, name = key.split(".")
-            d[section].pop(name, None)
+            if name == "*":
+                d.pop(section, None)
+            else:
+                d[section].pop(name, None)
         return hashlib.sha256(json.dumps(d, sort_keys=True).encode()).hexdigest()[:16]
 
     def __post_init__(self) -> None:

@@ -8,9 +8,13 @@
         solver phase       train S with GRPO on the kept questions, reward = [answer == label]
         evaluation         score the new solver (the base model once, as iteration 0)
         audit (optional)   an external judge checks the pseudo-labels
+        co-error (opt.)    both roles answer known items: do their errors coincide?
+    cross-play (optional, at the end): every solver votes on every pool
 
 Each phase is a short method calling its role's module; `rzero.rundir.RunDir` keeps the run
 folder (markers, resume, metrics, report): a committed phase is skipped, an interrupted one redone.
+The self-play audit (`rzero.selfplay.watch`) adds its numbers and warnings to each marker before
+it commits, and measures the last two phases; a warning in `run.stop_on` ends the run cleanly.
 
 Departures from the paper, each deliberate:
 - Shared weights (`roles.shared`, Single-R-Zero): the one model's challenger phase is
@@ -24,31 +28,23 @@ from __future__ import annotations
 
 import time
 from contextlib import ExitStack
-from dataclasses import dataclass, field
 from functools import partial
 from pathlib import Path
 from typing import Any
 
-from rzero import distributed, preflight
+from rzero import distributed, preflight, trackers
 from rzero.config import RZeroConfig
+from rzero.evaluation import evaluate, load_benchmarks, write_results
 from rzero.faults import crash_point
 from rzero.io import write_jsonl_atomic
 from rzero.labeling.equivalence import use_settings
 from rzero.labeling.voting import FrozenSolver
 from rzero.models import load_model, load_tokenizer, resolve_model
-from rzero.rundir import RunDir, peak_rss_gib, release_memory, reset_peak_rss
+from rzero.rundir import RunDir, Timing, peak_rss_gib, release_memory, reset_peak_rss
+from rzero.selfplay import watch
 from rzero.solver.prompts import solver_chat
 
 TRAINING_PHASES = ("challenger", "solver")  # run on every training process
-
-
-@dataclass
-class Timing:
-    """Where the wall time went, for the overhead ratio of bench/iteration.py."""
-    generation: float = 0.0  # inside model.generate (rollouts, votes, pool, eval)
-    optimizer: float = 0.0  # GRPO steps minus their reward calls
-    phases: dict[str, float] = field(default_factory=dict)
-    peak_rss_gib: dict[str, float] = field(default_factory=dict)  # per phase, this process
 
 
 def mean(values: list[float]) -> float:
@@ -61,6 +57,7 @@ class RZeroRun:
         self.cfg = cfg
         self.rundir = RunDir(run_dir)
         distributed.on_main(preflight.check, cfg)  # outside inputs, before anything is written
+        watch.preflight(cfg)  # the trackers and the calibration set, likewise
         distributed.on_main(self.rundir.prepare, cfg, fresh)
         distributed.on_main(self.rundir.verify, cfg, full=cfg.run.verify == "full")
         # one grader (labeling.equivalence) for votes, solver reward and evaluation
@@ -82,8 +79,6 @@ class RZeroRun:
         return gen
 
     def held_out(self) -> list[str]:  # every evaluation item (not only eval.limit's)
-        from rzero.evaluation import load_benchmarks
-
         e = self.cfg.eval
         return [i["problem"] for items in load_benchmarks(e.benchmarks).values()
                 for i in items] if e.enabled else []
@@ -157,18 +152,16 @@ class RZeroRun:
                             "mean_reward": mean([r["reward"] for r in log if "reward" in r])}}
 
     def eval_phase(self, k: int, solver: str) -> dict:
-        from rzero.evaluation import evaluate, write_results
-
         e = self.cfg.eval
         results = evaluate(self.generator(solver), e.benchmarks, limit=e.limit,
                            max_new_tokens=e.max_new_tokens, num_samples=e.num_samples,
                            seed=self.cfg.run.seed, prompt_path=self.cfg.solver.prompt_file,
                            direction=self.cfg.labeling.equivalence)
         write_results(results, self.rundir.iter_dir(k) / "eval")
-        metrics = {"average": results["average"]}
-        for name, r in results["benchmarks"].items():
-            metrics |= {f"{name}/pass@1": r["pass@1"], f"{name}/n": r["n"]}
-        return {"metrics": metrics, "checkpoint": self.rundir.relative(solver)}
+        metrics = {f"{name}/{key}": r[key] for name, r in results["benchmarks"].items()
+                   for key in ("pass@1", "n")}
+        return {"metrics": {"average": results["average"], **metrics},
+                "checkpoint": self.rundir.relative(solver)}
 
     def audit_phase(self, k: int) -> dict:
         from rzero.audit import audit_run
@@ -185,6 +178,7 @@ class RZeroRun:
         if done is None:
             def work() -> tuple[dict, float]:
                 reset_peak_rss()
+                trackers.enter_phase(self.rundir.path, k, phase)  # where TRL's logs go
                 self._generators = []
                 t0 = time.perf_counter()
                 info = fn(k, *args)
@@ -198,9 +192,8 @@ class RZeroRun:
 
             def commit(info: dict, seconds: float) -> dict:
                 crash_point(f"{phase}:commit")
-                self.timing.phases[f"{k}/{phase}"] = seconds
-                if info.get("peak_rss_gib") is not None:
-                    self.timing.peak_rss_gib[f"{k}/{phase}"] = info["peak_rss_gib"]
+                info = watch.after_phase(self.cfg, self.rundir, k, phase, info)
+                self.timing.record(f"{k}/{phase}", seconds, info.get("peak_rss_gib"))
                 return self.rundir.commit(self.cfg, k, phase, info, seconds)
 
             if phase in TRAINING_PHASES:
@@ -208,12 +201,14 @@ class RZeroRun:
                 done = distributed.on_main(commit, *work())
             else:
                 done = distributed.on_main(lambda: commit(*work()))
+        watch.check_stop(done, self.cfg.run)  # a committed stop fires again on a rerun
         if "checkpoint" in done:
             done = {**done, "checkpoint": self.rundir.resolve(done["checkpoint"])}
         return done
 
     # ------------------------------------------------------------ the algorithm
 
+    @watch.stops_cleanly  # a warning in run.stop_on ends the run there, all committed
     def run(self) -> Path:
         cfg = self.cfg
         challenger = solver = self.base
@@ -234,11 +229,17 @@ class RZeroRun:
             solver = self._run_phase(k, "solver", self.solver_phase, labeller)["checkpoint"]
             if cfg.roles.shared:
                 challenger = solver
-            # -- evaluation and audit
+            # -- evaluation, audit, the roles' co-error on known answers (shared: one model)
             if cfg.eval.enabled:
                 self._run_phase(k, "eval", self.eval_phase, solver)
             if cfg.audit.enabled:
                 self._run_phase(k, "audit", self.audit_phase)
+            if cfg.watch.coerror and not cfg.roles.shared:
+                self._run_phase(k, "coerror", partial(watch.coerror_phase, self), challenger,
+                                solver)
+        # -- cross-play: every solver S_0..S_K votes on every pool
+        if cfg.watch.crossplay:
+            self._run_phase(cfg.run.iterations, "crossplay", partial(watch.crossplay_phase, self))
         self.rundir.close()
         return self.rundir.path
 

@@ -6,7 +6,11 @@ the markers with `report.md`:
 - the challenger's mean reward and well-formed rate per GRPO step, across iterations;
 - the vote-share histogram of each iteration's labelled pool, and the kept fraction;
 - the solver's training reward per GRPO step;
-- evaluation per iteration, per benchmark, with 95 % Wilson intervals;
+- evaluation per iteration, per benchmark, with 95 % Wilson intervals, and the increment
+  curve: each iteration's change against the base with its paired 95 % interval;
+- the self-play audit (`rzero.run_audit`): the science card first, then the challenger's
+  trend, the evaluation table with its flags, role co-error, and the cross-iteration matrix
+  as a heat map;
 - a sample of each iteration's labelled questions with their votes.
 """
 
@@ -14,11 +18,13 @@ from __future__ import annotations
 
 from typing import Any
 
+from rzero import run_audit
 from rzero.config import RZeroConfig
 from rzero.reporting import (
     Html,
     Panel,
     Series,
+    bullets,
     errorbar_png,
     figure,
     heading,
@@ -115,17 +121,82 @@ def _questions(run: RunDir, cfg: RZeroConfig) -> list[Html]:
     return parts
 
 
+def _increment_panel(run: RunDir, cfg: RZeroConfig) -> Panel:
+    """Each iteration's change of pass@1 against the base, per benchmark and on average, with
+    its paired 95 % bootstrap interval (0 = no change)."""
+    series: dict[str, tuple[list[int], list[float], list[float], list[float]]] = {}
+    for k in range(1, cfg.run.iterations + 1):
+        inc = (run.marker(k, "eval") or {}).get("increment") or {}
+        for name, d in inc.get("vs_base", {}).items():
+            xs, ys, lo, hi = series.setdefault(name, ([], [], [], []))
+            xs.append(k)
+            ys.append(d["delta"])
+            lo.append(d["ci_low"])
+            hi.append(d["ci_high"])
+    ticks = list(range(1, cfg.run.iterations + 1))
+    return Panel("increment curve: pass@1 minus the base's, paired 95 % intervals", "iteration",
+                 "change against the base",
+                 [Series(name, *v, fmt="s--" if name == "average" else "o-")
+                  for name, v in series.items()], xticks=ticks,
+                 empty_text="needs the base and a trained solver evaluated")
+
+
+def _audit_parts(run: RunDir, cfg: RZeroConfig) -> list[Any]:
+    from rzero.selfplay.crossplay import heatmap_png
+
+    parts: list[Any] = []
+    if trend := run_audit.trend_lines(run, cfg):
+        parts += [heading("Challenger trend (slope per GRPO step, 95 % interval)", 2),
+                  bullets([line.removeprefix("- ") for line in trend])]
+    header, rows, flags = run_audit.eval_rows(run, cfg)
+    if rows:
+        parts += [heading("Evaluation and the increment curve", 2),
+                  paragraph("pass@1 with its 95 % Wilson interval; changes against the previous "
+                            "iteration and the base on the same items, paired bootstrap 95 % "
+                            "intervals, exact McNemar p against the base."),
+                  html_table(header, rows)]
+        parts.append(bullets(flags) if flags else
+                     paragraph("No falling or negative increment flagged."))
+    header, rows, notes = run_audit.coerror_rows(run, cfg)
+    if rows or notes:
+        parts.append(heading("Role co-error on known answers (seed §6.2)", 2))
+        if rows:
+            parts.append(html_table(header, rows))
+        if notes:
+            parts.append(bullets(notes))
+    if (matrix := run_audit.crossplay(run, cfg)) is not None:
+        parts += [heading("Cross-iteration matrix", 2),
+                  paragraph("Solver i (0 = base) against pool j's labels: share of sampled "
+                            "questions whose majority answer matches (pool j was labelled by "
+                            "solver j − 1)."),
+                  figure(heatmap_png(matrix, title="agreement with each pool's label"),
+                         "solver x pool agreement")]
+        if matrix["flags"]:
+            parts.append(bullets(matrix["flags"]))
+    if (best := run_audit.best_line(run, cfg)) is not None:
+        parts += [heading("Best solver", 2), paragraph(best)]
+    return parts
+
+
 def render_html(run: RunDir, cfg: RZeroConfig, summary: list[Any]) -> str:
     """The page; `summary` is the per-iteration table of `report.md` as (header, rows)."""
     header, rows = summary
     mode = "shared weights (Single-R-Zero)" if cfg.roles.shared else "separate weights (R-Zero)"
+    card_header, card = run_audit.science_card(run, cfg)
+    stop = run_audit.stop_line(run, cfg)
     parts: list[Any] = [
         paragraph(f"model {cfg.model.name}; {mode}; {cfg.run.iterations} iterations"),
+        heading("Science card", 2),
+        html_table(card_header, card),
+        *([paragraph(stop, "note")] if stop else []),
         html_table(header, rows),
         figure(errorbar_png(_challenger_panels(run, cfg)), "Challenger GRPO steps"),
         figure(errorbar_png(_pool_panels(run, cfg)), "Labelled pools"),
         figure(errorbar_png([_solver_panel(run, cfg), _eval_panel(run, cfg)]),
                "Solver training and evaluation"),
+        figure(errorbar_png([_increment_panel(run, cfg)], size=(7.0, 4.2)),
+               "Increment curve"),
+        *_audit_parts(run, cfg),
         heading("What the challenger wrote and the solver voted", 2),
         *_questions(run, cfg),
     ]

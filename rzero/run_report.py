@@ -1,13 +1,17 @@
-"""`report.md` of a run: first the plan (`rzero.plan`: what each phase of an iteration
-samples, generates and updates, beside the official code's numbers where the recipe claims
-its schedule) and the prompt files used, then per iteration the challenger's, the pool's,
-the labelling's, the solver's and the evaluation's numbers, phase times and peak memory, and
-the warnings the phases recorded. Rebuilt from the markers at every commit."""
+"""`report.md` of a run: first the science card (seed §6.1's checklist, `rzero.run_audit`)
+and, when `run.stop_on` stopped the run, why; then the plan (`rzero.plan`: what each phase of
+an iteration samples, generates and updates, beside the official code's numbers where the
+recipe claims its schedule) and the prompt files used, then per iteration the challenger's,
+the pool's, the labelling's, the solver's and the evaluation's numbers, phase times and peak
+memory, and the warnings the phases recorded; then the self-play audit: the challenger's
+trend, evaluation with the increment curve, the collapse watch, role co-error, the
+cross-iteration matrix and the best solver. Rebuilt from the markers at every commit."""
 
 from __future__ import annotations
 
 import hashlib
 
+from rzero import run_audit
 from rzero.config import RZeroConfig
 from rzero.plan import plan_markdown
 from rzero.reporting import markdown_table
@@ -70,7 +74,12 @@ def render_report(run: RunDir, cfg: RZeroConfig) -> str:
     lab = cfg.labeling
     band = (f"{lab.band_low} <= p_hat <= {lab.band_high}" if lab.band_low is not None
             else f"|p_hat - 1/2| <= {lab.delta}")
-    lines = [f"# R-Zero run: {run_dir.name}", "", plan_markdown(cfg, "config.yaml"),
+    card_header, card = run_audit.science_card(run, cfg)
+    lines = [f"# R-Zero run: {run_dir.name}", "", "## Science card", "",
+             markdown_table(card_header, card).rstrip(), ""]
+    if (stop := run_audit.stop_line(run, cfg)) is not None:
+        lines += ["## Stopped", "", stop, ""]
+    lines += [plan_markdown(cfg, "config.yaml"),
              f"- model: `{cfg.model.name}`; {mode}; iterations: {cfg.run.iterations}",
              f"- labelling: m={lab.num_votes} votes, band {band}"
              + ("" if lab.filter else " (filter off)"),
@@ -88,11 +97,12 @@ def render_report(run: RunDir, cfg: RZeroConfig) -> str:
             lines.append(f"- iteration {k}: " + ", ".join(parts))
     if warnings:
         lines += ["", "## Warnings", ""] + [f"- {w}" for w in warnings]
-    lines += collapse_watch(run, cfg)
+    lines += audit_sections(run, cfg)
     lines += ["", "Files: `iter_KK/challenger_steps.jsonl` (every GRPO question with its votes), "
               "`iter_KK/pool.jsonl`, `iter_KK/labelled.jsonl`, `iter_KK/challenger/` and "
-              "`iter_KK/solver/` (Hugging Face checkpoints), `metrics.jsonl`, `tensorboard/`.",
-              ""]
+              "`iter_KK/solver/` (Hugging Face checkpoints), `iter_KK/eval/increments.json`, "
+              "`iter_KK/coerror.json`, `iter_KK/crossplay.json` (last iteration), "
+              "`best.json`, `metrics.jsonl`, `tensorboard/`.", ""]
     return "\n".join(lines)
 
 
@@ -122,6 +132,11 @@ def collapse_watch(run: RunDir, cfg: RZeroConfig) -> list[str]:
                                  num(d, "cluster_ratio"), num(d, "distinct_2"),
                                  num(d, "structure_ratio")])
             d = m.get("metrics", {})
+            if phase == "pool" and m.get("answer_types"):
+                t = m["answer_types"]
+                counts = ", ".join(f"{name} {n}" for name, n in t["counts"].items() if n)
+                fragmentation.append(f"- iteration {k} pool: answer types {counts or 'none'}; "
+                                     f"the most common is {num(t, 'top_share')} of them")
             if phase == "labelling" and "groups_per_vote" in d:
                 fragmentation.append(
                     f"- iteration {k} labelling: {num(d, 'mean_num_groups')} answer groups per "
@@ -143,4 +158,47 @@ def collapse_watch(run: RunDir, cfg: RZeroConfig) -> list[str]:
     if warnings:
         out += ["", "Warnings (the name before the colon is what `run.stop_on` lists):", ""]
         out += [f"- {w}" for w in warnings]
+    return out
+
+
+def audit_sections(run: RunDir, cfg: RZeroConfig) -> list[str]:
+    """The self-play audit after the per-iteration numbers (`rzero.run_audit`)."""
+    from rzero.selfplay.crossplay import cross_matrix_markdown
+
+    out: list[str] = []
+    if trend := run_audit.trend_lines(run, cfg):
+        out += ["", "## Challenger trend", "",
+                "Least-squares slope against the global GRPO step, with its 95 % t interval "
+                "(SPEC §7: both should rise; steps are not independent, so read the interval "
+                "as a rough guide):", ""] + trend
+    header, rows, flags = run_audit.eval_rows(run, cfg)
+    if rows:
+        out += ["", "## Evaluation and the increment curve", "",
+                "pass@1 per benchmark with its 95 % Wilson interval; for each iteration after "
+                "0, the change against the previous iteration and against the base on the same "
+                "items (paired bootstrap 95 % interval; the average's is stratified by "
+                "benchmark), with the exact McNemar p against the base beside it.", "",
+                markdown_table(header, rows, align="llrllll").rstrip()]
+        out += [""] + [f"- {f}" for f in flags] if flags else ["", "No falling or negative "
+                                                              "increment flagged."]
+    out += collapse_watch(run, cfg)
+    header, rows, notes = run_audit.coerror_rows(run, cfg)
+    if rows or notes:
+        out += ["", "## Role co-error", "",
+                "The challenger model and the solver model answer the same calibration items "
+                "with known answers (greedy, the solver prompt); both wrong, against what "
+                "independent errors would give, and the correlation phi of their errors "
+                "(seed §6.2).", ""]
+        if rows:
+            out.append(markdown_table(header, rows, align="llrlllrl").rstrip())
+        out += [""] + [f"- {n}" for n in notes] if notes else []
+    if (matrix := run_audit.crossplay(run, cfg)) is not None:
+        out += ["", "## Cross-iteration matrix", "",
+                "Solver i (0 = base) votes on a sample of pool j's labelled questions; a cell "
+                "is the share whose majority answer matches pool j's label, with its Wilson "
+                "interval and n. Pool j was labelled by solver j - 1.", "",
+                cross_matrix_markdown(matrix).rstrip()]
+        out += [""] + [f"- {f}" for f in matrix["flags"]] if matrix["flags"] else []
+    if (best := run_audit.best_line(run, cfg)) is not None:
+        out += ["", "## Best solver", "", best]
     return out

@@ -3,8 +3,10 @@ files rebuilt from them (`metrics.jsonl`, `report.md`, TensorBoard).
 
     RUN_DIR/config.yaml            the resolved config (its fingerprint guards resume)
     RUN_DIR/iter_KK/phases/P.json  the marker of phase P of iteration KK, written last
-    RUN_DIR/metrics.jsonl          one row per committed phase and challenger GRPO step
+    RUN_DIR/metrics.jsonl          one row per committed phase and challenger GRPO step,
+                                   with the warnings the phase recorded
     RUN_DIR/report.md, report.html the run's report and its curves, rebuilt at every commit
+    RUN_DIR/best.json              the solver with the best held-out evaluation average
 
 A phase is committed by writing its marker atomically after its outputs, so a marker
 vouches for a finished phase and a missing one means "redo it". Markers record paths of
@@ -21,12 +23,13 @@ import hashlib
 import json
 import shutil
 import sys
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import yaml
 
-from rzero.config import ConfigError, RZeroConfig, config_from_dict
+from rzero.config import ConfigError, RZeroConfig, config_from_dict, fingerprinted
 from rzero.io import (
     DamagedFileError,
     read_jsonl,
@@ -35,11 +38,14 @@ from rzero.io import (
     write_text_atomic,
 )
 
-PHASES = ("challenger", "pool", "labelling", "solver", "eval", "audit")
+# in run order; coerror and crossplay are the self-play audit's (rzero.selfplay.watch), and
+# crossplay is committed under the last iteration, once, at the end of the run
+PHASES = ("challenger", "pool", "labelling", "solver", "eval", "audit", "coerror", "crossplay")
 ROWS = ("challenger_steps", "pool", "labelled")  # the JSONL files of an iteration
 # what each phase writes in iter_KK/, recorded (size, SHA-256) in its marker
 OUTPUTS = {"challenger": ("challenger", "challenger_steps.jsonl"), "pool": ("pool.jsonl",),
-           "labelling": ("labelled.jsonl",), "solver": ("solver",), "eval": ("eval",), "audit": ()}
+           "labelling": ("labelled.jsonl",), "solver": ("solver",), "eval": ("eval",), "audit": (),
+           "coerror": ("coerror.json",), "crossplay": ("crossplay.json",)}
 RUN_PREFIX = "run:"  # a marker's path inside RUN_DIR, relative to it
 
 
@@ -52,7 +58,7 @@ class RunDir:
 
     def __init__(self, path: str | Path):
         self.path = Path(path)
-        self._tb = None
+        self._trackers = None
 
     # ------------------------------------------------------------ layout
 
@@ -137,8 +143,7 @@ class RunDir:
             old = self.config()
             if old.fingerprint() != cfg.fingerprint():
                 changed = [f"{s}.{k}" for s, sec in cfg.to_dict().items() for k, v in sec.items()
-                           if old.to_dict()[s][k] != v
-                           and f"{s}.{k}" not in ("run.output_dir", "run.verify")]
+                           if old.to_dict()[s][k] != v and fingerprinted(f"{s}.{k}")]
                 raise RunDirConflict(
                     f"{self.path} holds a run made with a different config (changed: "
                     f"{', '.join(changed) or 'unknown'}); use another RUN_DIR, or pass "
@@ -204,8 +209,10 @@ class RunDir:
         return []
 
     def rebuild(self, cfg: RZeroConfig) -> None:
-        """`metrics.jsonl` and `report.md` from the markers, so they never hold a duplicated
-        or missing row."""
+        """`metrics.jsonl`, `report.md`, `report.html` and `best.json` from the markers, so
+        they never hold a duplicated or missing row. A phase's row carries the warnings it
+        recorded (``warning``: the loop's own, ``warnings``: the collapse watch's) and, when
+        it stopped the run, ``stop``."""
         from rzero.run_page import render_html
         from rzero.run_report import render_report, summary_table
 
@@ -219,34 +226,58 @@ class RunDir:
                     rows.append({"iteration": k, "phase": "challenger_step", **step})
                 rows.append({"iteration": k, "phase": phase, "seconds": m["seconds"],
                              **m.get("metrics", {}),
-                             **({"warning": m["warning"]} if m.get("warning") else {})})
+                             **{key: m[key] for key in ("warning", "warnings", "stop")
+                                if m.get(key)}})
         write_jsonl_atomic(self.path / "metrics.jsonl", rows)
+        best = self.best_solver(cfg)
+        if best is not None:
+            write_json_atomic(self.path / "best.json", best)
         write_text_atomic(self.path / "report.md", render_report(self, cfg))
         write_text_atomic(self.path / "report.html",
                           render_html(self, cfg, summary_table(self, cfg)))
 
+    def best_solver(self, cfg: RZeroConfig) -> dict[str, Any] | None:
+        """The evaluated solver with the highest held-out evaluation average (iteration 0 is
+        the base model; a tie goes to the earlier iteration), or None before any evaluation.
+        ``checkpoint`` is stored as the markers store it (`resolve` reads it)."""
+        best = None
+        for k in range(0, cfg.run.iterations + 1):
+            m = self.marker(k, "eval")
+            if m is None or "average" not in m.get("metrics", {}):
+                continue
+            if best is None or m["metrics"]["average"] > best["average"]:
+                best = {"iteration": k, "checkpoint": m["checkpoint"],
+                        "average": m["metrics"]["average"],
+                        "benchmarks": {key[: -len("/pass@1")]: v
+                                       for key, v in m["metrics"].items()
+                                       if key.endswith("/pass@1")},
+                        "chosen_by": "held-out evaluation average (eval.benchmarks), "
+                                     "highest; ties go to the earlier iteration"}
+        return best
+
     def log_tracker(self, cfg: RZeroConfig, k: int, info: dict[str, Any]) -> None:
-        """The phase's scalar metrics to TensorBoard (and challenger steps by global step)."""
-        try:
-            if self._tb is None:
-                from torch.utils.tensorboard import SummaryWriter
-                self._tb = SummaryWriter(str(self.path / "tensorboard"))
-        except ImportError:
-            return
-        for key, value in info.get("metrics", {}).items():
-            if isinstance(value, (int, float)):
-                self._tb.add_scalar(f"{info['phase']}/{key}", value, k)
+        """The phase's scalar metrics, by iteration, and its challenger steps, by global
+        step, to the run's trackers (`run.report_to`); its warnings as text, and their
+        count as ``watch/warnings``."""
+        from rzero.trackers import Trackers
+
+        if self._trackers is None:
+            self._trackers = Trackers(cfg.run.report_to, self.path)
+        phase = info["phase"]
+        self._trackers.scalars({f"{phase}/{key}": v for key, v in info.get("metrics", {}).items()}
+                               | {"watch/warnings": len(info.get("warnings", []))}, k, "iteration")
         for row in info.get("steps", []):
             gstep = (k - 1) * cfg.challenger.steps + int(row["step"])
-            for key, value in row.items():
-                if key != "step":
-                    self._tb.add_scalar(f"challenger_step/{key}", value, gstep)
-        self._tb.flush()
+            self._trackers.scalars({f"challenger_step/{key}": v for key, v in row.items()
+                                    if key != "step"}, gstep, "global_step")
+        lines = list(info.get("warnings", [])) + ([info["warning"]] if info.get("warning") else [])
+        self._trackers.text(f"warnings/{phase}", lines, k)
+        self._trackers.flush()
 
     def close(self) -> None:
-        if self._tb is not None:
-            self._tb.close()
-            self._tb = None
+        if self._trackers is not None:
+            self._trackers.close()
+            self._trackers = None
 
 
 def sha256(path: Path) -> str:
@@ -257,7 +288,22 @@ def sha256(path: Path) -> str:
     return digest.hexdigest()
 
 
-# ---------------------------------------------------------------- memory
+# ---------------------------------------------------------------- time and memory
+
+
+@dataclass
+class Timing:
+    """Where the wall time went, for the overhead ratio of bench/iteration.py."""
+    generation: float = 0.0  # inside model.generate (rollouts, votes, pool, eval)
+    optimizer: float = 0.0  # GRPO steps minus their reward calls
+    phases: dict[str, float] = field(default_factory=dict)
+    peak_rss_gib: dict[str, float] = field(default_factory=dict)  # per phase, this process
+
+    def record(self, key: str, seconds: float, peak_rss_gib: float | None) -> None:
+        """One committed phase (`key` is ``k/phase``): its time and peak memory."""
+        self.phases[key] = seconds
+        if peak_rss_gib is not None:
+            self.peak_rss_gib[key] = peak_rss_gib
 
 
 def release_memory() -> None:

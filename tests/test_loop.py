@@ -226,3 +226,118 @@ def test_one_iteration_of_the_tiny_recipe_with_the_embedded_model(tmp_path):
     assert read_marker(run_dir, 0, "eval") is not None
     assert (it / "challenger" / "model.safetensors").is_file()
     assert "peak" in (run_dir / "report.md").read_text()
+
+
+# ---------------------------------------------------------------- the self-play audit
+
+
+def test_every_run_carries_the_self_play_audit(one_iteration):
+    run = one_iteration
+    # the increment curve of iterations 0 and 1, paired by item
+    curve = json.loads((run / "iter_01/eval/increments.json").read_text())
+    assert [it["iteration"] for it in curve["iterations"]] == [0, 1]
+    assert "vs_base" in read_marker(run, 1, "eval")["increment"]
+    # the pool's diversity and the labelling's fragmentation, in the markers and metrics.jsonl
+    assert {"cluster_ratio", "structure_ratio", "distinct_2"} <= set(
+        read_marker(run, 1, "pool")["metrics"])
+    rows = [json.loads(x) for x in (run / "metrics.jsonl").read_text().splitlines()]
+    labelling = next(r for r in rows if r["phase"] == "labelling")
+    assert "groups_per_vote" in labelling and "in_band_fraction" in labelling
+    assert json.loads((run / "best.json").read_text())["iteration"] in (0, 1)
+    text = (run / "report.md").read_text()
+    # the science card opens the report: seed §6.1's seven checks
+    card = text[text.index("## Science card"):text.index("Plan of")]
+    for check in ("anchor", "external signal", "controls", "increment curve", "judge quality",
+                  "role independence", "side effects"):
+        assert f"| {check} |" in card, check
+    assert text.index("## Science card") < text.index("## Evaluation and the increment curve")
+    assert "co-error not measured (watch.coerror is off)" in card
+    assert "## Best solver" in text
+    assert "Science card" in (run / "report.html").read_text()
+
+
+class OneTemplate:
+    """A collapsed challenger: every completion is one word problem with new numbers."""
+
+    def __init__(self):
+        from rzero.generation import GenerationStats
+
+        self.stats = GenerationStats()
+
+    def generate(self, prompts, n, params):
+        return [[f"<question>Tom has {a} apples and buys {a + 3} more. How many apples does "
+                 f"he have now?</question> So \\boxed{{{2 * a + 3}}}."
+                 for a in range(params.seed % 50, params.seed % 50 + n)] for _ in prompts]
+
+
+class CollapsedChallengerRun(RZeroRun):
+    """The loop as it is, with the pool written by `OneTemplate`."""
+
+    def pool_phase(self, k, challenger):
+        self.collapsed = True
+        try:
+            return super().pool_phase(k, challenger)
+        finally:
+            self.collapsed = False
+
+    def generator(self, checkpoint):
+        if getattr(self, "collapsed", False):
+            return OneTemplate()
+        return super().generator(checkpoint)
+
+
+def test_a_collapsing_challenger_trips_the_diversity_warning_and_stops_the_run(
+        format_checkpoint, tmp_path):
+    sets = {"roles.train_challenger": False, "eval.enabled": False, "watch.coerror": False}
+    run_dir = tmp_path / "run"
+    cfg = load_config(None, tiny_overrides(format_checkpoint, **sets,
+                                           **{"run.stop_on": "[diversity]"}))
+    assert CollapsedChallengerRun(cfg, run_dir).run() == run_dir
+    pool = read_marker(run_dir, 1, "pool")
+    # 12 questions of one template: one structure, and BLEU puts them in few clusters
+    assert pool["metrics"]["structure_ratio"] == pytest.approx(1 / 12)
+    assert any(w.startswith("diversity: iteration 1 pool") for w in pool["warnings"])
+    assert pool["stop"]["phase"] == "pool"
+    assert read_marker(run_dir, 1, "labelling") is None  # the run ended after the pool
+    report = (run_dir / "report.md").read_text()
+    assert "## Stopped" in report and "after iteration 1's pool phase" in report
+    # a rerun stops at the same committed marker, redoing nothing
+    CollapsedChallengerRun(cfg, run_dir).run()
+    assert read_marker(run_dir, 1, "pool")["seconds"] == pool["seconds"]
+    assert read_marker(run_dir, 1, "labelling") is None
+    # with run.stop_on emptied (outside the fingerprint) the same directory goes on
+    cfg = load_config(None, tiny_overrides(format_checkpoint, **sets))
+    CollapsedChallengerRun(cfg, run_dir).run()
+    assert read_marker(run_dir, 1, "solver") is not None
+    assert "## Stopped" not in (run_dir / "report.md").read_text()
+
+
+def test_coerror_and_the_cross_iteration_matrix_join_a_finished_run(one_iteration,
+                                                                   format_checkpoint, tmp_path):
+    import shutil
+
+    run_dir = tmp_path / "run"
+    shutil.copytree(one_iteration, run_dir)
+    # watch.* is outside the fingerprint: the finished run resumes and adds both phases
+    cfg = load_config(None, tiny_overrides(format_checkpoint, **{
+        "watch.coerror": True, "watch.coerror_items": 6, "watch.crossplay": True,
+        "watch.crossplay_items": 3}))
+    run_iterations(cfg, run_dir)
+    # co-error: the challenger Q_1 and the solver S_1 answered the same 6 easy items
+    co = read_marker(run_dir, 1, "coerror")
+    assert co["benchmark"] == "easy" and co["metrics"]["n"] == 6
+    assert co["challenger"] == "run:iter_01/challenger" and co["solver"] == "run:iter_01/solver"
+    assert not co["solver_from_eval"]  # the run evaluates synthetic, not easy
+    items = json.loads((run_dir / "iter_01/coerror.json").read_text())["items"]
+    assert [i["id"] for i in items] == [f"easy-{n:04d}" for n in range(6)]
+    # cross-play: S_0 (the base) and S_1 each voted on 3 questions of pool 1
+    marker = read_marker(run_dir, 1, "crossplay")
+    matrix = marker["crossplay"]
+    assert matrix["solvers"] == [0, 1] and matrix["pools"] == [1]  # S_0 (base), S_1 x pool 1
+    for row in matrix["agreement"]:
+        assert row[0]["n"] <= 3
+    text = (run_dir / "report.md").read_text()
+    assert "## Cross-iteration matrix" in text and "## Role co-error" in text
+    assert "solver x pool agreement" in (run_dir / "report.html").read_text()
+    assert read_marker(run_dir, 1, "eval")["seconds"] == read_marker(one_iteration, 1,
+                                                                     "eval")["seconds"]
