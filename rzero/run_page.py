@@ -187,7 +187,7 @@ def render_html(run: RunDir, cfg: RZeroConfig, summary: list[Any]) -> str:
     parts: list[Any] = [
         paragraph(f"model {cfg.model.name}; {mode}; {cfg.run.iterations} iterations"),
         heading("Science card", 2),
-        html_table(card_header, card),
+        html_table(card_header, [[cell.replace("`", "") for cell in row] for row in card]),
         *([paragraph(stop, "note")] if stop else []),
         html_table(header, rows),
         figure(errorbar_png(_challenger_panels(run, cfg)), "Challenger GRPO steps"),

@@ -39,7 +39,7 @@ from rzero import trackers
 from rzero.config import ConfigError, RunConfig, RZeroConfig
 from rzero.io import write_json_atomic
 from rzero.labeling.filtering import in_band
-from rzero.rundir import RunDir
+from rzero.rundir import RunDir, release_memory
 from rzero.selfplay.coerror import role_co_error
 from rzero.selfplay.collapse import (
     answer_fragmentation,
@@ -212,14 +212,29 @@ def stops_cleanly(method: Callable[[RZeroRun], Any]) -> Callable[[RZeroRun], Any
 # ---------------------------------------------------------------- the audit's own phases
 
 
+def _with_model(run: RZeroRun, checkpoint: str, use: Callable[[Any], Any]) -> Any:
+    """`use(generator)` for one checkpoint, then the generator is dropped and its memory
+    returned, so these phases hold one model at a time (cross-play visits K + 1 of them);
+    its generation time counts in the run's timing like any phase's."""
+    from rzero.generation import make_generator
+
+    gen = make_generator(run.cfg, checkpoint)
+    try:
+        return use(gen)
+    finally:
+        run.timing.generation += gen.stats.seconds
+        del gen
+        release_memory()
+
+
 def _answers(run: RZeroRun, checkpoint: str, name: str, items: list[dict]) -> dict[str, bool]:
     """Item id -> right or wrong, for one model answering greedily with the solver prompt."""
     from rzero.evaluation import evaluate
 
     cfg = run.cfg
-    res = evaluate(run.generator(checkpoint), {name: items},
-                   max_new_tokens=cfg.eval.max_new_tokens, seed=cfg.run.seed,
-                   prompt_path=cfg.solver.prompt_file, direction=cfg.labeling.equivalence)
+    res = _with_model(run, checkpoint, lambda gen: evaluate(
+        gen, {name: items}, max_new_tokens=cfg.eval.max_new_tokens, seed=cfg.run.seed,
+        prompt_path=cfg.solver.prompt_file, direction=cfg.labeling.equivalence))
     return {r["id"]: bool(r["correct"][0]) for r in res["items"]}
 
 
@@ -288,8 +303,8 @@ def crossplay_phase(run: RZeroRun, k: int) -> dict[str, Any]:
     questions = [r["question"] for j in pools for r in pools[j]]
     answers: dict[tuple[int, int], list[str | None]] = {}
     for i, checkpoint in solvers.items():
-        _, votes = run.frozen(run.generator(checkpoint)).vote(questions,
-                                                              cfg.run.seed * 7 + 1_000 * i)
+        _, votes = _with_model(run, checkpoint, lambda gen, i=i: run.frozen(gen).vote(
+            questions, cfg.run.seed * 7 + 1_000 * i))
         labels = iter(v.label for v in votes)
         for j in pools:
             answers[(i, j)] = [next(labels) for _ in pools[j]]
