@@ -1,4 +1,5 @@
-"""`rzero plan`: the schedule arithmetic, the table, and report.md starting with it."""
+"""`rzero plan`: the schedule arithmetic, the table, and report.md opening with it (after
+the science card)."""
 
 from __future__ import annotations
 
@@ -100,7 +101,11 @@ def test_report_starts_with_the_plan_and_names_the_prompt_files(tmp_path):
     text = render_report(RunDir(tmp_path / "run"), load_config(REFERENCE))
     first, _, rest = text.partition("\n\n")
     assert first == "# R-Zero run: run"
-    assert rest.startswith("Plan of `config.yaml`")
+    # the science card (seed 6.1's checklist) opens the report; the plan comes right after it
+    assert rest.startswith("## Science card")
+    card, _, after = rest.partition("\n\n")[2].partition("\n\n")
+    assert card.startswith("| check (seed §6.1) | this run |")
+    assert after.startswith("Plan of `config.yaml`")
     assert "| challenger | optimiser updates | 160" in text
     # the recipe names the shipped zero-shot prompts by bare file name
     assert "- challenger prompt: `challenger_zero_shot.txt` (rzero/prompts/)" in text
