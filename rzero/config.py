@@ -13,7 +13,6 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 import json
-import types
 import typing
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -21,57 +20,34 @@ from typing import Any, ClassVar
 
 import yaml
 
+from rzero.config_fields import (
+    ConfigError,
+    Section,
+    option,
+    type_name,
+)
+from rzero.config_sections import AuditConfig, EvalConfig, GenerationConfig, WatchConfig
 
-class ConfigError(ValueError):
-    """A config value that cannot be used; the message names key, value and what is allowed."""
-
-
-def _f(default: Any, help: str, *, choices: tuple | None = None, min: float | None = None,
-       max: float | None = None, min_exclusive: bool = False) -> Any:
-    meta = {"help": help, "choices": choices, "min": min, "max": max,
-            "min_exclusive": min_exclusive}
-    if isinstance(default, (list, dict)):
-        return field(default_factory=lambda: type(default)(default), metadata=meta)
-    return field(default=default, metadata=meta)
-
-
-@dataclass(frozen=True)
-class Section:
-    """A config section: every field is coerced to its type and checked against the range in
-    its metadata when the section is built, from YAML or in code; `check` adds the rules
-    that span several fields. The error names `section.key`, the value and what is allowed."""
-
-    section: ClassVar[str] = ""
-
-    def __post_init__(self) -> None:
-        hints = typing.get_type_hints(type(self))
-        for f in dataclasses.fields(self):
-            key = f"{self.section}.{f.name}"
-            value = _coerce(key, getattr(self, f.name), hints[f.name])
-            if value is not None and not isinstance(value, dict):
-                for item in value if isinstance(value, list) else [value]:
-                    _check_range(key, item, f.metadata)
-            object.__setattr__(self, f.name, value)  # frozen: the one write, at construction
-        self.check()
-
-    def check(self) -> None:
-        """Rules between fields of this section; raise ConfigError."""
+__all__ = ["AuditConfig", "ChallengerConfig", "ConfigError", "EvalConfig", "GRPOSection",
+           "GenerationConfig", "LabelingConfig", "ModelConfig", "RZeroConfig", "RolesConfig",
+           "RunConfig", "Section", "SolverConfig", "WatchConfig", "config_from_dict",
+           "describe_fields", "load_config"]
 
 
 @dataclass(frozen=True)
 class ModelConfig(Section):
     section: ClassVar[str] = "model"
 
-    name: str = _f("embedded:smollm2-135m-instruct",
+    name: str = option("embedded:smollm2-135m-instruct",
                    "Base model spec: 'embedded:smollm2-135m-instruct', a local checkpoint "
                    "directory, or a Hugging Face hub id.")
-    dtype: str = _f("float32", "Weights dtype for training and in-process generation.",
+    dtype: str = option("float32", "Weights dtype for training and in-process generation.",
                     choices=("float32", "bfloat16", "float16"))
-    device: str = _f("auto", "Device for in-process models: 'auto' picks cuda when present.",
+    device: str = option("auto", "Device for in-process models: 'auto' picks cuda when present.",
                      choices=("auto", "cpu", "cuda"))
-    gradient_checkpointing: bool = _f(False, "Recompute activations in the backward pass "
+    gradient_checkpointing: bool = option(False, "Recompute activations in the backward pass "
                                              "(saves memory on GPU).")
-    attn_implementation: str = _f("sdpa", "Attention kernel for in-process models.",
+    attn_implementation: str = option("sdpa", "Attention kernel for in-process models.",
                                   choices=("eager", "sdpa", "flash_attention_2"))
 
 
@@ -79,9 +55,9 @@ class ModelConfig(Section):
 class RolesConfig(Section):
     section: ClassVar[str] = "roles"
 
-    shared: bool = _f(False, "One model plays both roles, so both phases update the same "
+    shared: bool = option(False, "One model plays both roles, so both phases update the same "
                              "weights (Single-R-Zero ablation). False: separate weights (R-Zero).")
-    train_challenger: bool = _f(True, "Train the challenger. False keeps the base challenger "
+    train_challenger: bool = option(True, "Train the challenger. False keeps the base challenger "
                                       "(the 'untrained challenger' ablation).")
 
 
@@ -89,30 +65,30 @@ class RolesConfig(Section):
 class GRPOSection(Section):
     """The GRPO settings of one role; `ChallengerConfig` and `SolverConfig` extend it."""
 
-    steps: int = _f(5, "GRPO steps per iteration (paper: challenger 5, solver 15).", min=1)
-    group_size: int = _f(4, "Completions per prompt, G (paper: challenger 4, solver 5).", min=2)
-    prompts_per_step: int = _f(2, "Prompts sampled per GRPO step (the rollout); the step "
+    steps: int = option(5, "GRPO steps per iteration (paper: challenger 5, solver 15).", min=1)
+    group_size: int = option(4, "Completions per prompt, G (paper: challenger 4, solver 5).", min=2)
+    prompts_per_step: int = option(2, "Prompts sampled per GRPO step (the rollout); the step "
                                   "generates prompts x G completions once (for the challenger, "
                                   "the B of the repetition penalty).", min=1)
-    prompts_per_update: int = _f(0, "Prompts per optimiser update: a step's rollout is split "
+    prompts_per_update: int = option(0, "Prompts per optimiser update: a step's rollout is split "
                                     "into prompts_per_step / prompts_per_update mini-batches, "
                                     "one update each, all on the rollout sampled before the "
                                     "first (official code: challenger 16 of 512, solver 128 of "
                                     "512). 0 or prompts_per_step: one update per step.", min=0)
-    learning_rate: float = _f(1e-6, "Adam learning rate (paper: 1e-6).", min=0.0)
-    beta: float = _f(0.01, "KL coefficient against the reference model (paper: 1e-2).", min=0.0)
-    epsilon: float = _f(0.2, "Lower PPO clip range (paper: 0.2).", min=0.0)
-    epsilon_high: float = _f(0.3, "Upper PPO clip range (paper: 0.3, clip-higher).", min=0.0)
-    max_completion_length: int = _f(256, "Max new tokens of a completion.", min=1)
-    micro_batch_size: int = _f(0, "Sequences per forward/backward pass on each training "
+    learning_rate: float = option(1e-6, "Adam learning rate (paper: 1e-6).", min=0.0)
+    beta: float = option(0.01, "KL coefficient against the reference model (paper: 1e-2).", min=0.0)
+    epsilon: float = option(0.2, "Lower PPO clip range (paper: 0.2).", min=0.0)
+    epsilon_high: float = option(0.3, "Upper PPO clip range (paper: 0.3, clip-higher).", min=0.0)
+    max_completion_length: int = option(256, "Max new tokens of a completion.", min=1)
+    micro_batch_size: int = option(0, "Sequences per forward/backward pass on each training "
                                   "process. An update's prompts_per_update x G sequences are "
                                   "accumulated over micro-batches: the same update with less "
                                   "memory. 0: the process's whole share of an update in one "
                                   "pass.", min=0)
-    temperature: float = _f(1.0, "Rollout sampling temperature.", min=0.0, min_exclusive=True)
-    prompt_file: str | None = _f(None, "Text file replacing the role's prompt (format: "
+    temperature: float = option(1.0, "Rollout sampling temperature.", min=0.0, min_exclusive=True)
+    prompt_file: str | None = option(None, "Text file replacing the role's prompt (format: "
                                        "rzero/templates.py).")
-    trl: dict[str, Any] = _f({}, "Further TRL GRPOConfig options, passed straight through "
+    trl: dict[str, Any] = option({}, "Further TRL GRPOConfig options, passed straight through "
                                  "(e.g. {weight_decay: 0.01}); options this section sets "
                                  "itself are refused.")
 
@@ -149,34 +125,34 @@ class GRPOSection(Section):
 class ChallengerConfig(GRPOSection):
     section: ClassVar[str] = "challenger"
 
-    reward_form: str = _f("paper", "Uncertainty reward: paper 1-2|p-1/2|; reference "
+    reward_form: str = option("paper", "Uncertainty reward: paper 1-2|p-1/2|; reference "
                                    "min(p,1-p) (official code); learnability 1-p (Absolute Zero); "
                                    "variance 4p(1-p); beta_learnability 1-(k+1)/(m+2) with "
                                    "k = p*m votes (Beta(1,1) posterior mean).",
                           choices=("paper", "reference", "learnability", "variance",
                                    "beta_learnability"))
-    clip_reward: bool = _f(True, "r = max(0, r_unc - lambda*r_rep) (paper). False: unclipped "
+    clip_reward: bool = option(True, "r = max(0, r_unc - lambda*r_rep) (paper). False: unclipped "
                                  "(official code).")
-    repetition_lambda: float = _f(1.0, "Weight lambda of the repetition penalty; 0 disables it.",
+    repetition_lambda: float = option(1.0, "Weight lambda of the repetition penalty; 0 disables it.",
                                   min=0.0)
-    tau: float = _f(0.5, "Distance threshold of the BLEU clustering (paper: 0.5).",
+    tau: float = option(0.5, "Distance threshold of the BLEU clustering (paper: 0.5).",
                     min=0.0, max=1.0)
-    bleu_variant: str = _f("sacrebleu", "BLEU for the repetition penalty: sacrebleu "
+    bleu_variant: str = option("sacrebleu", "BLEU for the repetition penalty: sacrebleu "
                                         "(13a tokens, exp smoothing) or reference (official "
                                         "code: whitespace tokens, smoothing method 1).",
                            choices=("sacrebleu", "reference"))
-    format_gate: str = _f("tags_and_answer", "What makes a completion well-formed: "
+    format_gate: str = option("tags_and_answer", "What makes a completion well-formed: "
                                               "tags_and_answer (this project: a non-empty "
                                               "<question> and a boxed answer) or tags (paper and "
                                               "official code: the <question> tags only).",
                           choices=("tags_and_answer", "tags"))
-    invalid_reward: float = _f(0.0, "Reward of a completion with no <question> or no boxed "
+    invalid_reward: float = option(0.0, "Reward of a completion with no <question> or no boxed "
                                     "answer (paper: 0; official code: -1).", min=-1.0, max=0.0)
-    pool_size: int = _f(8000, "Questions N the trained challenger writes for the pool "
+    pool_size: int = option(8000, "Questions N the trained challenger writes for the pool "
                               "(paper: 8000).", min=1)
-    pool_temperature: float = _f(1.0, "Sampling temperature for the pool.", min=0.0,
+    pool_temperature: float = option(1.0, "Sampling temperature for the pool.", min=0.0,
                                  min_exclusive=True)
-    pool_top_p: float = _f(0.95, "Nucleus top_p for the pool.", min=0.0, max=1.0,
+    pool_top_p: float = option(0.95, "Nucleus top_p for the pool.", min=0.0, max=1.0,
                            min_exclusive=True)
 
 
@@ -184,7 +160,7 @@ class ChallengerConfig(GRPOSection):
 class SolverConfig(GRPOSection):
     section: ClassVar[str] = "solver"
 
-    reward: str = _f("accuracy", "accuracy: 1 if the boxed answer matches the pseudo-label; "
+    reward: str = option("accuracy", "accuracy: 1 if the boxed answer matches the pseudo-label; "
                                  "reference: 0.9*accuracy + 0.1*format (official code).",
                      choices=("accuracy", "reference"))
 
@@ -193,29 +169,29 @@ class SolverConfig(GRPOSection):
 class LabelingConfig(Section):
     section: ClassVar[str] = "labeling"
 
-    num_votes: int = _f(10, "Solver samples m per question for the majority vote (paper: 10).",
+    num_votes: int = option(10, "Solver samples m per question for the majority vote (paper: 10).",
                         min=1)
-    temperature: float = _f(1.0, "Sampling temperature of the votes.", min=0.0,
+    temperature: float = option(1.0, "Sampling temperature of the votes.", min=0.0,
                             min_exclusive=True)
-    top_p: float = _f(1.0, "Nucleus top_p of the votes.", min=0.0, max=1.0,
+    top_p: float = option(1.0, "Nucleus top_p of the votes.", min=0.0, max=1.0,
                       min_exclusive=True)
-    top_k: int = _f(40, "top_k of the votes (paper: 40; 0 disables).", min=0)
-    max_new_tokens: int = _f(256, "Max new tokens of one vote.", min=1)
-    delta: float = _f(0.25, "Band half-width: keep |p_hat - 1/2| <= delta (paper: 0.25).",
+    top_k: int = option(40, "top_k of the votes (paper: 40; 0 disables).", min=0)
+    max_new_tokens: int = option(256, "Max new tokens of one vote.", min=1)
+    delta: float = option(0.25, "Band half-width: keep |p_hat - 1/2| <= delta (paper: 0.25).",
                       min=0.0, max=0.5)
-    band_low: float | None = _f(None, "Explicit lower band edge (official code: 0.3); "
+    band_low: float | None = option(None, "Explicit lower band edge (official code: 0.3); "
                                       "set with band_high to replace delta.", min=0.0, max=1.0)
-    band_high: float | None = _f(None, "Explicit upper band edge (official code: 0.8).",
+    band_high: float | None = option(None, "Explicit upper band edge (official code: 0.8).",
                                  min=0.0, max=1.0)
-    filter: bool = _f(True, "Apply the band filter; False keeps every labelled question "
+    filter: bool = option(True, "Apply the band filter; False keeps every labelled question "
                             "(the 'no band filter' ablation).")
-    equivalence: str = _f("both", "Answer grader of the votes, the solver reward and "
+    equivalence: str = option("both", "Answer grader of the votes, the solver reward and "
                                   "evaluation: math-verify must hold in both directions "
                                   "(paper) or either (official code).",
                           choices=("both", "either"))
-    equivalence_timeout: float = _f(5.0, "Hard wall-clock limit of one equivalence check (s).",
+    equivalence_timeout: float = option(5.0, "Hard wall-clock limit of one equivalence check (s).",
                                     min=0.0, min_exclusive=True)
-    vote_budget_s: float | None = _f(None, "Most math-verify seconds one question's vote may "
+    vote_budget_s: float | None = option(None, "Most math-verify seconds one question's vote may "
                                            "spend; past it, its remaining checks count as "
                                            "different answers. None: no cap.",
                                      min=0.0, min_exclusive=True)
@@ -230,150 +206,36 @@ class LabelingConfig(Section):
 
 
 @dataclass(frozen=True)
-class GenerationConfig(Section):
-    section: ClassVar[str] = "generation"
-
-    backend: str = _f("hf", "Sampling backend for the pool, labelling, evaluation and the "
-                            "frozen solver: hf (in-process), openai (servers), vllm (GPU).",
-                      choices=("hf", "openai", "vllm"))
-    batch_size: int = _f(40, "hf: max sequences per generate call (batching is the speed "
-                             "lever on CPU).", min=1)
-    base_urls: list[str] = _f([], "openai: server base URLs (…/v1); requests are spread over "
-                                  "them.")
-    solver_urls_file: str | None = _f(None, "File with the frozen solver's server URLs, one "
-                                            "a line (written by `rzero serve-solver`); the "
-                                            "challenger reward then queries them.")
-    solver_replicas: int = _f(0, "Serve the frozen solver of each challenger phase as this many "
-                                 "OpenAI-compatible replicas (vllm serve on GPU, transformers "
-                                 "serve on CPU), started and stopped by the phase; 0: in-process.",
-                              min=0)
-    solver_gpus: list[int] = _f([], "GPUs for the solver replicas (replicas x "
-                                    "tensor_parallel_size of them); empty: CPU.")
-    api_key_env: str | None = _f(None, "openai: NAME of the environment variable holding the "
-                                       "API key (the key itself is never stored).")
-    concurrency: int = _f(8, "openai: requests in flight at once.", min=1)
-    timeout: float = _f(300.0, "openai: per-request timeout (s).", min=0.0, min_exclusive=True)
-    retries: int = _f(3, "openai: retries with exponential backoff.", min=0)
-    gpu_memory_utilization: float = _f(0.5, "vllm: share of GPU memory for the engine.",
-                                       min=0.0, max=1.0, min_exclusive=True)
-    tensor_parallel_size: int = _f(1, "vllm: GPUs per engine.", min=1)
-    trl_use_vllm: bool = _f(False, "Challenger/solver rollouts through TRL's vLLM integration.")
-    trl_vllm_mode: str = _f("colocate", "TRL vLLM mode.", choices=("colocate", "server"))
-
-
-@dataclass(frozen=True)
-class AuditConfig(Section):
-    section: ClassVar[str] = "audit"
-
-    enabled: bool = _f(False, "Run the label-accuracy audit inline after each iteration.")
-    base_url: str | None = _f(None, "Judge endpoint (OpenAI-compatible …/v1). None: serve the "
-                                    "embedded base model locally (shows the machinery only).")
-    model: str | None = _f(None, "Judge model name as the endpoint knows it.")
-    api_key_env: str | None = _f(None, "NAME of the environment variable with the judge's key.")
-    per_step: int = _f(8, "Questions sampled per challenger step and per labelled set.", min=1)
-    max_tokens: int = _f(512, "Judge max tokens.", min=1)
-    temperature: float = _f(0.0, "Judge temperature (0: greedy).", min=0.0)
-    concurrency: int = _f(4, "Judge requests in flight.", min=1)
-    timeout: float = _f(120.0, "Per-request timeout (s).", min=0.0, min_exclusive=True)
-    retries: int = _f(3, "Retries with backoff (429 Retry-After honoured).", min=0)
-    seed: int = _f(0, "Seed of the audit sample.")
-
-
-@dataclass(frozen=True)
-class EvalConfig(Section):
-    section: ClassVar[str] = "eval"
-
-    benchmarks: list[str] = _f(["synthetic"], "Benchmarks scored after each solver phase: "
-                                              "synthetic, easy, math500, gsm8k, amc23, "
-                                              "minerva, olympiadbench, aime24, aime25, the "
-                                              "general-reasoning mmlupro, supergpqa, bbeh, or "
-                                              "a .jsonl path; NAME@k scores that one as "
-                                              "mean@k of k samples (paper: amc23@32, "
-                                              "aime24@32, aime25@32).")
-    enabled: bool = _f(True, "Evaluate the base model and each new solver.")
-    limit: int | None = _f(None, "Score only the first N items of each benchmark.", min=1)
-    max_new_tokens: int = _f(512, "Max new tokens per answer.", min=1)
-    num_samples: int = _f(1, "k samples per item for maj@k / mean@k (1: greedy pass@1).",
-                          min=1)
-
-
-@dataclass(frozen=True)
-class WatchConfig(Section):
-    """Thresholds of the collapse watch (rzero.selfplay.collapse); None turns one off."""
-
-    section: ClassVar[str] = "watch"
-
-    min_cluster_ratio: float | None = _f(0.5, "Warn (diversity) below this many BLEU clusters "
-                                              "per question in a step or pool.", min=0.0, max=1.0)
-    min_structure_ratio: float | None = _f(0.5, "Warn (structure) below this many question "
-                                                "structures (numbers masked) per question.",
-                                           min=0.0, max=1.0)
-    min_distinct_2: float | None = _f(None, "Warn (wording) below this distinct-2; off by "
-                                            "default, as distinct-n falls with batch size.",
-                                      min=0.0, max=1.0)
-    min_valid_rate: float | None = _f(0.5, "Warn (well_formed) below this well-formed rate of "
-                                           "challenger completions.", min=0.0, max=1.0)
-    min_parse_rate: float | None = _f(0.5, "Warn (parse) below this mean parse rate of the "
-                                           "solver's votes.", min=0.0, max=1.0)
-    max_groups_per_vote: float | None = _f(0.5, "Warn (fragmentation) above this mean number "
-                                                "of answer groups per vote.", min=0.0, max=1.0)
-    min_kept_fraction: float | None = _f(0.05, "Warn (band) below this share of the pool in "
-                                               "the band.", min=0.0, max=1.0)
-    min_label_accuracy: float | None = _f(0.5, "Warn (label_accuracy) below this audited "
-                                               "pseudo-label accuracy.", min=0.0, max=1.0)
-    max_co_error_phi: float | None = _f(0.5, "Warn (co_error) above this correlation (phi) of "
-                                             "the two roles' errors on the calibration set.",
-                                        min=-1.0, max=1.0)
-    coerror: bool = _f(False, "Role co-error (seed 6.2): after each iteration the challenger "
-                              "model and the solver model answer the same calibration items "
-                              "(greedy, the solver prompt, eval.max_new_tokens) and their "
-                              "errors are compared with independence. Skipped under shared "
-                              "weights (one model). Off by default: on 2 CPU cores the embedded "
-                              "model takes about 3 min per model for 24 items of 192 tokens; "
-                              "on a GPU it is seconds, so GPU recipes turn it on.")
-    coerror_benchmark: str = _f("easy", "Calibration set with known answers for the co-error: "
-                                        "an eval benchmark spec (easy, synthetic, a .jsonl "
-                                        "path, ...).")
-    coerror_items: int = _f(24, "Calibration items (the benchmark's first N) each model "
-                                "answers per iteration.", min=2)
-    crossplay: bool = _f(False, "Cross-iteration matrix at the end of the run: every solver "
-                                "S_0..S_K votes (m samples) on a sample of every pool's "
-                                "questions; agreement with each pool's label.")
-    crossplay_items: int = _f(8, "Labelled questions sampled per pool for the cross-iteration "
-                                 "matrix.", min=1)
-
-
-@dataclass(frozen=True)
 class RunConfig(Section):
     section: ClassVar[str] = "run"
 
-    iterations: int = _f(3, "Alternating iterations K (paper: 3).", min=1)
-    seed: int = _f(0, "Global seed.")
-    output_dir: str = _f("runs/default", "Run directory (overridden by --run-dir / RUN_DIR).")
-    verify: str = _f("sizes", "On resume, check each committed phase's files against its "
+    iterations: int = option(3, "Alternating iterations K (paper: 3).", min=1)
+    seed: int = option(0, "Global seed.")
+    output_dir: str = option("runs/default", "Run directory (overridden by --run-dir / RUN_DIR).")
+    verify: str = option("sizes", "On resume, check each committed phase's files against its "
                               "marker by size (sizes, instant) or also by SHA-256 (full, about "
                               "2 s per GB); a mismatch redoes that phase and the ones after it.",
                      choices=("sizes", "full"))
-    train_gpus: list[int] = _f([], "GPUs that train on each machine, one process each. With "
+    train_gpus: list[int] = option([], "GPUs that train on each machine, one process each. With "
                                    "more than one (or num_machines > 1), `rzero iterate` "
                                    "relaunches itself through `accelerate launch` on them; "
                                    "empty: train in this process on model.device.")
-    num_machines: int = _f(1, "Machines of a multi-node launch (each runs the same command "
+    num_machines: int = option(1, "Machines of a multi-node launch (each runs the same command "
                               "with RZERO_MACHINE_RANK and RZERO_MAIN_PROCESS_IP set).", min=1)
-    accelerate_config: str = _f("configs/accelerate/deepspeed_zero2.yaml",
+    accelerate_config: str = option("configs/accelerate/deepspeed_zero2.yaml",
                                 "accelerate config file of the training launch.")
-    main_process_port: int = _f(29500, "Rendezvous port of the training launch.", min=1,
+    main_process_port: int = option(29500, "Rendezvous port of the training launch.", min=1,
                                 max=65535)
-    reference_schedule: bool = _f(False, "The recipe claims the official R-Zero code's "
+    reference_schedule: bool = option(False, "The recipe claims the official R-Zero code's "
                                          "schedule: `rzero plan` and report.md print the "
                                          "official numbers (rollout, updates, B, votes) beside "
                                          "this recipe's.")
-    stop_on: list[str] = _f([], "Collapse-watch warnings that stop the run after the phase "
+    stop_on: list[str] = option([], "Collapse-watch warnings that stop the run after the phase "
                                 "that raised them (see the watch section); empty: only report.",
                             choices=("diversity", "structure", "wording", "well_formed", "parse",
                                      "fragmentation", "band", "label_accuracy", "co_error",
                                      "increment"))
-    report_to: list[str] = _f(["tensorboard"], "Trackers that receive the loop's phase metrics, "
+    report_to: list[str] = option(["tensorboard"], "Trackers that receive the loop's phase metrics, "
                                                "challenger steps and warnings, and TRL's "
                                                "training logs: tensorboard (RUN_DIR/"
                                                "tensorboard), wandb, trackio (when installed; "
@@ -452,77 +314,6 @@ class RZeroConfig:
                 role_schedule(role, self.run.training_processes)
             except ValueError as exc:
                 raise ConfigError(str(exc)) from None
-
-
-# ---------------------------------------------------------------- validation
-
-
-def _type_name(tp: Any) -> str:
-    if typing.get_origin(tp) in (typing.Union, types.UnionType):
-        return " or ".join(_type_name(a) for a in typing.get_args(tp))
-    if typing.get_origin(tp) is list:
-        return f"list of {_type_name(typing.get_args(tp)[0])}"
-    return "null" if tp is type(None) else tp.__name__
-
-
-def _coerce(key: str, value: Any, tp: Any) -> Any:
-    """Return value as type tp or raise ConfigError; ints are accepted where floats are."""
-    origin = typing.get_origin(tp)
-    if origin in (typing.Union, types.UnionType):
-        args = typing.get_args(tp)
-        if value is None and type(None) in args:
-            return None
-        for arg in args:
-            if arg is type(None):
-                continue
-            try:
-                return _coerce(key, value, arg)
-            except ConfigError:
-                pass
-        raise ConfigError(f"{key}={value!r}: expected {_type_name(tp)}")
-    if origin is list:
-        if isinstance(value, str):
-            value = [v.strip() for v in value.split(",") if v.strip()]
-        if not isinstance(value, list):
-            raise ConfigError(f"{key}={value!r}: expected {_type_name(tp)}")
-        return [_coerce(key, v, typing.get_args(tp)[0]) for v in value]
-    if origin is dict:
-        if not isinstance(value, dict) or not all(isinstance(k, str) for k in value):
-            raise ConfigError(f"{key}={value!r}: expected a mapping of option names to values")
-        return dict(value)
-    if tp is bool:
-        if isinstance(value, bool):
-            return value
-    elif tp is int:
-        if isinstance(value, int) and not isinstance(value, bool):
-            return value
-    elif tp is float:
-        if isinstance(value, (int, float)) and not isinstance(value, bool):
-            return float(value)
-        if isinstance(value, str):
-            # YAML 1.1 reads '1e-3' (no dot) as a string; accept what float() accepts
-            try:
-                return float(value)
-            except ValueError:
-                pass
-    elif tp is str:
-        if isinstance(value, str):
-            return value
-    raise ConfigError(f"{key}={value!r}: expected {_type_name(tp)}")
-
-
-def _check_range(key: str, value: Any, meta: dict[str, Any]) -> None:
-    choices = meta.get("choices")
-    if choices is not None and value not in choices:
-        raise ConfigError(f"{key}={value!r}: allowed values are {', '.join(map(str, choices))}")
-    if not isinstance(value, (int, float)) or isinstance(value, bool):
-        return
-    lo, hi = meta.get("min"), meta.get("max")
-    if lo is not None and (value < lo or (meta.get("min_exclusive") and value == lo)):
-        op = ">" if meta.get("min_exclusive") else ">="
-        raise ConfigError(f"{key}={value!r}: must be {op} {lo}")
-    if hi is not None and value > hi:
-        raise ConfigError(f"{key}={value!r}: must be <= {hi}")
 
 
 def _sections() -> dict[str, type]:
@@ -625,7 +416,7 @@ def describe_fields() -> list[tuple[str, str, Any, str]]:
         hints = typing.get_type_hints(cls)
         default = getattr(_DEFAULTS, name)
         for f in dataclasses.fields(cls):
-            rows.append((f"{name}.{f.name}", _type_name(hints[f.name]),
+            rows.append((f"{name}.{f.name}", type_name(hints[f.name]),
                          getattr(default, f.name), f.metadata["help"]))
     return rows
 

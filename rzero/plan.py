@@ -13,7 +13,7 @@ process holds 1/processes of every rollout and update, in micro-batches of
 `plan_rows` lists, per phase, the prompts sampled, completions, optimiser updates,
 sequences per micro-batch and process, B and the frozen solver's generations; with
 `run.reference_schedule` each row carries the official code's number beside it.
-`plan_markdown` is the table `rzero plan` prints and report.md starts with.
+`plan_markdown` is the table `rzero plan` prints and report.md shows after its science card.
 """
 
 from __future__ import annotations

@@ -1,0 +1,124 @@
+"""The config sections around the algorithm: sampling backends, the label audit, evaluation
+and the self-play watch (`rzero.config` holds the algorithm's own sections and
+`RZeroConfig`; fields are declared with `rzero.config_fields.option`)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import ClassVar
+
+from rzero.config_fields import Section, option
+
+
+@dataclass(frozen=True)
+class GenerationConfig(Section):
+    section: ClassVar[str] = "generation"
+
+    backend: str = option("hf", "Sampling backend for the pool, labelling, evaluation and the "
+                            "frozen solver: hf (in-process), openai (servers), vllm (GPU).",
+                      choices=("hf", "openai", "vllm"))
+    batch_size: int = option(40, "hf: max sequences per generate call (batching is the speed "
+                             "lever on CPU).", min=1)
+    base_urls: list[str] = option([], "openai: server base URLs (…/v1); requests are spread over "
+                                  "them.")
+    solver_urls_file: str | None = option(None, "File with the frozen solver's server URLs, one "
+                                            "a line (written by `rzero serve-solver`); the "
+                                            "challenger reward then queries them.")
+    solver_replicas: int = option(0, "Serve the frozen solver of each challenger phase as this many "
+                                 "OpenAI-compatible replicas (vllm serve on GPU, transformers "
+                                 "serve on CPU), started and stopped by the phase; 0: in-process.",
+                              min=0)
+    solver_gpus: list[int] = option([], "GPUs for the solver replicas (replicas x "
+                                    "tensor_parallel_size of them); empty: CPU.")
+    api_key_env: str | None = option(None, "openai: NAME of the environment variable holding the "
+                                       "API key (the key itself is never stored).")
+    concurrency: int = option(8, "openai: requests in flight at once.", min=1)
+    timeout: float = option(300.0, "openai: per-request timeout (s).", min=0.0, min_exclusive=True)
+    retries: int = option(3, "openai: retries with exponential backoff.", min=0)
+    gpu_memory_utilization: float = option(0.5, "vllm: share of GPU memory for the engine.",
+                                       min=0.0, max=1.0, min_exclusive=True)
+    tensor_parallel_size: int = option(1, "vllm: GPUs per engine.", min=1)
+    trl_use_vllm: bool = option(False, "Challenger/solver rollouts through TRL's vLLM integration.")
+    trl_vllm_mode: str = option("colocate", "TRL vLLM mode.", choices=("colocate", "server"))
+
+
+@dataclass(frozen=True)
+class AuditConfig(Section):
+    section: ClassVar[str] = "audit"
+
+    enabled: bool = option(False, "Run the label-accuracy audit inline after each iteration.")
+    base_url: str | None = option(None, "Judge endpoint (OpenAI-compatible …/v1). None: serve the "
+                                    "embedded base model locally (shows the machinery only).")
+    model: str | None = option(None, "Judge model name as the endpoint knows it.")
+    api_key_env: str | None = option(None, "NAME of the environment variable with the judge's key.")
+    per_step: int = option(8, "Questions sampled per challenger step and per labelled set.", min=1)
+    max_tokens: int = option(512, "Judge max tokens.", min=1)
+    temperature: float = option(0.0, "Judge temperature (0: greedy).", min=0.0)
+    concurrency: int = option(4, "Judge requests in flight.", min=1)
+    timeout: float = option(120.0, "Per-request timeout (s).", min=0.0, min_exclusive=True)
+    retries: int = option(3, "Retries with backoff (429 Retry-After honoured).", min=0)
+    seed: int = option(0, "Seed of the audit sample.")
+
+
+@dataclass(frozen=True)
+class EvalConfig(Section):
+    section: ClassVar[str] = "eval"
+
+    benchmarks: list[str] = option(["synthetic"], "Benchmarks scored after each solver phase: "
+                                              "synthetic, easy, math500, gsm8k, amc23, "
+                                              "minerva, olympiadbench, aime24, aime25, the "
+                                              "general-reasoning mmlupro, supergpqa, bbeh, or "
+                                              "a .jsonl path; NAME@k scores that one as "
+                                              "mean@k of k samples (paper: amc23@32, "
+                                              "aime24@32, aime25@32).")
+    enabled: bool = option(True, "Evaluate the base model and each new solver.")
+    limit: int | None = option(None, "Score only the first N items of each benchmark.", min=1)
+    max_new_tokens: int = option(512, "Max new tokens per answer.", min=1)
+    num_samples: int = option(1, "k samples per item for maj@k / mean@k (1: greedy pass@1).",
+                          min=1)
+
+
+@dataclass(frozen=True)
+class WatchConfig(Section):
+    """Thresholds of the collapse watch (rzero.selfplay.collapse); None turns one off."""
+
+    section: ClassVar[str] = "watch"
+
+    min_cluster_ratio: float | None = option(0.5, "Warn (diversity) below this many BLEU clusters "
+                                              "per question in a step or pool.", min=0.0, max=1.0)
+    min_structure_ratio: float | None = option(0.5, "Warn (structure) below this many question "
+                                                "structures (numbers masked) per question.",
+                                           min=0.0, max=1.0)
+    min_distinct_2: float | None = option(None, "Warn (wording) below this distinct-2; off by "
+                                            "default, as distinct-n falls with batch size.",
+                                      min=0.0, max=1.0)
+    min_valid_rate: float | None = option(0.5, "Warn (well_formed) below this well-formed rate of "
+                                           "challenger completions.", min=0.0, max=1.0)
+    min_parse_rate: float | None = option(0.5, "Warn (parse) below this mean parse rate of the "
+                                           "solver's votes.", min=0.0, max=1.0)
+    max_groups_per_vote: float | None = option(0.5, "Warn (fragmentation) above this mean number "
+                                                "of answer groups per vote.", min=0.0, max=1.0)
+    min_kept_fraction: float | None = option(0.05, "Warn (band) below this share of the pool in "
+                                               "the band.", min=0.0, max=1.0)
+    min_label_accuracy: float | None = option(0.5, "Warn (label_accuracy) below this audited "
+                                               "pseudo-label accuracy.", min=0.0, max=1.0)
+    max_co_error_phi: float | None = option(0.5, "Warn (co_error) above this correlation (phi) of "
+                                             "the two roles' errors on the calibration set.",
+                                        min=-1.0, max=1.0)
+    coerror: bool = option(False, "Role co-error (seed 6.2): after each iteration the challenger "
+                              "model and the solver model answer the same calibration items "
+                              "(greedy, the solver prompt, eval.max_new_tokens) and their "
+                              "errors are compared with independence. Skipped under shared "
+                              "weights (one model). Off by default: on 2 CPU cores the embedded "
+                              "model takes about 3 min per model for 24 items of 192 tokens; "
+                              "on a GPU it is seconds, so GPU recipes turn it on.")
+    coerror_benchmark: str = option("easy", "Calibration set with known answers for the co-error: "
+                                        "an eval benchmark spec (easy, synthetic, a .jsonl "
+                                        "path, ...).")
+    coerror_items: int = option(24, "Calibration items (the benchmark's first N) each model "
+                                "answers per iteration.", min=2)
+    crossplay: bool = option(False, "Cross-iteration matrix at the end of the run: every solver "
+                                "S_0..S_K votes (m samples) on a sample of every pool's "
+                                "questions; agreement with each pool's label.")
+    crossplay_items: int = option(8, "Labelled questions sampled per pool for the cross-iteration "
+                                 "matrix.", min=1)
