@@ -29,8 +29,10 @@ from rzero.executor.sandbox import (
 T = 0.5  # timeout for hostile programs: short, so the file stays fast
 GRACE = Limits(startup_grace_s=1.0)
 SLACK = 2.0  # start-up and a loaded 2-core machine
-UID_LO = DEFAULT_LIMITS.uid_base
-UID_HI = DEFAULT_LIMITS.uid_base + 4096 * 256
+# the sandbox uids of this process's pid bucket (another process's sandboxes on the same
+# machine use other buckets, so a parallel run is not mistaken for a leftover of ours)
+UID_LO = DEFAULT_LIMITS.uid_base + (os.getpid() % 4096) * 256
+UID_HI = UID_LO + 256
 
 
 def _procs() -> list[tuple[int, int, int]]:
