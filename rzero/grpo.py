@@ -7,10 +7,15 @@ and used once (`num_iterations=1`), as in the reference recipe. With `micro_batc
 step's forward/backward passes run over micro-batches whose gradients are accumulated (TRL's
 `steps_per_generation` = `gradient_accumulation_steps`), which bounds activation memory
 without changing the update.
+
+On CPU, `bf16` means float32 master weights with bf16 compute (accelerate's autocast), and
+`generation_dtype` sends TRL's rollouts through `rzero.decoding` on a copy of the weights in
+that dtype (see `rollouts_through_decode`).
 """
 
 from __future__ import annotations
 
+import contextlib
 import shutil
 import time
 from collections.abc import Callable
@@ -44,6 +49,8 @@ class GRPOSettings:
     vllm_mode: str = "colocate"
     vllm_gpu_memory_utilization: float = 0.3
     deepspeed: str | None = None
+    # CPU rollouts through rzero.decoding in this dtype (None: TRL's `model.generate`)
+    generation_dtype: str | None = None
 
 
 @dataclass
@@ -124,6 +131,12 @@ def train_grpo(model, tokenizer, rows: list[dict[str, Any]],
         return stats
     if not rows:
         raise ValueError("train_grpo: no training rows")
+    on_cpu = not torch.cuda.is_available()
+    if settings.bf16 and on_cpu and any(p.dtype != torch.float32 for p in model.parameters()):
+        # bf16=True on CPU is autocast over float32 weights; bf16 weights would round away an
+        # update of lr ~1e-6 (a bf16 weight of 0.02 moves in steps of 1.2e-4)
+        raise ValueError("GRPO with bf16 on CPU needs the model in float32 (the master "
+                         "weights); bf16=True already computes in bf16 under autocast")
     micro, accumulate = split_batch(settings, distributed.world_size())
     # enough rows for every step to see distinct prompts; repeat the list when it is short
     need = settings.steps * settings.prompts_per_step
@@ -192,14 +205,21 @@ def train_grpo(model, tokenizer, rows: list[dict[str, Any]],
         def on_train_end(self, args, state, control, **kwargs):
             self.bar.close()
 
-    trainer = GRPOTrainer(model=model, reward_funcs=reward_funcs, args=args,
-                          train_dataset=Dataset.from_list(data), processing_class=tokenizer,
-                          callbacks=[_timed_callback(stats), _Progress()])
-    trainer.remove_callback(ProgressCallback)
-    trainer.remove_callback(PrinterCallback)
-    t0 = time.perf_counter()
-    trainer.train()
-    stats.seconds_total = time.perf_counter() - t0
+    rollouts = contextlib.nullcontext()
+    if settings.generation_dtype and on_cpu and not settings.use_vllm:
+        # entered before the trainer exists: the sampling copy is made of the plain model
+        from rzero.decoding import rollouts_through_decode
+
+        rollouts = rollouts_through_decode(model, getattr(torch, settings.generation_dtype))
+    with rollouts:
+        trainer = GRPOTrainer(model=model, reward_funcs=reward_funcs, args=args,
+                              train_dataset=Dataset.from_list(data), processing_class=tokenizer,
+                              callbacks=[_timed_callback(stats), _Progress()])
+        trainer.remove_callback(ProgressCallback)
+        trainer.remove_callback(PrinterCallback)
+        t0 = time.perf_counter()
+        trainer.train()
+        stats.seconds_total = time.perf_counter() - t0
     if save_to is not None:
         save_trained(trainer, tokenizer, Path(save_to))
     # free the reference model and optimiser state before the next phase
