@@ -38,9 +38,12 @@ COMPACT_SHARE = 0.25
 
 
 def supports_decode(model) -> bool:
-    """Decoder-only architectures whose layers all attend over the full cache (no sliding
+    """A model on CPU (the only place the loop is measured; GPUs sample with vLLM) of a
+    decoder-only architecture whose layers all attend over the full cache (no sliding
     window), so the 4-D mask built here is the whole story."""
     config = model.config
+    if model.device.type != "cpu":
+        return False
     if config.model_type == "llama":
         return True
     return config.model_type in ("qwen2", "qwen3") and set(config.layer_types) == {

@@ -100,6 +100,25 @@ def test_decode_greedy_matches_generate_prompt_by_prompt(tiny):
     assert new == hf_greedy(model, prompts, 10)
 
 
+@pytest.mark.parametrize("arch", ["qwen2", "qwen3"])
+def test_decode_greedy_matches_generate_on_other_architectures(arch):
+    from transformers import Qwen2Config, Qwen2ForCausalLM, Qwen3Config, Qwen3ForCausalLM
+
+    from rzero.decoding import supports_decode
+
+    config_cls, model_cls = {"qwen2": (Qwen2Config, Qwen2ForCausalLM),
+                             "qwen3": (Qwen3Config, Qwen3ForCausalLM)}[arch]
+    torch.manual_seed(0)
+    config = config_cls(vocab_size=1000, hidden_size=32, intermediate_size=64,
+                        num_hidden_layers=2, num_attention_heads=4, num_key_value_heads=2,
+                        head_dim=8, max_position_embeddings=256)
+    model = model_cls(config).eval()
+    assert supports_decode(model)
+    prompts = random_prompts(5, seed=6)
+    assert decode(model, prompts, max_new_tokens=8, temperature=0.0) == hf_greedy(model,
+                                                                                  prompts, 8)
+
+
 class EndAfter:
     """A stop rule for the test: the row whose first new token is t ends after lengths[t]."""
 
