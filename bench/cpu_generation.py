@@ -26,7 +26,7 @@ from rzero.models import DEFAULT_MODEL, generation_dtype, load_model, load_token
 from rzero.prompts import solver_chat
 
 QUESTIONS = [f"A class has {a} rows of {b} desks. {c} desks are empty. How many are taken?"
-             for a, b, c in zip(range(3, 19), range(5, 21), range(2, 18), strict=True)]
+             for a, b, c in zip(range(3, 67), range(5, 69), range(2, 66), strict=True)]
 
 
 def linear_limit(dtype: torch.dtype, repeats: int = 30) -> float:
