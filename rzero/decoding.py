@@ -23,11 +23,12 @@ from __future__ import annotations
 
 import copy
 import functools
+from collections import deque
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 
 import torch
-from transformers.cache_utils import Cache, CacheLayerMixin
+from transformers.cache_utils import Cache, CacheLayerMixin, DynamicCache
 
 from rzero.generation import cut_at_stop, first_box_end
 from rzero.sampling import next_tokens
@@ -54,45 +55,58 @@ def supports_decode(model) -> bool:
 
 
 class PreallocatedLayer(CacheLayerMixin):
-    """One layer's keys and values in [batch, kv_heads, capacity, head_dim] buffers; `update`
-    writes in place and returns views of the filled part."""
+    """One layer's keys and values in [rows, kv_heads, capacity, head_dim] buffers, zeroed
+    once. A decode step writes column `length` of the first `rows` rows in place; the loop
+    compacts rows, drops leading columns and inserts prefilled prompts."""
 
     is_sliding = False
 
-    def __init__(self, capacity: int):
+    def __init__(self, rows: int, capacity: int):
         super().__init__()
-        self.capacity = capacity
-        self.length = 0
+        self.max_rows, self.capacity = rows, capacity
+        self.rows = 0  # rows in use: the first `rows` of the buffers
+        self.length = 0  # columns in use: the next step writes column `length`
 
     def lazy_initialization(self, key_states, value_states) -> None:
-        batch, heads, _, dim = key_states.shape
-        self.k_buf = key_states.new_empty(batch, heads, self.capacity, dim)
-        self.v_buf = value_states.new_empty(batch, heads, self.capacity, dim)
+        _, heads, _, dim = key_states.shape
+        # zeros, not empty: masked columns are still multiplied by 0, and 0 * NaN is NaN
+        self.k_buf = key_states.new_zeros(self.max_rows, heads, self.capacity, dim)
+        self.v_buf = value_states.new_zeros(self.max_rows, heads, self.capacity, dim)
         self.device = key_states.device
         self.is_initialized = True
 
     def update(self, key_states, value_states, *args, **kwargs):
-        if not self.is_initialized:
-            self.lazy_initialization(key_states, value_states)
         start, end = self.length, self.length + key_states.shape[-2]
-        self.k_buf[:, :, start:end] = key_states
-        self.v_buf[:, :, start:end] = value_states
+        self.k_buf[:self.rows, :, start:end] = key_states
+        self.v_buf[:self.rows, :, start:end] = value_states
         self.length = end
-        self.keys, self.values = self.k_buf[:, :, :end], self.v_buf[:, :, :end]
+        self.keys = self.k_buf[:self.rows, :, :end]
+        self.values = self.v_buf[:self.rows, :, :end]
         return self.keys, self.values
 
+    def insert(self, keys, values, end: int) -> None:
+        """Append rows whose keys and values [new, kv_heads, width, head_dim] end at column
+        `end`, which becomes the length of every row."""
+        if not self.is_initialized:
+            self.lazy_initialization(keys, values)
+        rows = slice(self.rows, self.rows + keys.shape[0])
+        self.k_buf[rows, :, end - keys.shape[2]:end] = keys
+        self.v_buf[rows, :, end - keys.shape[2]:end] = values
+        self.rows, self.length = rows.stop, end
+
     def select_rows(self, rows: torch.Tensor) -> None:
-        """Make row i of the batch the old row rows[i]: fewer rows (ascending) to compact in
-        place, more rows to share one prompt's cache among its samples."""
-        n, end = len(rows), self.length
-        if n <= self.k_buf.shape[0]:
-            k_buf, v_buf = self.k_buf, self.v_buf
-        else:
-            k_buf = self.k_buf.new_empty((n, *self.k_buf.shape[1:]))
-            v_buf = self.v_buf.new_empty((n, *self.v_buf.shape[1:]))
-        k_buf[:n, :, :end] = self.k_buf[rows, :, :end]
-        v_buf[:n, :, :end] = self.v_buf[rows, :, :end]
-        self.k_buf, self.v_buf = k_buf[:n], v_buf[:n]
+        """Keep only `rows` (ascending), moved to the front."""
+        end = self.length
+        self.k_buf[:len(rows), :, :end] = self.k_buf[rows, :, :end]
+        self.v_buf[:len(rows), :, :end] = self.v_buf[rows, :, :end]
+        self.rows = len(rows)
+
+    def drop_columns(self, count: int) -> None:
+        """Forget the first `count` columns (no row in use reaches back that far)."""
+        end, rows = self.length, slice(0, self.rows)
+        self.k_buf[rows, :, :end - count] = self.k_buf[rows, :, count:end].clone()
+        self.v_buf[rows, :, :end - count] = self.v_buf[rows, :, count:end].clone()
+        self.length = end - count
 
     def get_mask_sizes(self, query_length: int) -> tuple[int, int]:
         return self.length + query_length, 0
@@ -105,12 +119,21 @@ class PreallocatedLayer(CacheLayerMixin):
 
 
 class PreallocatedCache(Cache):
-    def __init__(self, num_layers: int, capacity: int):
-        super().__init__(layers=[PreallocatedLayer(capacity) for _ in range(num_layers)])
+    def __init__(self, num_layers: int, rows: int, capacity: int):
+        super().__init__(layers=[PreallocatedLayer(rows, capacity) for _ in range(num_layers)])
+
+    def insert(self, prefilled: Cache, source: torch.Tensor, end: int) -> None:
+        """Append row source[i] of `prefilled` (a prompt-only cache) for each i."""
+        for layer, filled in zip(self.layers, prefilled.layers, strict=True):
+            layer.insert(filled.keys[source], filled.values[source], end)
 
     def select_rows(self, rows: torch.Tensor) -> None:
         for layer in self.layers:
             layer.select_rows(rows)
+
+    def drop_columns(self, count: int) -> None:
+        for layer in self.layers:
+            layer.drop_columns(count)
 
 
 # ---------------------------------------------------------------- stopping
@@ -155,82 +178,154 @@ def token_texts(tokenizer) -> list[str]:
 
 def decode(model, prompts: Sequence[Sequence[int]], *, max_new_tokens: int,
            temperature: float, top_k: int = 0, top_p: float = 1.0, min_new_tokens: int = 0,
-           eos_ids: Sequence[int] = (), stop: StopCheck | None = None,
+           eos_ids: Sequence[int] = (), stop: StopCheck | None = None, batch_size: int = 0,
            generator: torch.Generator | None = None) -> list[list[int]]:
-    """New token ids for each prompt (token ids), decoded as one batch; a row that ended at
-    EOS ends with its EOS token."""
-    with torch.inference_mode():
-        return _decode_batch(model, prompts, max_new_tokens, temperature, top_k, top_p,
-                             min_new_tokens, set(eos_ids), stop, generator)
+    """New token ids for each prompt (token ids), in prompt order; a row that ended at EOS
+    ends with its EOS token.
 
-
-def length_sorted_batches(prompts: Sequence[Sequence[int]], size: int) -> list[list[int]]:
-    """Indices of `prompts` in batches of `size`, by length so that little padding is
-    needed, and identical prompts next to each other so that they share a prefill."""
-    order = sorted(range(len(prompts)), key=lambda i: (len(prompts[i]), prompts[i]))
-    return [order[i:i + size] for i in range(0, len(order), size)]
-
-
-def _decode_batch(model, prompts, max_new_tokens, temperature, top_k, top_p, min_new_tokens,
-                  eos, stop, generator) -> list[list[int]]:
-    device = model.device
-    # the samples of one prompt share its prefill: each distinct prompt is run once
-    distinct: dict[tuple[int, ...], int] = {}
-    source = torch.tensor([distinct.setdefault(tuple(p), len(distinct)) for p in prompts],
-                          device=device)  # [B]: row -> distinct prompt
-    batch, width = len(distinct), max(len(p) for p in prompts)
-    capacity = width + max_new_tokens
-    input_ids = torch.zeros(batch, width, dtype=torch.long)  # [U, P]
-    valid = torch.zeros(batch, capacity, dtype=torch.bool)  # [U, cap]: non-pad positions
-    for r, ids in enumerate(distinct):
-        input_ids[r, width - len(ids):] = torch.tensor(ids)
-        valid[r, width - len(ids):width] = True
-    input_ids, valid = input_ids.to(device), valid.to(device)
-    positions = (valid[:, :width].cumsum(-1) - 1).clamp(min=0)  # [U, P]
-    # causal over real tokens; a pad query attends to itself only (no fully-masked row)
-    causal = torch.ones(width, width, dtype=torch.bool, device=device).tril()
-    eye = torch.eye(width, dtype=torch.bool, device=device)
-    mask = (causal & valid[:, None, None, :width]) | eye  # [U, 1, P, P]
-    cache = PreallocatedCache(model.config.get_text_config().num_hidden_layers, capacity)
-    logits = model(input_ids=input_ids, attention_mask=mask, position_ids=positions,
-                   cache=cache, use_cache=True, logits_to_keep=1).logits[:, -1]  # [U, V]
-    if len(distinct) < len(prompts):
-        cache.select_rows(source)
-        logits, valid, positions = logits[source], valid[source], positions[source]  # [B, ...]
-
+    At most `batch_size` rows (0: all) decode at once. Finished rows leave the batch once a
+    quarter of it is done, and the next prompts, in the order given, take their places (give
+    them sorted by length, `length_order`, so that little padding is needed).
+    """
     new: list[list[int]] = [[] for _ in prompts]
-    live = list(range(len(prompts)))  # prompt index of each batch row
-    done = [False] * len(prompts)  # per batch row
-    position = positions[:, -1]  # [B]
-    length = width
-    for step in range(max_new_tokens):
-        logits = logits.float()  # [B, V]
-        if step < min_new_tokens and eos:
-            logits[:, list(eos)] = float("-inf")
-        tokens = next_tokens(logits, temperature, top_k, top_p, generator)  # [B]
-        last = step + 1 == max_new_tokens
-        for r, t in enumerate(tokens.tolist()):
-            if done[r]:
-                continue
-            ids = new[live[r]]
-            ids.append(t)
-            if last or t in eos or (stop is not None and stop.ends(ids)):
-                done[r] = True
-        finished = sum(done)
-        if finished == len(live) or last:
-            break
-        if finished >= COMPACT_SHARE * len(live):
-            keep = [r for r in range(len(live)) if not done[r]]
-            rows = torch.tensor(keep, device=device)
-            cache.select_rows(rows)
-            valid, tokens, position = valid[rows], tokens[rows], position[rows]
-            live, done = [live[r] for r in keep], [False] * len(keep)
-        valid[:, length] = True
-        position = position + 1
-        length += 1
-        logits = model(input_ids=tokens[:, None], attention_mask=valid[:, None, None, :length],
-                       position_ids=position[:, None], cache=cache, use_cache=True).logits[:, -1]
-    return new
+    if not prompts or max_new_tokens < 1:
+        return new
+    queue = deque(range(len(prompts)))
+    size = batch_size or len(prompts)
+    eos = sorted(set(eos_ids))
+    with torch.inference_mode():
+        batch = _Batch(model, size, max(map(len, prompts)), max_new_tokens)
+        first = [queue.popleft() for _ in range(min(size, len(queue)))]
+        logits = batch.join([prompts[i] for i in first], first)
+        done = [False] * len(first)
+        while True:
+            logits = logits.float()  # [B, V]
+            young = [r for r, i in enumerate(batch.live) if len(new[i]) < min_new_tokens]
+            if young and eos:  # EOS is not allowed before min_new_tokens
+                logits[torch.tensor(young)[:, None], torch.tensor(eos)] = float("-inf")
+            tokens = next_tokens(logits, temperature, top_k, top_p, generator)  # [B]
+            for r, (i, t) in enumerate(zip(batch.live, tokens.tolist(), strict=True)):
+                if not done[r]:
+                    new[i].append(t)
+                    done[r] = (len(new[i]) == max_new_tokens or t in eos
+                               or (stop is not None and stop.ends(new[i])))
+            finished = sum(done)
+            if finished == len(done) and not queue:
+                return new
+            # ---- finished rows leave (before the buffers fill up, at the latest)
+            if finished >= COMPACT_SHARE * len(done) or (finished and batch.full()):
+                keep = [r for r, d in enumerate(done) if not d]
+                batch.leave(keep)
+                tokens, done = tokens[keep], [False] * len(keep)
+            # ---- one step for the rows in the batch
+            logits = batch.step(tokens) if batch.live else None
+            # ---- waiting prompts join, a group at a time
+            free = size - len(batch.live)
+            if queue and (free >= COMPACT_SHARE * size or not batch.live):
+                joining = [queue.popleft() for _ in range(min(free, len(queue)))]
+                joined = batch.join([prompts[i] for i in joining], joining)
+                logits = joined if logits is None else torch.cat([logits, joined])
+                done += [False] * len(joining)
+
+
+def length_order(prompts: Sequence[Sequence[int]]) -> list[int]:
+    """Indices of `prompts` by length, so that rows decoded together pad little, and
+    identical prompts next to each other, so that they share a prefill."""
+    return sorted(range(len(prompts)), key=lambda i: (len(prompts[i]), prompts[i]))
+
+
+class _Batch:
+    """The rows decoding together: their KV cache and, per row, which columns are its own
+    (`valid`), the position of its next token, its first column and its prompt index.
+
+    Rows share one column counter `length`, never below the longest prompt: a joining prompt
+    is written so that it ends at `length`. When the oldest row's first column is a quarter of
+    `length` in, or the buffers are full, the leading columns are dropped.
+    """
+
+    def __init__(self, model, rows: int, longest_prompt: int, max_new_tokens: int):
+        self.model = model
+        self.device = model.device
+        room = longest_prompt + max_new_tokens  # the most columns one row spans
+        self.capacity = room + room // 2  # the rest is slack between drops
+        self.floor = longest_prompt
+        self.cache = PreallocatedCache(model.config.get_text_config().num_hidden_layers, rows,
+                                       self.capacity)
+        self.valid = torch.zeros(0, self.capacity, dtype=torch.bool, device=self.device)
+        self.position = torch.zeros(0, dtype=torch.long, device=self.device)  # [B]
+        self.start = torch.zeros(0, dtype=torch.long, device=self.device)  # [B]
+        self.live: list[int] = []
+        self.length = longest_prompt
+
+    def join(self, prompts: list[Sequence[int]], ids: list[int]) -> torch.Tensor:
+        """Prefill `prompts` (each distinct one once) and append them as rows; returns their
+        next-token logits [new, V]."""
+        distinct: dict[tuple[int, ...], int] = {}
+        source = torch.tensor([distinct.setdefault(tuple(p), len(distinct)) for p in prompts],
+                              device=self.device)  # [new]: row -> distinct prompt
+        width = max(len(p) for p in distinct)
+        input_ids = torch.zeros(len(distinct), width, dtype=torch.long)  # [U, P]
+        own = torch.zeros(len(distinct), width, dtype=torch.bool)  # [U, P]: not padding
+        for r, p in enumerate(distinct):
+            input_ids[r, width - len(p):] = torch.tensor(p)
+            own[r, width - len(p):] = True
+        input_ids, own = input_ids.to(self.device), own.to(self.device)
+        positions = (own.cumsum(-1) - 1).clamp(min=0)  # [U, P]
+        # causal over real tokens; a pad query attends to itself only (no fully-masked row)
+        causal = torch.ones(width, width, dtype=torch.bool, device=self.device).tril()
+        eye = torch.eye(width, dtype=torch.bool, device=self.device)
+        mask = (causal & own[:, None, None, :]) | eye  # [U, 1, P, P]
+        prefilled = DynamicCache(config=self.model.config)
+        logits = self.model(input_ids=input_ids, attention_mask=mask, position_ids=positions,
+                            cache=prefilled, use_cache=True, logits_to_keep=1).logits[:, -1]
+        end = self.length  # >= floor >= width
+        self.cache.insert(prefilled, source, end)
+        valid = torch.zeros(len(prompts), self.capacity, dtype=torch.bool, device=self.device)
+        valid[:, end - width:end] = own[source]
+        lengths = torch.tensor([len(p) for p in prompts], device=self.device)
+        self.valid = torch.cat([self.valid, valid])
+        self.position = torch.cat([self.position, lengths])
+        self.start = torch.cat([self.start, end - lengths])
+        self.live += ids
+        return logits[source]
+
+    def leave(self, keep: list[int]) -> None:
+        rows = torch.tensor(keep, dtype=torch.long, device=self.device)
+        self.cache.select_rows(rows)
+        self.valid, self.position, self.start = (self.valid[rows], self.position[rows],
+                                                 self.start[rows])
+        self.live = [self.live[r] for r in keep]
+        if not self.live or int(self.start.min()) >= self.length // 4:
+            self.drop_columns()
+
+    def full(self) -> bool:
+        return self.length + 1 >= self.capacity
+
+    def drop_columns(self) -> None:
+        """Forget the columns before the oldest row's first, keeping `length` >= floor."""
+        first = min(int(self.start.min()) if self.live else self.length,
+                    self.length - self.floor)
+        if first <= 0:
+            return
+        self.cache.drop_columns(first)
+        kept = self.valid[:, first:self.length].clone()
+        self.valid[:, :] = False
+        self.valid[:, :self.length - first] = kept
+        self.start -= first
+        self.length -= first
+
+    def step(self, tokens: torch.Tensor) -> torch.Tensor:
+        """Feed each row its new token [B]; returns the next logits [B, V]."""
+        if self.length == self.capacity:
+            self.drop_columns()
+        self.valid[:, self.length] = True
+        logits = self.model(input_ids=tokens[:, None],
+                            attention_mask=self.valid[:, None, None, :self.length + 1],
+                            position_ids=self.position[:, None], cache=self.cache,
+                            use_cache=True).logits[:, -1]
+        self.position += 1
+        self.length += 1
+        return logits
 
 
 # ---------------------------------------------------------------- TRL's rollouts

@@ -173,7 +173,7 @@ class HFGenerator:
     def _decode(self, prompts: list[list[int]], params: SamplingParams) -> list[str]:
         import torch
 
-        from rzero.decoding import StopCheck, decode, length_sorted_batches, sync_weights
+        from rzero.decoding import StopCheck, decode, length_order, sync_weights
 
         if self.sampler is not self.model:
             sync_weights(self.model, self.sampler)
@@ -183,18 +183,18 @@ class HFGenerator:
         stop = None
         if params.stop or params.stop_after_boxed:
             stop = StopCheck(self.tokenizer, params.stop, params.stop_after_boxed)
+        order = length_order(prompts)
+        t0 = time.perf_counter()
+        new = decode(self.sampler, [prompts[r] for r in order],
+                     max_new_tokens=params.max_new_tokens, temperature=params.temperature,
+                     top_k=params.top_k, top_p=params.top_p, min_new_tokens=params.min_new_tokens,
+                     eos_ids=self.eos_ids(), stop=stop, batch_size=self.batch_size,
+                     generator=generator)
+        self.stats.add(time.perf_counter() - t0, sum(len(ids) for ids in new))
         texts = [""] * len(prompts)
-        for batch in length_sorted_batches(prompts, self.batch_size):
-            t0 = time.perf_counter()
-            new = decode(self.sampler, [prompts[r] for r in batch],
-                         max_new_tokens=params.max_new_tokens, temperature=params.temperature,
-                         top_k=params.top_k, top_p=params.top_p,
-                         min_new_tokens=params.min_new_tokens, eos_ids=self.eos_ids(),
-                         stop=stop, generator=generator)
-            self.stats.add(time.perf_counter() - t0, sum(len(ids) for ids in new))
-            for r, text in zip(batch, self.tokenizer.batch_decode(new, skip_special_tokens=True),
-                               strict=True):
-                texts[r] = text
+        for r, text in zip(order, self.tokenizer.batch_decode(new, skip_special_tokens=True),
+                           strict=True):
+            texts[r] = text
         return texts
 
     def generation_config(self, params: SamplingParams):
