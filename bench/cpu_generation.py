@@ -74,6 +74,9 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--model", default=DEFAULT_MODEL)
     parser.add_argument("--batch", type=int, default=48, help="sequences per batch (labelling)")
+    parser.add_argument("--batches", type=int, default=1,
+                        help="rows = batches x batch; the reference runs them batch by batch, "
+                             "the hf backend refills its batch as rows finish")
     parser.add_argument("--new-tokens", type=int, default=160)
     parser.add_argument("--repeats", type=int, default=2)
     parser.add_argument("--skip-eos", action="store_true", help="only part 1")
@@ -89,7 +92,7 @@ def main() -> None:
     dtype = generation_dtype("auto", "cpu")
     fast = HFGenerator.from_spec(args.model, batch_size=args.batch, dtype=dtype, device="cpu")
     votes = 4
-    questions = QUESTIONS[:max(1, args.batch // votes)]
+    questions = QUESTIONS[:max(1, args.batch * args.batches // votes)]
     chats = [solver_chat(q) for q in questions]
     prompts = [p for p in fast.encode(chats) for _ in range(votes)]
     rows = len(prompts)
@@ -119,8 +122,10 @@ def main() -> None:
                 seeded = SamplingParams(**{**params.__dict__, "seed": r})
                 t0 = time.perf_counter()
                 if name == "plain fp32 generate":
-                    tokens = sum(len(x) for x in plain_generate(ref_model, tokenizer, prompts,
-                                                                seeded, eos))
+                    tokens = sum(len(x) for start in range(0, rows, args.batch)
+                                 for x in plain_generate(ref_model, tokenizer,
+                                                         prompts[start:start + args.batch],
+                                                         seeded, eos))
                 else:
                     tokens = ours(seeded)
                 seconds = time.perf_counter() - t0

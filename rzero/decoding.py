@@ -7,11 +7,10 @@ differs from `model.generate` where the profile of a CPU step said time went:
   value in place instead of `torch.cat`-ing the whole cache (a copy that grows every step);
 - the next token comes from `rzero.sampling.next_tokens`, which draws from the kept tokens
   only instead of one random number per vocabulary entry;
-- a row stops at EOS, at a stop string or after its boxed answer, and finished rows leave the
-  batch: the cache is compacted once a quarter of the rows are done, so no step is spent
-  padding a finished sequence for long;
-- the samples of one prompt share its prefill, and `length_sorted_batches` keeps left
-  padding small.
+- a row stops at EOS, at a stop string or after its boxed answer; finished rows leave the
+  batch once a quarter of it is done, and waiting prompts take their places (continuous
+  batching), so no step is spent on a finished sequence for long and the batch stays full;
+- the samples of one prompt share its prefill, and `length_order` keeps left padding small.
 
 `rollouts_through_decode` puts the loop behind `model.generate` for TRL's GRPOTrainer (which
 calls `unwrapped_model.generate(input_ids=, attention_mask=, generation_config=)`), the way
@@ -33,8 +32,9 @@ from transformers.cache_utils import Cache, CacheLayerMixin, DynamicCache
 from rzero.generation import cut_at_stop, first_box_end
 from rzero.sampling import next_tokens
 
-# compact the batch when this share of its rows has finished (a compaction copies the cache
-# once, about one step's worth of time; a finished row costs 1/batch of every step)
+# compact the batch when this share of its rows has finished, and let waiting prompts join
+# when this share of the batch is free (a compaction copies the cache once, about one step's
+# worth of time, and a join is one prefill; a finished row costs 1/batch of every step)
 COMPACT_SHARE = 0.25
 
 

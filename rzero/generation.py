@@ -3,11 +3,11 @@
 `generate(prompts, n, params)` takes chat prompts (a list of messages, or a plain string for
 one user message) and returns n completions per prompt, in prompt order.
 
-- `HFGenerator`: in-process transformers. All prompt x sample sequences go through
-  `rzero.decoding.decode` (a pre-allocated KV cache, sampling among the kept tokens only,
-  finished rows leaving the batch) in length-sorted batches of `batch_size`, optionally in a
-  lower-precision copy of the model (`dtype`); architectures the loop does not cover use
-  `model.generate`.
+- `HFGenerator`: in-process transformers. All prompt x sample sequences go, sorted by
+  length, through `rzero.decoding.decode` (a pre-allocated KV cache, sampling among the kept
+  tokens only, at most `batch_size` rows at once, refilled as rows finish), optionally in a
+  lower-precision copy of the model (`dtype`); models `decode` does not cover (not on CPU,
+  other architectures) use `model.generate` in length-sorted batches.
 - `OpenAIGenerator`: any OpenAI-compatible server (`transformers serve`, `vllm serve`, a
   hosted API); requests are spread round-robin over several base URLs.
 - `VLLMGenerator`: vLLM's offline engine (GPU only; imported lazily, `gpu` extra).
