@@ -3,8 +3,9 @@
 The same labelling-style rows (solver prompts x votes), sampled with temperature 1 and
 top_k 40 as the recipe's labelling does, go through
 
-  (a) `model.generate` on the float32 model, in one left-padded batch, as before;
-  (b) `HFGenerator` in the generation dtype `generation_dtype("auto")` picks here.
+  (a) `model.generate` on the float32 model, in left-padded batches of `--batch`, as before;
+  (b) `HFGenerator` in the generation dtype `generation_dtype("auto")` picks here, at most
+      `--batch` rows at once (with `--batches` > 1 its batch is refilled as rows finish).
 
 Part 1 forces every row to `--new-tokens` (EOS suppressed on both sides) so tokens/s compares
 like with like. Part 2 lets rows end at EOS (and, on (b), after the boxed answer); only real

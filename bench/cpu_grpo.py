@@ -1,8 +1,8 @@
 """One GRPO step on CPU: float32 as before against bf16 compute with rzero's rollouts.
 
-The embedded SmolLM2 trains one step of configs/tiny.yaml's shape (2 solver prompts x G 4,
-micro-batches of 1) with a cheap reward, so the step is rollout + reference and policy
-log-probs + backward + AdamW:
+The embedded SmolLM2 trains one step of configs/tiny.yaml's shape (2 prompts x G 4, 160
+completion tokens, micro-batches of 1) with a cheap reward, so the step is rollout +
+reference and policy log-probs + backward + AdamW:
 
   (a) float32: `bf16=False`, TRL's rollouts through `model.generate` (as before);
   (b) new: `bf16=True` (autocast over float32 master weights) and rollouts through
@@ -24,10 +24,11 @@ import torch
 
 from rzero.grpo import GRPOSettings, train_grpo
 from rzero.models import DEFAULT_MODEL, generation_dtype, load_model, load_tokenizer
-from rzero.prompts import solver_chat
 
-QUESTIONS = ["A farmer has 17 sheep and buys 3 times as many goats. How many animals now?",
-             "What is the sum of the first 12 odd numbers? Explain each step."]
+# requests for long answers: both sides then mostly run to max_completion_length, so their
+# rollouts are of similar size (a step samples only 8 completions: lengths vary a lot)
+QUESTIONS = ["Write a long, detailed story about a lighthouse keeper and a storm.",
+             "Explain in detail, step by step, how to plan a garden for a whole year."]
 
 
 def length_reward(prompts, completions, **kwargs) -> list[float]:
@@ -39,7 +40,7 @@ def length_reward(prompts, completions, **kwargs) -> list[float]:
 def one_step(model_spec: str, fast: bool, args, out_dir: Path) -> tuple[float, float]:
     model = load_model(model_spec, dtype="float32", device="cpu")
     tokenizer = load_tokenizer(model_spec)
-    rows = [{"prompt": solver_chat(q)} for q in QUESTIONS]
+    rows = [{"prompt": [{"role": "user", "content": q}]} for q in QUESTIONS]
     settings = GRPOSettings(
         steps=1, group_size=args.group_size, prompts_per_step=len(QUESTIONS),
         learning_rate=1e-6, beta=0.01, epsilon=0.2, epsilon_high=0.3,
@@ -59,7 +60,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--model", default=DEFAULT_MODEL)
     parser.add_argument("--group-size", type=int, default=4)
-    parser.add_argument("--max-completion-length", type=int, default=96)
+    parser.add_argument("--max-completion-length", type=int, default=160)
     parser.add_argument("--micro-batch-size", type=int, default=1)
     parser.add_argument("--repeats", type=int, default=2)
     parser.add_argument("--threads", type=int, default=0,
