@@ -11,7 +11,7 @@ import threading
 from pathlib import Path
 
 from rzero.config import ConfigError, describe_fields, load_config
-from rzero.models import DEFAULT_MODEL, ModelSpecError
+from rzero.models import DEFAULT_MODEL, ModelSpecError, generation_dtype
 
 
 def _add_config_args(p: argparse.ArgumentParser) -> None:
@@ -158,7 +158,8 @@ def cmd_eval(args) -> int:
         # benchmarks first: a missing file or an offline hub fails before the model loads
         data = load_benchmarks(specs, limit=limit)
         generator = HFGenerator.from_spec(model, batch_size=batch,
-                                          dtype=pick(args.dtype, cfg.model.dtype),
+                                          dtype=pick(args.dtype, generation_dtype(
+                                              cfg.model.generation_dtype, cfg.model.device)),
                                           device=pick(args.device, cfg.model.device))
     except (BenchmarkError, ModelSpecError) as exc:
         print(f"rzero eval: {exc}", file=sys.stderr)

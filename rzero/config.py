@@ -41,8 +41,17 @@ class ModelConfig(Section):
     name: str = option("embedded:smollm2-135m-instruct",
                    "Base model spec: 'embedded:smollm2-135m-instruct', a local checkpoint "
                    "directory, or a Hugging Face hub id.")
-    dtype: str = option("float32", "Weights dtype for training and in-process generation.",
-                    choices=("float32", "bfloat16", "float16"))
+    dtype: str = option("float32", "Weights dtype (training keeps these as master weights).",
+                        choices=("float32", "bfloat16", "float16"))
+    generation_dtype: str = option("auto", "Dtype in-process sampling computes in (votes, pool, "
+                                   "evaluation, CPU rollouts); 'auto': bfloat16 where the "
+                                   "hardware has bf16 matrix instructions, else float32.",
+                                   choices=("auto", "float32", "bfloat16"))
+    train_compute: str = option("auto", "Dtype GRPO computes in: 'bfloat16' is autocast over "
+                                "the weights (float32 masters on CPU); 'auto': bfloat16 where "
+                                "the hardware has bf16 matrix instructions or the weights are "
+                                "bfloat16, else float32.",
+                                choices=("auto", "float32", "bfloat16"))
     device: str = option("auto", "Device for in-process models: 'auto' picks cuda when present.",
                      choices=("auto", "cpu", "cuda"))
     gradient_checkpointing: bool = option(False, "Recompute activations in the backward pass "

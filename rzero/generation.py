@@ -3,9 +3,11 @@
 `generate(prompts, n, params)` takes chat prompts (a list of messages, or a plain string for
 one user message) and returns n completions per prompt, in prompt order.
 
-- `HFGenerator`: in-process transformers. On CPU the speed comes from batching, so all
-  prompt x sample sequences are packed into as few `generate` calls as `batch_size` allows,
-  grouped by prompt length to keep left padding small.
+- `HFGenerator`: in-process transformers. All prompt x sample sequences go, sorted by
+  length, through `rzero.decoding.decode` (a pre-allocated KV cache, sampling among the kept
+  tokens only, at most `batch_size` rows at once, refilled as rows finish), optionally in a
+  lower-precision copy of the model (`dtype`); models `decode` does not cover (not on CPU,
+  other architectures) use `model.generate` in length-sorted batches.
 - `OpenAIGenerator`: any OpenAI-compatible server (`transformers serve`, `vllm serve`, a
   hosted API); requests are spread round-robin over several base URLs.
 - `VLLMGenerator`: vLLM's offline engine (GPU only; imported lazily, `gpu` extra).
@@ -36,6 +38,8 @@ class SamplingParams:
     max_new_tokens: int = 256
     seed: int | None = 0
     min_new_tokens: int = 0  # suppress end-of-sequence before this many tokens (benchmarks)
+    stop: tuple[str, ...] = ()  # end a completion after any of these strings (kept in the text)
+    stop_after_boxed: bool = False  # end a completion once its first \\boxed{...} is closed
 
 
 @dataclass
@@ -51,6 +55,37 @@ class GenerationStats:
             self.seconds += seconds
             self.new_tokens += new_tokens
             self.calls += 1
+
+
+def first_box_end(text: str) -> int | None:
+    """Index just past the closing brace of the first `\\boxed{…}` in `text`, or None while
+    it is not closed (escaped braces do not count)."""
+    start = text.find("\\boxed{")
+    if start < 0:
+        return None
+    depth, i = 0, start + len("\\boxed")
+    while i < len(text):
+        c = text[i]
+        if c == "\\":
+            i += 2
+            continue
+        if c == "{":
+            depth += 1
+        elif c == "}":
+            depth -= 1
+            if depth == 0:
+                return i + 1
+        i += 1
+    return None
+
+
+def cut_at_stop(text: str, stops: Sequence[str] = (), boxed: bool = False) -> str:
+    """`text` up to and including the first stop string or closed first box, whichever
+    comes first (the stop is kept, as transformers' `stop_strings` keeps it)."""
+    ends = [i + len(s) for s in stops if (i := text.find(s)) >= 0]
+    if boxed and (end := first_box_end(text)) is not None:
+        ends.append(end)
+    return text[:min(ends)] if ends else text
 
 
 class GenerationError(RuntimeError):
@@ -72,12 +107,22 @@ def as_chat(prompt: Prompt) -> Chat:
 
 
 class HFGenerator:
-    """Batched sampling with an in-memory transformers model (the CPU default)."""
+    """Batched sampling with an in-memory transformers model (the CPU default).
 
-    def __init__(self, model, tokenizer, batch_size: int = 40):
+    `dtype` is the dtype generation computes in (see `rzero.models.generation_dtype`); a
+    model held in another dtype is copied into it once, and the copy refreshed from the
+    model's weights at every `generate`, so a model trained in between is sampled as it is.
+    """
+
+    def __init__(self, model, tokenizer, batch_size: int = 40, dtype: str | None = None):
+        import torch
+
+        from rzero.decoding import generation_copy
+
         self.model = model
         self.tokenizer = tokenizer
         self.batch_size = batch_size
+        self.sampler = model if dtype is None else generation_copy(model, getattr(torch, dtype))
         self.stats = GenerationStats()
         if tokenizer.pad_token is None:
             tokenizer.pad_token = tokenizer.eos_token
@@ -99,64 +144,108 @@ class HFGenerator:
             encoded.append(list(ids["input_ids"] if hasattr(ids, "keys") else ids))
         return encoded
 
-    def generation_config(self, params: SamplingParams):
-        from transformers import GenerationConfig
-
-        sample = params.temperature > 0
+    def eos_ids(self) -> list[int]:
         eos = self.model.generation_config.eos_token_id or self.tokenizer.eos_token_id
-        return GenerationConfig(
-            do_sample=sample,
-            temperature=params.temperature if sample else None,
-            top_p=params.top_p if sample and params.top_p < 1.0 else None,
-            top_k=params.top_k if sample and params.top_k > 0 else None,
-            max_new_tokens=params.max_new_tokens,
-            min_new_tokens=params.min_new_tokens or None,
-            eos_token_id=eos,
-            pad_token_id=self.tokenizer.pad_token_id,
-        )
+        return [eos] if isinstance(eos, int) else list(eos)
 
     def generate(self, prompts: Sequence[Prompt], n: int,
                  params: SamplingParams) -> list[list[str]]:
-        import torch
+        from rzero.decoding import supports_decode
 
         if n < 1:
             raise ValueError(f"n={n}: need at least one sample per prompt")
         encoded = self.encode(prompts)
-        # one row per (prompt, sample); sorted by length so a batch pads little
         rows = [(i, j) for i in range(len(prompts)) for j in range(n)]
-        rows.sort(key=lambda r: len(encoded[r[0]]))
-        out: list[list[str]] = [[""] * n for _ in prompts]
-        gen_config = self.generation_config(params)
-        device = self.model.device
-        pad = self.tokenizer.pad_token_id
         was_training = self.model.training
         self.model.eval()
         try:
-            for b, start in enumerate(range(0, len(rows), self.batch_size)):
-                batch = rows[start:start + self.batch_size]
-                width = max(len(encoded[i]) for i, _ in batch)
-                input_ids = torch.full((len(batch), width), pad, dtype=torch.long)  # [B, T]
-                attention = torch.zeros((len(batch), width), dtype=torch.long)  # [B, T]
-                for r, (i, _) in enumerate(batch):
-                    ids = encoded[i]
-                    input_ids[r, width - len(ids):] = torch.tensor(ids)
-                    attention[r, width - len(ids):] = 1
-                if params.seed is not None:
-                    torch.manual_seed(params.seed + b)
-                t0 = time.perf_counter()
-                with torch.inference_mode():
-                    seqs = self.model.generate(input_ids=input_ids.to(device),
-                                               attention_mask=attention.to(device),
-                                               generation_config=gen_config)
-                new = seqs[:, width:].cpu()  # [B, new]
-                produced = int((new != pad).sum()) if pad is not None else new.numel()
-                self.stats.add(time.perf_counter() - t0, produced)
-                texts = self.tokenizer.batch_decode(new, skip_special_tokens=True)
-                for (i, j), text in zip(batch, texts, strict=True):
-                    out[i][j] = text
+            if supports_decode(self.model):
+                texts = self._decode([encoded[i] for i, _ in rows], params)
+            else:
+                texts = self._generate_hf([encoded[i] for i, _ in rows], params)
         finally:
             self.model.train(was_training)
+        out: list[list[str]] = [[""] * n for _ in prompts]
+        for (i, j), text in zip(rows, texts, strict=True):
+            out[i][j] = cut_at_stop(text, params.stop, params.stop_after_boxed)
         return out
+
+    def _decode(self, prompts: list[list[int]], params: SamplingParams) -> list[str]:
+        import torch
+
+        from rzero.decoding import StopCheck, decode, length_order, sync_weights
+
+        if self.sampler is not self.model:
+            sync_weights(self.model, self.sampler)
+        generator = None
+        if params.seed is not None:
+            generator = torch.Generator(self.sampler.device).manual_seed(params.seed)
+        stop = None
+        if params.stop or params.stop_after_boxed:
+            stop = StopCheck(self.tokenizer, params.stop, params.stop_after_boxed)
+        order = length_order(prompts)
+        t0 = time.perf_counter()
+        new = decode(self.sampler, [prompts[r] for r in order],
+                     max_new_tokens=params.max_new_tokens, temperature=params.temperature,
+                     top_k=params.top_k, top_p=params.top_p, min_new_tokens=params.min_new_tokens,
+                     eos_ids=self.eos_ids(), stop=stop, batch_size=self.batch_size,
+                     generator=generator)
+        self.stats.add(time.perf_counter() - t0, sum(len(ids) for ids in new))
+        texts = [""] * len(prompts)
+        for r, text in zip(order, self.tokenizer.batch_decode(new, skip_special_tokens=True),
+                           strict=True):
+            texts[r] = text
+        return texts
+
+    def generation_config(self, params: SamplingParams):
+        from transformers import GenerationConfig
+
+        sample = params.temperature > 0
+        return GenerationConfig(
+            do_sample=sample,
+            temperature=params.temperature if sample else None,
+            top_p=params.top_p if sample and params.top_p < 1.0 else None,
+            # 0, not None: None would let transformers' default top_k=50 apply
+            top_k=params.top_k if sample else None,
+            max_new_tokens=params.max_new_tokens,
+            min_new_tokens=params.min_new_tokens or None,
+            eos_token_id=self.eos_ids(),
+            pad_token_id=self.tokenizer.pad_token_id,
+        )
+
+    def _generate_hf(self, prompts: list[list[int]], params: SamplingParams) -> list[str]:
+        """`model.generate` in length-sorted batches, for architectures `decode` does not
+        cover (stop strings are applied to the text afterwards)."""
+        import torch
+
+        order = sorted(range(len(prompts)), key=lambda r: len(prompts[r]))
+        texts = [""] * len(prompts)
+        gen_config = self.generation_config(params)
+        device = self.sampler.device
+        pad = self.tokenizer.pad_token_id
+        for b, start in enumerate(range(0, len(order), self.batch_size)):
+            batch = order[start:start + self.batch_size]
+            width = max(len(prompts[r]) for r in batch)
+            input_ids = torch.full((len(batch), width), pad, dtype=torch.long)  # [B, T]
+            attention = torch.zeros((len(batch), width), dtype=torch.long)  # [B, T]
+            for k, r in enumerate(batch):
+                ids = prompts[r]
+                input_ids[k, width - len(ids):] = torch.tensor(ids)
+                attention[k, width - len(ids):] = 1
+            if params.seed is not None:
+                torch.manual_seed(params.seed + b)
+            t0 = time.perf_counter()
+            with torch.inference_mode():
+                seqs = self.sampler.generate(input_ids=input_ids.to(device),
+                                             attention_mask=attention.to(device),
+                                             generation_config=gen_config)
+            new = seqs[:, width:].cpu()  # [B, new]
+            produced = int((new != pad).sum()) if pad is not None else new.numel()
+            self.stats.add(time.perf_counter() - t0, produced)
+            for r, text in zip(batch, self.tokenizer.batch_decode(new, skip_special_tokens=True),
+                               strict=True):
+                texts[r] = text
+        return texts
 
 
 # ---------------------------------------------------------------- OpenAI-compatible servers
@@ -214,7 +303,10 @@ class OpenAIGenerator:
         except Exception as exc:
             raise GenerationError(f"openai backend: request to {self.base_urls[k]} failed: "
                                   f"{type(exc).__name__}: {exc}") from exc
-        text = resp.choices[0].message.content or ""
+        # stop strings are applied here, not by the server: servers drop the stop string
+        # from the text, the other backends keep it
+        text = cut_at_stop(resp.choices[0].message.content or "", params.stop,
+                           params.stop_after_boxed)
         usage = getattr(resp, "usage", None)
         self.stats.add(time.perf_counter() - t0, usage.completion_tokens if usage else 0)
         return text
@@ -267,10 +359,12 @@ class VLLMGenerator:
         vparams = VSampling(n=n, temperature=params.temperature, top_p=params.top_p,
                             top_k=params.top_k if params.top_k > 0 else -1,
                             max_tokens=params.max_new_tokens, seed=params.seed,
-                            min_tokens=params.min_new_tokens)
+                            min_tokens=params.min_new_tokens, stop=list(params.stop),
+                            include_stop_str_in_output=True)
         t0 = time.perf_counter()
         results = self.llm.chat([as_chat(p) for p in prompts], vparams, use_tqdm=False)
-        out = [[c.text for c in r.outputs] for r in results]
+        out = [[cut_at_stop(c.text, params.stop, params.stop_after_boxed) for c in r.outputs]
+               for r in results]
         self.stats.add(time.perf_counter() - t0,
                        sum(len(c.token_ids) for r in results for c in r.outputs))
         return out
@@ -296,10 +390,16 @@ def make_generator(cfg, model_spec: str, *, model=None, tokenizer=None) -> Gener
     """The backend the config asks for, serving `model_spec` (or the given in-memory model)."""
     gen = cfg.generation
     if gen.backend == "hf":
+        from rzero.models import generation_dtype
+
+        dtype = generation_dtype(cfg.model.generation_dtype, cfg.model.device)
         if model is not None:
-            return HFGenerator(model, tokenizer, batch_size=gen.batch_size)
-        return HFGenerator.from_spec(model_spec, batch_size=gen.batch_size,
-                                     dtype=cfg.model.dtype, device=cfg.model.device)
+            # a model being trained keeps its weights; sampling uses a copy in `dtype`
+            return HFGenerator(model, tokenizer, batch_size=gen.batch_size,
+                               dtype=None if dtype == cfg.model.dtype else dtype)
+        # a model only sampled from is loaded in the dtype it computes in
+        return HFGenerator.from_spec(model_spec, batch_size=gen.batch_size, dtype=dtype,
+                                     device=cfg.model.device)
     if gen.backend == "openai":
         return OpenAIGenerator(gen.base_urls, model_spec, api_key_env=gen.api_key_env,
                                concurrency=gen.concurrency, timeout=gen.timeout,

@@ -18,10 +18,15 @@ acts; with several, the later updates are off-policy and the clip range matters.
 Every TRL option that changes the algorithm is set here (`ALGORITHM_OPTIONS`), not left to
 TRL's default; a role's `trl:` mapping may override these, never the ones computed from its
 fields (`rzero.config.TRL_MANAGED`).
+
+On CPU, bf16 training means float32 master weights with bf16 compute (accelerate's
+autocast; `model.train_compute`), and TRL's rollouts go through `rzero.decoding` on a copy of
+the weights in `model.generation_dtype` (see `rollouts_through_decode`).
 """
 
 from __future__ import annotations
 
+import contextlib
 import shutil
 import time
 from collections.abc import Callable
@@ -33,6 +38,7 @@ import torch
 
 from rzero import distributed
 from rzero.config import GenerationConfig, GRPOSection, ModelConfig
+from rzero.models import generation_dtype, train_compute
 from rzero.plan import role_schedule
 
 # rzero's value for each TRL option that changes what is optimised or sampled, so a TRL
@@ -144,7 +150,8 @@ def grpo_config(role: GRPOSection, output_dir: str | Path, *, seed: int,
         temperature=role.temperature,
         seed=seed,
         data_seed=seed,
-        bf16=model_cfg.dtype == "bfloat16",
+        bf16=train_compute(model_cfg.train_compute, model_cfg.dtype,
+                           model_cfg.device) == "bfloat16",
         fp16=False,
         use_cpu=not torch.cuda.is_available(),
         activation_checkpointing=model_cfg.gradient_checkpointing,
@@ -190,8 +197,16 @@ def train_grpo(model, tokenizer, rows: list[dict[str, Any]],
     stats = TrainStats()
     if not rows:
         raise ValueError("train_grpo: no training rows")
+    model_cfg = model_cfg or ModelConfig()
     args = grpo_config(role, output_dir, seed=seed, model_cfg=model_cfg,
                        generation_cfg=generation_cfg, deepspeed=deepspeed)
+    on_cpu = not torch.cuda.is_available()
+    if args.bf16 and on_cpu and any(p.dtype != torch.float32 for p in model.parameters()):
+        # bf16 on CPU is autocast over float32 weights; bf16 weights would round away an
+        # update of lr ~1e-6 (a bf16 weight of 0.02 moves in steps of 1.2e-4)
+        raise ValueError("GRPO with bf16 on CPU needs the model in float32 (the master "
+                         "weights): set model.dtype=float32; model.train_compute=bfloat16 "
+                         "computes in bf16 under autocast")
     # enough rows for every step to see distinct prompts; repeat the list when it is short
     need = role.steps * role.prompts_per_step
     data = [rows[i % len(rows)] for i in range(max(need, len(rows)))]
@@ -219,14 +234,22 @@ def train_grpo(model, tokenizer, rows: list[dict[str, Any]],
         def on_train_end(self, args, state, control, **kwargs):
             self.bar.close()
 
-    trainer = GRPOTrainer(model=model, reward_funcs=reward_funcs, args=args,
-                          train_dataset=Dataset.from_list(data), processing_class=tokenizer,
-                          callbacks=[_timed_callback(stats), _Progress()])
-    trainer.remove_callback(ProgressCallback)
-    trainer.remove_callback(PrinterCallback)
-    t0 = time.perf_counter()
-    trainer.train()
-    stats.seconds_total = time.perf_counter() - t0
+    rollouts = contextlib.nullcontext()
+    if on_cpu and not args.use_vllm:
+        # entered before the trainer exists: the sampling copy is made of the plain model
+        from rzero.decoding import rollouts_through_decode
+
+        dtype = generation_dtype(model_cfg.generation_dtype, model_cfg.device)
+        rollouts = rollouts_through_decode(model, getattr(torch, dtype))
+    with rollouts:
+        trainer = GRPOTrainer(model=model, reward_funcs=reward_funcs, args=args,
+                              train_dataset=Dataset.from_list(data), processing_class=tokenizer,
+                              callbacks=[_timed_callback(stats), _Progress()])
+        trainer.remove_callback(ProgressCallback)
+        trainer.remove_callback(PrinterCallback)
+        t0 = time.perf_counter()
+        trainer.train()
+        stats.seconds_total = time.perf_counter() - t0
     if save_to is not None:
         save_trained(trainer, tokenizer, Path(save_to))
     # free the reference model and optimiser state before the next phase

@@ -1,6 +1,14 @@
 import pytest
+import torch
 
-from rzero.generation import HFGenerator, OpenAIGenerator, SamplingParams
+from rzero.decoding import StopCheck, decode
+from rzero.generation import (
+    HFGenerator,
+    OpenAIGenerator,
+    SamplingParams,
+    cut_at_stop,
+    first_box_end,
+)
 
 
 @pytest.fixture(scope="module")
@@ -14,10 +22,10 @@ PROMPTS = ["Hi", [{"role": "system", "content": "Be brief."},
 
 def test_hf_returns_n_completions_per_prompt_for_mixed_lengths(hf):
     out = hf.generate(PROMPTS, 3, SamplingParams(max_new_tokens=8, seed=1))
-    # 3 prompts x 3 samples = 9 rows in batches of 5 -> 2 generate calls
+    # 3 prompts x 3 samples = 9 rows, at most 5 decoding at once
     assert [len(row) for row in out] == [3, 3, 3]
     assert all(isinstance(t, str) and t for row in out for t in row)
-    assert hf.stats.calls >= 2
+    assert hf.stats.calls >= 1 and hf.stats.new_tokens >= 9
 
 
 def test_hf_same_seed_same_text(hf):
@@ -49,6 +57,240 @@ def test_openai_generator_needs_a_url():
 
     with pytest.raises(GenerationError, match="no base URL"):
         OpenAIGenerator([], "m")
+
+
+# ---------------------------------------------------------------- the decode loop
+
+
+@pytest.fixture(scope="module")
+def tiny(tiny_checkpoint):
+    from rzero.models import load_model, load_tokenizer
+
+    return (load_model(str(tiny_checkpoint), device="cpu").eval(),
+            load_tokenizer(str(tiny_checkpoint)))
+
+
+def random_prompts(n: int, seed: int, vocab: int = 1000) -> list[list[int]]:
+    g = torch.Generator().manual_seed(seed)
+    lengths = torch.randint(3, 12, (n,), generator=g).tolist()
+    return [torch.randint(10, vocab, (k,), generator=g).tolist() for k in lengths]
+
+
+def hf_greedy(model, prompts, max_new_tokens, eos_ids=()):
+    """The naive reference: one `model.generate` per prompt, no padding at all."""
+    out = []
+    for p in prompts:
+        seq = model.generate(torch.tensor([p]), do_sample=False, max_new_tokens=max_new_tokens,
+                             eos_token_id=list(eos_ids) or None, pad_token_id=0)
+        new = seq[0, len(p):].tolist()
+        for i, t in enumerate(new):
+            if t in eos_ids:
+                new = new[:i + 1]
+                break
+        out.append(new)
+    return out
+
+
+def test_decode_greedy_matches_generate_prompt_by_prompt(tiny):
+    model, _ = tiny
+    # mixed lengths (left padding) and repeated prompts (one shared prefill)
+    prompts = random_prompts(6, seed=0)
+    prompts = prompts + [prompts[1], prompts[1], prompts[4]]
+    new = decode(model, prompts, max_new_tokens=10, temperature=0.0)
+    assert new == hf_greedy(model, prompts, 10)
+
+
+@pytest.mark.parametrize("arch", ["qwen2", "qwen3"])
+def test_decode_greedy_matches_generate_on_other_architectures(arch):
+    from transformers import Qwen2Config, Qwen2ForCausalLM, Qwen3Config, Qwen3ForCausalLM
+
+    from rzero.decoding import supports_decode
+
+    config_cls, model_cls = {"qwen2": (Qwen2Config, Qwen2ForCausalLM),
+                             "qwen3": (Qwen3Config, Qwen3ForCausalLM)}[arch]
+    torch.manual_seed(0)
+    config = config_cls(vocab_size=1000, hidden_size=32, intermediate_size=64,
+                        num_hidden_layers=2, num_attention_heads=4, num_key_value_heads=2,
+                        head_dim=8, max_position_embeddings=256)
+    model = model_cls(config).eval()
+    assert supports_decode(model)
+    prompts = random_prompts(5, seed=6)
+    assert decode(model, prompts, max_new_tokens=8, temperature=0.0) == hf_greedy(model,
+                                                                                  prompts, 8)
+
+
+class EndAfter:
+    """A stop rule for the test: the row whose first new token is t ends after lengths[t]."""
+
+    def __init__(self, lengths: dict[int, int]):
+        self.lengths = lengths
+
+    def ends(self, ids: list[int]) -> bool:
+        return len(ids) >= self.lengths.get(ids[0], 10**9)
+
+
+def test_finished_rows_leave_the_batch_without_changing_the_others(tiny):
+    model, _ = tiny
+    prompts = random_prompts(8, seed=1)
+    free = decode(model, prompts, max_new_tokens=12, temperature=0.0)
+    firsts = [row[0] for row in free]
+    assert len(set(firsts)) == 8  # the rule below can tell the rows apart
+    # rows 0-5 end after 2..7 tokens, rows 6-7 run to 12: the batch is compacted each time
+    # a quarter of it is done: 8 -> 6 rows after 3 tokens, 6 -> 4 after 5, 4 -> 3, 3 -> 2
+    stop = EndAfter({t: 2 + r for r, t in enumerate(firsts[:6])})
+    stopped = decode(model, prompts, max_new_tokens=12, temperature=0.0, stop=stop)
+    assert stopped == [row[:2 + r] for r, row in enumerate(free[:6])] + free[6:]
+
+
+def test_waiting_prompts_join_as_rows_finish(tiny, monkeypatch):
+    from rzero.decoding import PreallocatedCache, _Batch
+
+    model, _ = tiny
+    prompts = random_prompts(9, seed=7)
+    prompts = prompts + [prompts[3], prompts[3]]  # 11 rows, one prompt three times
+    free = decode(model, prompts, max_new_tokens=14, temperature=0.0)
+    lengths = {row[0]: 1 + (r * 5) % 14 for r, row in enumerate(free)}  # 1..14 tokens
+    assert len(lengths) == 9  # the rule tells the distinct prompts apart
+    sizes, drops = [], []
+    step, drop = _Batch.step, PreallocatedCache.drop_columns
+    monkeypatch.setattr(_Batch, "step", lambda self, t: sizes.append(len(t)) or step(self, t))
+    monkeypatch.setattr(PreallocatedCache, "drop_columns",
+                        lambda self, n: drops.append(n) or drop(self, n))
+    stopped = decode(model, prompts, max_new_tokens=14, temperature=0.0, batch_size=4,
+                     stop=EndAfter(lengths))
+    # each row is what it is alone, cut where the rule ends it
+    assert stopped == [row[:lengths[row[0]]] for row in free]
+    assert max(sizes) == 4  # never more than batch_size rows, and rows were refilled
+    assert len(sizes) < sum(len(row) for row in stopped) / 2  # ~4 rows a step, not 1
+    assert drops  # leading columns were dropped as old rows left
+
+
+def test_an_eos_token_ends_its_row_and_is_kept(tiny):
+    model, _ = tiny
+    prompts = random_prompts(4, seed=5)
+    free = decode(model, prompts, max_new_tokens=6, temperature=0.0)
+    eos = free[2][0]
+    stopped = decode(model, prompts, max_new_tokens=6, temperature=0.0, eos_ids=[eos])
+    assert stopped == [row[:row.index(eos) + 1] if eos in row else row for row in free]
+    assert stopped[2] == [eos]
+
+
+def test_sampled_rows_are_reproducible_and_respect_min_new_tokens(tiny):
+    model, _ = tiny
+    prompts = random_prompts(5, seed=2)
+    eos = decode(model, prompts, max_new_tokens=3, temperature=0.0)[0][0]
+
+    def run(seed):
+        return decode(model, prompts, max_new_tokens=8, temperature=1.0, top_k=20, top_p=0.9,
+                      min_new_tokens=8, eos_ids=[eos],
+                      generator=torch.Generator().manual_seed(seed))
+
+    a, b = run(0), run(0)
+    assert a == b and a != run(1)
+    assert all(len(row) == 8 and eos not in row for row in a)  # EOS suppressed throughout
+
+
+def test_stop_string_ends_a_row_and_the_text_keeps_the_stop(tiny):
+    model, tokenizer = tiny
+    prompts = random_prompts(3, seed=3)
+    free = decode(model, prompts, max_new_tokens=12, temperature=0.0)
+    text = tokenizer.decode(free[0])
+    stop = text[len(tokenizer.decode(free[0][:4])):][:3]  # 3 characters of the 5th token on
+    assert stop.strip()
+    check = StopCheck(tokenizer, (stop,))
+    stopped = decode(model, prompts, max_new_tokens=12, temperature=0.0, stop=check)
+    # row 0 ends at the token that completes the stop string, not later
+    assert stop in tokenizer.decode(stopped[0])
+    assert stop not in tokenizer.decode(stopped[0][:-1])
+    assert check.cut(tokenizer.decode(stopped[0])).endswith(stop)
+
+
+def test_cut_at_stop_keeps_up_to_the_first_stop_or_closed_box():
+    # the box closes at the second "}" (the first closes \\frac's numerator)
+    text = "so \\boxed{\\frac{1}{2}} then more \\boxed{3}"
+    assert cut_at_stop(text, boxed=True) == "so \\boxed{\\frac{1}{2}}"
+    assert first_box_end("\\boxed{\\{x\\}") is None  # escaped braces do not close it
+    assert cut_at_stop("<question>Q</question> rest", ("</question>",)) == "<question>Q</question>"
+    assert cut_at_stop("no stop here", ("</question>",), boxed=True) == "no stop here"
+
+
+def test_generate_like_hf_returns_what_generate_returns(tiny):
+    from transformers import GenerationConfig
+
+    from rzero.decoding import generate_like_hf
+
+    model, _ = tiny
+    prompts = random_prompts(4, seed=4)
+    width = max(len(p) for p in prompts)
+    ids = torch.tensor([[0] * (width - len(p)) + p for p in prompts])  # [B, P] left-padded
+    mask = (torch.arange(width) >= width - torch.tensor([len(p) for p in prompts])[:, None])
+    config = GenerationConfig(do_sample=False, max_new_tokens=7, pad_token_id=0,
+                              eos_token_id=None)
+    ours = generate_like_hf(model, model, input_ids=ids, attention_mask=mask.long(),
+                            generation_config=config)
+    theirs = model.generate(input_ids=ids, attention_mask=mask.long(), generation_config=config)
+    assert torch.equal(ours, theirs)
+
+
+def test_generate_like_hf_hands_unsupported_settings_to_transformers(tiny):
+    from transformers import GenerationConfig
+
+    from rzero.decoding import _sampling_args
+
+    assert _sampling_args(GenerationConfig(do_sample=True, max_new_tokens=4, top_k=0)) == {
+        "max_new_tokens": 4, "temperature": 1.0, "top_k": 0, "top_p": 1.0,
+        "min_new_tokens": 0, "eos_ids": []}
+    assert _sampling_args(GenerationConfig(max_new_tokens=4, repetition_penalty=1.2)) is None
+    assert _sampling_args(GenerationConfig(max_new_tokens=4, num_beams=2)) is None
+
+
+def test_hf_generator_in_bf16_samples_from_a_copy_refreshed_each_call(tiny):
+    model, tokenizer = tiny
+    gen = HFGenerator(model, tokenizer, batch_size=4, dtype="bfloat16")
+    assert gen.sampler is not model and gen.sampler.dtype == torch.bfloat16
+    assert model.dtype == torch.float32  # the model itself is untouched
+    greedy = SamplingParams(temperature=0.0, max_new_tokens=6)
+    before = gen.generate(["Hi"], 1, greedy)
+    with torch.no_grad():
+        model.model.norm.weight.mul_(-1.0)  # negates the logits: greedy takes the argmin
+    try:
+        after = gen.generate(["Hi"], 1, greedy)
+    finally:
+        with torch.no_grad():
+            model.model.norm.weight.mul_(-1.0)
+    assert before != after
+
+
+# ---------------------------------------------------------------- the generation dtype
+
+
+@pytest.mark.parametrize("flags,expected", [
+    ({"avx2", "amx_bf16", "amx_tile"}, "bfloat16"),  # Sapphire Rapids and later
+    ({"avx512f", "avx512_bf16"}, "bfloat16"),  # Cooper Lake, Zen 4
+    ({"avx2", "avx512f"}, "float32"),  # no bf16 matrix instructions: torch would emulate
+])
+def test_auto_generation_dtype_follows_the_cpu_flags(monkeypatch, flags, expected):
+    import rzero.models
+
+    monkeypatch.setattr(rzero.models, "cpu_flags", lambda: flags)
+    assert rzero.models.generation_dtype("auto", "cpu") == expected
+    assert rzero.models.generation_dtype("float32", "cpu") == "float32"  # asked for: kept
+
+
+def test_cpu_flags_reads_the_flags_line(tmp_path):
+    from rzero.models import cpu_flags
+
+    info = tmp_path / "cpuinfo"
+    info.write_text("processor\t: 0\nflags\t\t: fpu avx2 avx512_bf16\nbugs\t\t: none\n")
+    assert cpu_flags(str(info)) == {"fpu", "avx2", "avx512_bf16"}
+    assert cpu_flags(str(tmp_path / "missing")) == set()
+
+
+def test_generation_dtype_names_the_choices_on_a_typo():
+    from rzero.models import generation_dtype
+
+    with pytest.raises(ValueError, match="auto, float32 or bfloat16"):
+        generation_dtype("bf16")
 
 
 # ---------------------------------------------------------------- against real servers

@@ -10,7 +10,7 @@ import pytest
 import torch
 from torch.optim.optimizer import register_optimizer_step_post_hook
 
-from rzero.config import ConfigError, SolverConfig, load_config
+from rzero.config import ConfigError, ModelConfig, SolverConfig, load_config
 from rzero.grpo import ALGORITHM_OPTIONS, grpo_config, train_grpo
 from rzero.models import load_model, load_tokenizer
 
@@ -120,3 +120,82 @@ def test_gpu_recipes_follow_the_official_optimiser(name, tmp_path):
         assert a.use_bias_correction_kl is False
     # 5 steps x 512 / 16 = 160 challenger updates; 15 steps x 512 / 128 = 60 solver updates
     assert (args["challenger"].max_steps, args["solver"].max_steps) == (160, 60)
+
+
+def test_bf16_on_cpu_trains_fp32_weights_by_exactly_the_adam_update(tiny_checkpoint, tmp_path,
+                                                                     monkeypatch):
+    import trl
+
+    import rzero.decoding
+
+    trainers, samplers = [], []
+
+    class Recorded(trl.GRPOTrainer):
+        def __init__(self, *args, **kwargs):
+            super().__init__(*args, **kwargs)
+            trainers.append(self)
+
+    def recorded_decode(model, *args, **kwargs):
+        samplers.append(model.dtype)
+        return decode(model, *args, **kwargs)
+
+    decode = rzero.decoding.decode
+    monkeypatch.setattr(trl, "GRPOTrainer", Recorded)
+    monkeypatch.setattr(rzero.decoding, "decode", recorded_decode)
+    model = load_model(str(tiny_checkpoint), dtype="float32", device="cpu")
+    tokenizer = load_tokenizer(str(tiny_checkpoint))
+    before = {n: p.detach().clone() for n, p in model.named_parameters()}
+    computed = []  # the dtype a layer computes in, in passes that build a graph
+    model.model.layers[0].mlp.down_proj.register_forward_hook(
+        lambda module, args, out: computed.append(out.dtype) if torch.is_grad_enabled() else None)
+    rows = [{"prompt": [{"role": "user", "content": f"Say a number {i}."}]} for i in range(2)]
+    role = SolverConfig(steps=1, group_size=4, prompts_per_step=2, learning_rate=1e-6,
+                        beta=0.01, epsilon=0.2, epsilon_high=0.3, max_completion_length=12,
+                        temperature=1.0)
+    model_cfg = ModelConfig(dtype="float32", device="cpu", generation_dtype="bfloat16",
+                            train_compute="bfloat16")
+    train_grpo(model, tokenizer, rows, [length_reward], role, tmp_path / "out", seed=3,
+               model_cfg=model_cfg)
+
+    # training computed in bf16 (autocast); the rollout went through rzero's decode loop on
+    # a bf16 copy; generate is restored
+    assert computed and set(computed) == {torch.bfloat16}
+    assert samplers == [torch.bfloat16]
+    assert "generate" not in vars(model)
+    optimizer = trainers[0].optimizer
+    group = optimizer.param_groups[0]
+    beta1, beta2 = group["betas"]
+    moved = small = total = 0
+    for name, p in model.named_parameters():
+        assert p.dtype == torch.float32
+        state = optimizer.state[p]
+        step = float(state["step"])
+        # AdamW: p <- p (1 - lr wd) - lr m_hat / (sqrt(v_hat) + eps)
+        m_hat = state["exp_avg"] / (1 - beta1 ** step)
+        v_hat = state["exp_avg_sq"] / (1 - beta2 ** step)
+        old = before[name]
+        expected = -group["lr"] * (old * group["weight_decay"] + m_hat / (v_hat.sqrt()
+                                                                           + group["eps"]))
+        delta = p.detach() - old
+        # equal up to rounding p_new to float32 (a few ulps of the weight)
+        torch.testing.assert_close(delta, expected, rtol=1e-4,
+                                   atol=4 * torch.finfo(torch.float32).eps * old.abs().max())
+        moved += int((delta != 0).sum())
+        # a bf16 weight moves in steps of 2^-8 of its size: most 1e-6 updates fall below half
+        small += int((expected.abs() < old.abs() * 2.0 ** -9).sum())
+        total += p.numel()
+    assert moved > 0.5 * total
+    assert small > 0.5 * total  # so bf16 master weights would have dropped most of them
+
+
+def test_bf16_training_on_cpu_refuses_bf16_weights(tiny_checkpoint, tmp_path):
+    model = load_model(str(tiny_checkpoint), dtype="bfloat16", device="cpu")
+    tokenizer = load_tokenizer(str(tiny_checkpoint))
+    rows = [{"prompt": [{"role": "user", "content": "Hi"}]}]
+    role = SolverConfig(steps=1, group_size=2, prompts_per_step=1, learning_rate=1e-6,
+                        beta=0.0, epsilon=0.2, epsilon_high=0.3, max_completion_length=4,
+                        temperature=1.0)
+    model_cfg = ModelConfig(dtype="bfloat16", device="cpu", train_compute="bfloat16")
+    with pytest.raises(ValueError, match="needs the model in float32"):
+        train_grpo(model, tokenizer, rows, [length_reward], role, tmp_path / "out",
+                   model_cfg=model_cfg)
