@@ -36,7 +36,7 @@ from typing import Any
 
 import torch
 
-from rzero import distributed
+from rzero import distributed, trackers
 from rzero.config import GenerationConfig, GRPOSection, ModelConfig
 from rzero.models import generation_dtype, train_compute
 from rzero.plan import role_schedule
@@ -161,7 +161,7 @@ def grpo_config(role: GRPOSection, output_dir: str | Path, *, seed: int,
         deepspeed=deepspeed,
         logging_steps=1,
         save_strategy="no",
-        report_to=[],
+        report_to=trackers.trl_report_to(),  # the run's trackers (run.report_to)
         disable_tqdm=True,
         dataloader_num_workers=0,
         shuffle_dataset=True,

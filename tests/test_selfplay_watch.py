@@ -238,3 +238,17 @@ def test_trl_gets_the_run_trackers_and_this_runs_logging_dir(tmp_path):
         assert env["TENSORBOARD_LOGGING_DIR"] == str(logs)
     finally:
         trackers.use([])
+
+
+def test_grpo_config_reports_to_the_run_trackers(tmp_path):
+    from rzero import trackers
+    from rzero.config import SolverConfig
+    from rzero.grpo import grpo_config
+
+    role = SolverConfig(steps=1, group_size=2, prompts_per_step=1)
+    assert grpo_config(role, tmp_path, seed=0).report_to == []
+    trackers.use(["tensorboard"])
+    try:
+        assert grpo_config(role, tmp_path, seed=0).report_to == ["tensorboard"]
+    finally:
+        trackers.use([])
