@@ -104,9 +104,15 @@ def cmd_audit(args) -> int:
         print(f"error: {run_dir} is not a run directory (no config.yaml)", file=sys.stderr)
         return 2
     cfg = load_config(saved, args.overrides)
-    audit_run(run_dir, cfg.audit, model_spec=args.judge_model or cfg.model.name,
-              direction=cfg.labeling.equivalence)
+    report = audit_run(run_dir, cfg.audit, model_spec=args.judge_model or cfg.model.name,
+                       direction=cfg.labeling.equivalence)
     print(f"audit report: {run_dir / 'audit' / 'report.html'}")
+    overall = report["overall"]
+    if overall["n_judged"] == 0:
+        why = "; ".join(f"{reason}: {n}" for reason, n in report["unjudged_reasons"].items())
+        print(f"error: nothing could be judged ({overall['n_audited']} items"
+              f"{': ' + why if why else ''}); the report counts none of them", file=sys.stderr)
+        return 1
     return 0
 
 
@@ -142,6 +148,12 @@ def cmd_eval(args) -> int:
                         ("--num-samples", args.num_samples), ("--batch-size", args.batch_size)):
         if value is not None and value < 1:
             print(f"rzero eval: {flag}={value}: must be at least 1", file=sys.stderr)
+            return 2
+    for flag, value, allowed in (("--dtype", args.dtype, ("float32", "bfloat16", "float16")),
+                                 ("--device", args.device, ("auto", "cpu", "cuda"))):
+        if value is not None and value not in allowed:
+            print(f"rzero eval: {flag}={value}: expected one of {', '.join(allowed)}",
+                  file=sys.stderr)
             return 2
     cfg = load_config(args.config, args.overrides)
     e = cfg.eval

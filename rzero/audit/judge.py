@@ -29,7 +29,7 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import urlparse
 
-from rzero.config import AuditConfig
+from rzero.config import AuditConfig, ConfigError
 from rzero.io import read_jsonl
 from rzero.labeling.answers import extract_boxed
 from rzero.labeling.equivalence import Direction, equivalent
@@ -225,10 +225,11 @@ def only_served_model(cfg: AuditConfig) -> str:
     try:
         names = [m.id for m in client.models.list()]
     except Exception as exc:
-        raise ValueError(f"audit.model is unset and the models of {host_of(cfg.base_url)} could "
-                         f"not be listed ({type(exc).__name__}); set audit.model") from None
+        raise ConfigError(f"audit.model is unset and the models of {host_of(cfg.base_url)} "
+                          f"could not be listed ({type(exc).__name__}); set audit.model or "
+                          f"check audit.base_url") from None
     if len(names) != 1:
-        raise ValueError(f"audit.model is unset and {host_of(cfg.base_url)} serves "
+        raise ConfigError(f"audit.model is unset and {host_of(cfg.base_url)} serves "
                          f"{len(names)} models ({', '.join(names[:5])}); set audit.model")
     return names[0]
 

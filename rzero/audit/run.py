@@ -10,9 +10,10 @@ from __future__ import annotations
 
 import dataclasses
 import logging
+import queue
+import threading
 import time
-from collections.abc import Sequence
-from concurrent.futures import ThreadPoolExecutor, as_completed
+from collections.abc import Iterator, Sequence
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
@@ -20,6 +21,7 @@ from typing import Any
 from rzero.audit.judge import (
     PROMPT_VERSION,
     Judge,
+    JudgeReply,
     cache_key,
     host_of,
     load_cache,
@@ -55,6 +57,42 @@ def _uncached(items: Sequence[AuditItem], judge_name: str, cfg: AuditConfig,
     return len(set(_keys(items, judge_name, cfg)) - set(load_cache(cache_path)))
 
 
+def _ask_all(judge: Judge, todo: dict[str, AuditItem],
+             concurrency: int) -> Iterator[tuple[str, JudgeReply]]:
+    """(key, reply) for every item of `todo` as replies arrive, with at most `concurrency`
+    requests in flight. The requests run on daemon threads: an interrupted audit returns at
+    once instead of waiting for a request's timeout, and the judge's server (or the process
+    exit) ends them."""
+    waiting: queue.SimpleQueue[tuple[str, AuditItem]] = queue.SimpleQueue()
+    replies: queue.SimpleQueue[tuple[str, JudgeReply | BaseException]] = queue.SimpleQueue()
+    for key, it in todo.items():
+        waiting.put((key, it))
+
+    def work() -> None:
+        while True:
+            try:
+                key, it = waiting.get_nowait()
+            except queue.Empty:
+                return
+            try:
+                replies.put((key, judge.ask(it.question)))
+            except BaseException as exc:  # reaches the caller, which re-raises it
+                replies.put((key, exc))
+
+    for _ in range(max(1, min(concurrency, len(todo)))):
+        threading.Thread(target=work, name="rzero-judge", daemon=True).start()
+    for _ in range(len(todo)):
+        while True:  # short waits, so Ctrl-C and SIGTERM (cli.main) are handled at once
+            try:
+                key, reply = replies.get(timeout=0.1)
+                break
+            except queue.Empty:
+                continue
+        if isinstance(reply, BaseException):
+            raise reply
+        yield key, reply
+
+
 def _judge_all(judge: Judge | None, judge_name: str, items: Sequence[AuditItem],
                cfg: AuditConfig, cache_path: Path, direction: Direction
                ) -> tuple[list[dict[str, Any]], dict[str, int]]:
@@ -76,13 +114,9 @@ def _judge_all(judge: Judge | None, judge_name: str, items: Sequence[AuditItem],
     if todo:
         if judge is None:
             raise RuntimeError("audit: verdicts missing from the cache and no judge to ask")
-        pool = ThreadPoolExecutor(max_workers=cfg.concurrency)
         try:
-            futures = {pool.submit(judge.ask, it.question): key for key, it in todo.items()}
-            for done, future in enumerate(as_completed(futures), 1):
-                key = futures[future]
+            for done, (key, reply) in enumerate(_ask_all(judge, todo, cfg.concurrency), 1):
                 it = todo[key]
-                reply = future.result()
                 # math-verify runs here, in the main thread, one check at a time.
                 verdict, answer, reason = verdict_of(reply, it.label, direction)
                 fresh[key] = {"key": key, "question": it.question, "label": it.label,
@@ -95,17 +129,15 @@ def _judge_all(judge: Judge | None, judge_name: str, items: Sequence[AuditItem],
                 if time.monotonic() - last_write > CACHE_WRITE_EVERY:
                     write_jsonl_atomic(cache_path, cache.values())
                     last_write = time.monotonic()
-                log.info("audit: %d/%d judged: %s%s", done, len(futures), verdict,
+                log.info("audit: %d/%d judged: %s%s", done, len(todo), verdict,
                          f" ({reason})" if reason else "")
         except BaseException:
-            # Interrupted: keep what is judged, and do not wait for requests in flight (the
-            # caller stopping a local server ends them).
+            # Interrupted (Ctrl-C, SIGTERM): keep what is judged; the requests in flight run
+            # on daemon threads, so nothing waits for them
             judge.cancel()
-            pool.shutdown(wait=False, cancel_futures=True)
             raise
         finally:
             write_jsonl_atomic(cache_path, cache.values())
-        pool.shutdown()
     rows = []
     for key, it in zip(keys, items, strict=True):
         v = fresh.get(key) or cache[key]

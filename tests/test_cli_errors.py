@@ -1,0 +1,100 @@
+"""User errors and exits of the command line: `rzero audit` fails when nothing could be judged,
+an unreachable judge is one line, Ctrl-C or SIGTERM leave at once with the verdicts so far in
+a readable cache; `rzero eval` refuses an unknown dtype or device in one line."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+from fault_server import FaultServer
+from test_audit import step_row, write_run
+
+from rzero.cli import main
+from rzero.io import read_jsonl
+
+QUESTIONS = {"What is 2+3?": "5", "What is 3+4?": "7", "What is 5+5?": "10"}
+
+
+def judge_args(base_url: str, **kw) -> list[str]:
+    sets = {"audit.base_url": base_url, "audit.model": "fault-judge", "audit.retries": "0",
+            "audit.timeout": "5", **kw}
+    return [arg for k, v in sets.items() for arg in ("--set", f"{k}={v}")]
+
+
+def test_every_judge_call_failing_exits_1_with_one_line(tmp_path, capsys):
+    write_run(tmp_path, {0: [step_row(q, a) for q, a in QUESTIONS.items()]}, [])
+    faults = {q: ["500"] * 3 for q in QUESTIONS}
+    with FaultServer({q: "\\boxed{1}" for q in QUESTIONS}, faults) as server:
+        code = main(["audit", str(tmp_path), *judge_args(server.base_url)])
+    err = capsys.readouterr().err.strip().splitlines()
+    assert code == 1
+    assert err == ["error: nothing could be judged (3 items: HTTP 500 after 1 attempts: 3); "
+                   "the report counts none of them"]
+    assert (tmp_path / "audit" / "report.md").is_file()  # the report says so too
+
+
+def test_some_verdicts_exit_0(tmp_path, capsys):
+    write_run(tmp_path, {0: [step_row(q, a) for q, a in QUESTIONS.items()]}, [])
+    faults = {"What is 2+3?": ["500"]}
+    with FaultServer({q: f"\\boxed{{{a}}}" for q, a in QUESTIONS.items()}, faults) as server:
+        assert main(["audit", str(tmp_path), *judge_args(server.base_url)]) == 0
+
+
+def test_unreachable_judge_without_a_model_name_is_one_line(tmp_path, capsys):
+    write_run(tmp_path, {0: [step_row("What is 2+3?", "5")]}, [])
+    # port 9 (discard) on loopback: nothing listens, the connection is refused at once
+    code = main(["audit", str(tmp_path), "--set", "audit.base_url=http://127.0.0.1:9/v1",
+                 "--set", "audit.model=null", "--set", "audit.retries=0"])
+    err = capsys.readouterr().err.strip().splitlines()
+    assert code == 2
+    assert len(err) == 1 and err[0].startswith("error: audit.model is unset and the models of "
+                                               "127.0.0.1 could not be listed")
+
+
+def _interrupt(tmp_path: Path, sig: int) -> None:
+    write_run(tmp_path, {0: [step_row(q, a) for q, a in QUESTIONS.items()]}, [])
+    # one reply at once, two that would take 60 s
+    replies = {q: f"\\boxed{{{a}}}" for q, a in QUESTIONS.items()}
+    faults = {"What is 3+4?": ["slow:60"], "What is 5+5?": ["slow:60"]}
+    with FaultServer(replies, faults) as server:
+        env = {**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)}
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "rzero.cli", "audit", str(tmp_path),
+             *judge_args(server.base_url, **{"audit.timeout": "120", "audit.concurrency": "3"})],
+            env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+        try:
+            assert server.count_at_least(3, wait=60) == 3  # all three requests in flight
+            time.sleep(1.0)  # the fast reply is judged and in memory
+            sent = time.monotonic()
+            proc.send_signal(sig)
+            code = proc.wait(timeout=30)
+            elapsed = time.monotonic() - sent
+        finally:
+            proc.kill()
+            proc.wait()
+    assert code == 130, proc.stderr.read()
+    assert elapsed < 1.5, elapsed  # not the 60 s of the requests in flight
+    cache = read_jsonl(tmp_path / "audit" / "cache.jsonl")  # strict: every line parses
+    assert [row["question"] for row in cache] == ["What is 2+3?"]
+
+
+def test_ctrl_c_leaves_within_a_second_with_a_consistent_cache(tmp_path):
+    _interrupt(tmp_path, signal.SIGINT)
+
+
+def test_sigterm_leaves_within_a_second_with_a_consistent_cache(tmp_path):
+    _interrupt(tmp_path, signal.SIGTERM)
+
+
+def test_eval_refuses_an_unknown_dtype_or_device_in_one_line(capsys):
+    for flag, value, allowed in (("--dtype", "int8", "float32, bfloat16, float16"),
+                                 ("--device", "tpu", "auto, cpu, cuda")):
+        code = main(["eval", "--output", "unused", "--benchmarks", "easy", flag, value])
+        err = capsys.readouterr().err.strip().splitlines()
+        assert code == 2
+        assert err == [f"rzero eval: {flag}={value}: expected one of {allowed}"]
