@@ -39,7 +39,7 @@ from rzero.faults import crash_point
 from rzero.io import write_jsonl_atomic
 from rzero.labeling.equivalence import use_settings
 from rzero.labeling.voting import FrozenSolver
-from rzero.models import load_model, load_tokenizer, resolve_model
+from rzero.models import compute_dtypes, load_model, load_tokenizer, resolve_model
 from rzero.rundir import RunDir, Timing, peak_rss_gib, release_memory, reset_peak_rss
 from rzero.selfplay import watch
 from rzero.solver.prompts import solver_chat
@@ -182,6 +182,7 @@ class RZeroRun:
                 self._generators = []
                 t0 = time.perf_counter()
                 info = fn(k, *args)
+                info["compute"] = compute_dtypes(self.cfg.model, self.cfg.generation.backend)
                 self.timing.generation += sum(g.stats.seconds for g in self._generators)
                 self._generators = []
                 release_memory()  # the phase's models and buffers, before the next phase's

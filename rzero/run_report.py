@@ -67,6 +67,21 @@ def summary_table(run: RunDir, cfg: RZeroConfig) -> tuple[list[str], list[list[s
     return SUMMARY_HEADER, rows
 
 
+def compute_line(run: RunDir, cfg: RZeroConfig) -> str:
+    """The dtypes the run computed in, as its phase markers recorded them (the config's
+    "auto" resolved on the machine that ran the phase)."""
+    seen = [m["compute"] for k in range(cfg.run.iterations + 1) for p in PHASES
+            if (m := run.marker(k, p)) is not None and "compute" in m]
+    if not seen:
+        return "- compute: no phase recorded yet"
+    distinct = {tuple(sorted(c.items())) for c in seen}
+    parts = [f"generation {c['generation']}, training {c['training']} over {c['weights']} "
+             f"weights" for c in (dict(d) for d in sorted(distinct))]
+    note = "" if len(distinct) == 1 else " (phases differ: resumed on another machine?)"
+    return (f"- compute (model.generation_dtype {cfg.model.generation_dtype}, "
+            f"model.train_compute {cfg.model.train_compute}): {'; '.join(parts)}{note}")
+
+
 def render_report(run: RunDir, cfg: RZeroConfig) -> str:
     """The run's report.md, from its markers."""
     run_dir = run.path
@@ -81,6 +96,7 @@ def render_report(run: RunDir, cfg: RZeroConfig) -> str:
         lines += ["## Stopped", "", stop, ""]
     lines += [plan_markdown(cfg, "config.yaml"),
              f"- model: `{cfg.model.name}`; {mode}; iterations: {cfg.run.iterations}",
+             compute_line(run, cfg),
              f"- labelling: m={lab.num_votes} votes, band {band}"
              + ("" if lab.filter else " (filter off)"),
              *prompt_files(cfg), ""]

@@ -277,6 +277,26 @@ def test_auto_generation_dtype_follows_the_cpu_flags(monkeypatch, flags, expecte
     assert rzero.models.generation_dtype("float32", "cpu") == "float32"  # asked for: kept
 
 
+@pytest.mark.parametrize("flags,weights,expected", [
+    ({"avx512_bf16"}, "float32", "bfloat16"),  # autocast over float32 master weights
+    ({"avx2"}, "float32", "float32"),
+    ({"avx2"}, "bfloat16", "bfloat16"),  # bf16 weights compute in bf16 anywhere
+    ({"avx512_bf16"}, "float16", "float32"),
+])
+def test_auto_train_compute(monkeypatch, flags, weights, expected):
+    import rzero.models
+    from rzero.config import ModelConfig
+
+    monkeypatch.setattr(rzero.models, "cpu_flags", lambda: flags)
+    assert rzero.models.train_compute("auto", weights, "cpu") == expected
+    assert rzero.models.train_compute("float32", weights, "cpu") == "float32"
+    cfg = ModelConfig(dtype=weights, device="cpu")
+    assert rzero.models.compute_dtypes(cfg) == {
+        "weights": weights, "generation": "bfloat16" if "avx512_bf16" in flags else "float32",
+        "training": expected}
+    assert rzero.models.compute_dtypes(cfg, "openai")["generation"] == "openai backend"
+
+
 def test_cpu_flags_reads_the_flags_line(tmp_path):
     from rzero.models import cpu_flags
 

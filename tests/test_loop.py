@@ -86,6 +86,12 @@ def test_separate_mode_trains_each_role_from_its_own_weights(one_iteration, form
 def test_report_lists_the_iteration(one_iteration):
     text = (one_iteration / "report.md").read_text()
     assert "| 1 |" in text and "separate weights" in text
+    # the dtypes the phases computed in, "auto" resolved on this machine
+    from rzero.models import generation_dtype
+
+    assert (f"- compute (model.generation_dtype auto, model.train_compute auto): generation "
+            f"{generation_dtype('auto', 'cpu')}, training ") in text
+    assert read_marker(one_iteration, 1, "solver")["compute"]["weights"] == "float32"
 
 
 def test_shared_mode_updates_one_model(format_checkpoint, tmp_path):
