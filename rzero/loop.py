@@ -12,9 +12,9 @@
     cross-play (optional, at the end): every solver votes on every pool
 
 Each phase is a short method calling its role's module; `rzero.rundir.RunDir` keeps the run
-folder (markers, resume, metrics, report): a committed phase is skipped, an interrupted one redone.
-The self-play audit (`rzero.selfplay.watch`) adds its numbers and warnings to each marker before
-it commits, and measures the last two phases; a warning in `run.stop_on` ends the run cleanly.
+folder (markers, resume, metrics, report): a committed phase is skipped, an interrupted one
+redone. The self-play audit (`rzero.selfplay.watch`) adds its numbers and warnings to each
+marker before it commits and measures the last two phases; `run.stop_on` ends a run cleanly.
 
 Departures from the paper, each deliberate:
 - Shared weights (`roles.shared`, Single-R-Zero): the one model's challenger phase is
@@ -181,8 +181,7 @@ class RZeroRun:
                 trackers.enter_phase(self.rundir.path, k, phase)  # where TRL's logs go
                 self._generators = []
                 t0 = time.perf_counter()
-                info = fn(k, *args)
-                info["compute"] = compute_dtypes(self.cfg.model, self.cfg.generation.backend)
+                info = {**fn(k, *args), "compute": compute_dtypes(self.cfg)}
                 self.timing.generation += sum(g.stats.seconds for g in self._generators)
                 self._generators = []
                 release_memory()  # the phase's models and buffers, before the next phase's

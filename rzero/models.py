@@ -225,14 +225,14 @@ def train_compute(requested: str, weights_dtype: str, device: str = "auto") -> s
     return generation_dtype("auto", device) if weights_dtype == "float32" else "float32"
 
 
-def compute_dtypes(model_cfg, backend: str = "hf") -> dict[str, str]:
-    """What this machine computes in for a run with `model_cfg` (its "auto" fields resolved):
-    the weights, in-process generation (or the serving backend) and GRPO training."""
-    return {"weights": model_cfg.dtype,
-            "generation": (generation_dtype(model_cfg.generation_dtype, model_cfg.device)
+def compute_dtypes(cfg) -> dict[str, str]:
+    """What this machine computes in for a run config `cfg` (its model section's "auto"
+    resolved): the weights, in-process generation (or the serving backend) and training."""
+    model, backend = cfg.model, cfg.generation.backend
+    return {"weights": model.dtype,
+            "generation": (generation_dtype(model.generation_dtype, model.device)
                            if backend == "hf" else f"{backend} backend"),
-            "training": train_compute(model_cfg.train_compute, model_cfg.dtype,
-                                      model_cfg.device)}
+            "training": train_compute(model.train_compute, model.dtype, model.device)}
 
 
 def load_model(spec: str, dtype: str = "float32", device: str = "auto",

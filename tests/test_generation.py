@@ -285,16 +285,17 @@ def test_auto_generation_dtype_follows_the_cpu_flags(monkeypatch, flags, expecte
 ])
 def test_auto_train_compute(monkeypatch, flags, weights, expected):
     import rzero.models
-    from rzero.config import ModelConfig
+    from rzero.config import load_config
 
     monkeypatch.setattr(rzero.models, "cpu_flags", lambda: flags)
     assert rzero.models.train_compute("auto", weights, "cpu") == expected
     assert rzero.models.train_compute("float32", weights, "cpu") == "float32"
-    cfg = ModelConfig(dtype=weights, device="cpu")
+    cfg = load_config(None, [f"model.dtype={weights}", "model.device=cpu"])
     assert rzero.models.compute_dtypes(cfg) == {
         "weights": weights, "generation": "bfloat16" if "avx512_bf16" in flags else "float32",
         "training": expected}
-    assert rzero.models.compute_dtypes(cfg, "openai")["generation"] == "openai backend"
+    served = load_config(None, ["generation.backend=openai", "generation.base_urls=[http://x/v1]"])
+    assert rzero.models.compute_dtypes(served)["generation"] == "openai backend"
 
 
 def test_cpu_flags_reads_the_flags_line(tmp_path):
