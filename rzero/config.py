@@ -26,9 +26,16 @@ from rzero.config_fields import (
     option,
     type_name,
 )
-from rzero.config_sections import AuditConfig, EvalConfig, GenerationConfig, WatchConfig
+from rzero.config_sections import (
+    AuditConfig,
+    CodeConfig,
+    EvalConfig,
+    GenerationConfig,
+    WatchConfig,
+)
 
-__all__ = ["AuditConfig", "ChallengerConfig", "ConfigError", "EvalConfig", "GRPOSection",
+__all__ = ["AuditConfig", "ChallengerConfig", "CodeConfig", "ConfigError", "EvalConfig",
+           "GRPOSection",
            "GenerationConfig", "LabelingConfig", "ModelConfig", "RZeroConfig", "RolesConfig",
            "RunConfig", "Section", "SolverConfig", "WatchConfig", "config_from_dict",
            "describe_fields", "load_config"]
@@ -251,6 +258,10 @@ class RunConfig(Section):
                                                "their own environment variables apply, e.g. "
                                                "WANDB_MODE=offline). Empty: none.",
                               choices=("tensorboard", "wandb", "trackio"))
+    task: str = option("math", "What the roles play: math (R-Zero, SPEC 1), rzero_code "
+                               "(R-Zero's loop on code deduction tasks, every label checked by "
+                               "the executor) or azr (Absolute Zero: deduction, abduction, "
+                               "induction).", choices=("math", "rzero_code", "azr"))
 
     @property
     def training_processes(self) -> int:
@@ -281,6 +292,7 @@ class RZeroConfig:
     audit: AuditConfig = field(default_factory=AuditConfig)
     eval: EvalConfig = field(default_factory=EvalConfig)
     watch: WatchConfig = field(default_factory=WatchConfig)
+    code: CodeConfig = field(default_factory=CodeConfig)
     run: RunConfig = field(default_factory=RunConfig)
 
     def to_dict(self) -> dict[str, Any]:
@@ -316,6 +328,7 @@ class RZeroConfig:
         if self.generation.backend == "openai" and not self.generation.base_urls:
             raise ConfigError("generation.backend='openai': set generation.base_urls to the "
                               "servers' .../v1 addresses")
+        self._check_code_tier()
         from rzero.plan import role_schedule  # arithmetic only; plan.py imports this module
 
         for role in (self.challenger, self.solver):
@@ -323,6 +336,30 @@ class RZeroConfig:
                 role_schedule(role, self.run.training_processes)
             except ValueError as exc:
                 raise ConfigError(str(exc)) from None
+
+    def _check_code_tier(self) -> None:
+        """What run.task allows of the other sections (rzero.code)."""
+        task = self.run.task
+        if (self.audit.judge == "executor") != (task == "rzero_code"):
+            fix = "executor" if task == "rzero_code" else "model"
+            raise ConfigError(f"audit.judge={self.audit.judge!r} with run.task={task!r}: only "
+                              f"rzero_code labels can be (and are) checked by the executor; "
+                              f"set audit.judge={fix}")
+        if task == "math":
+            return
+        if self.run.training_processes > 1:
+            raise ConfigError(f"run.train_gpus={self.run.train_gpus!r}: the code tier trains "
+                              f"in one process; leave run.train_gpus empty, num_machines 1")
+        for role in ("challenger", "solver"):
+            if getattr(self, role).prompt_file is not None:
+                raise ConfigError(f"{role}.prompt_file: run.task={task!r} uses the code "
+                                  f"prompts of rzero/executor/prompts.py; leave it unset")
+        if task == "azr" and not self.roles.train_challenger:
+            raise ConfigError("roles.train_challenger=false: AZR's tasks are the proposer "
+                              "phase's own rollouts; set it to true")
+        if task == "azr" and self.audit.enabled:
+            raise ConfigError("audit.enabled=true: AZR's rewards are the executor's verdicts, "
+                              "there are no pseudo-labels to audit; set it to false")
 
 
 def _sections() -> dict[str, type]:
