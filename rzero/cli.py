@@ -59,6 +59,12 @@ def cmd_iterate(args) -> int:
 
     cfg = load_config(args.config, args.overrides)
     run_dir = Path(args.run_dir or cfg.run.output_dir)
+    if cfg.run.task != "math":  # the code tier (rzero_code, azr): one process
+        from rzero.code import run_code_iterations
+
+        run_code_iterations(cfg, run_dir, fresh=args.fresh)
+        print(f"run finished: {run_dir}\nreport: {run_dir / 'report.md'}")
+        return 0
     from rzero.launch import format_command, iterate_launch, needs_launcher
 
     if needs_launcher(cfg):
@@ -104,8 +110,13 @@ def cmd_audit(args) -> int:
         print(f"error: {run_dir} is not a run directory (no config.yaml)", file=sys.stderr)
         return 2
     cfg = load_config(saved, args.overrides)
-    audit_run(run_dir, cfg.audit, model_spec=args.judge_model or cfg.model.name,
-              direction=cfg.labeling.equivalence)
+    report = audit_run(run_dir, cfg.audit, model_spec=args.judge_model or cfg.model.name,
+                       direction=cfg.labeling.equivalence)
+    if cfg.audit.judge == "executor":
+        ov = report["overall"]
+        acc = "–" if ov["accuracy"] is None else f"{ov['accuracy']:.3f}"
+        print(f"exact label accuracy (the executor checked every label): {acc} "
+              f"[{ov['ci_low']:.3f}, {ov['ci_high']:.3f}], {ov['n_judged']} judged")
     print(f"audit report: {run_dir / 'audit' / 'report.html'}")
     return 0
 
@@ -185,6 +196,9 @@ def cmd_ablate(args) -> int:
     try:
         variants = parse_variants(args.variants)
         cfg = load_config(args.config, args.overrides)
+        if cfg.run.task != "math":
+            raise ConfigError(f"run.task={cfg.run.task!r}: rzero ablate runs the math loop's "
+                              "variants; run a code recipe with rzero iterate")
         md = ablate(cfg, variants, args.out, fresh=args.fresh)
     except (ConfigError, RunDirConflict, CompareError) as exc:
         print(f"error: {exc}", file=sys.stderr)
