@@ -59,6 +59,12 @@ def cmd_iterate(args) -> int:
 
     cfg = load_config(args.config, args.overrides)
     run_dir = Path(args.run_dir or cfg.run.output_dir)
+    if cfg.run.task != "math":  # the code tier (rzero_code, azr): one process
+        from rzero.code import run_code_iterations
+
+        run_code_iterations(cfg, run_dir, fresh=args.fresh)
+        print(f"run finished: {run_dir}\nreport: {run_dir / 'report.md'}")
+        return 0
     from rzero.launch import format_command, iterate_launch, needs_launcher
 
     if needs_launcher(cfg):
@@ -106,8 +112,13 @@ def cmd_audit(args) -> int:
     cfg = load_config(saved, args.overrides)
     report = audit_run(run_dir, cfg.audit, model_spec=args.judge_model or cfg.model.name,
                        direction=cfg.labeling.equivalence)
-    print(f"audit report: {run_dir / 'audit' / 'report.html'}")
     overall = report["overall"]
+    if cfg.audit.judge == "executor":
+        acc = "–" if overall["accuracy"] is None else f"{overall['accuracy']:.3f}"
+        print(f"exact label accuracy (the executor checked every label): {acc} "
+              f"[{overall['ci_low']:.3f}, {overall['ci_high']:.3f}], "
+              f"{overall['n_judged']} judged")
+    print(f"audit report: {run_dir / 'audit' / 'report.html'}")
     if overall["n_judged"] == 0:
         why = "; ".join(f"{reason}: {n}" for reason, n in report["unjudged_reasons"].items())
         print(f"error: nothing could be judged ({overall['n_audited']} items"
@@ -152,8 +163,7 @@ def cmd_eval(args) -> int:
     for flag, value, allowed in (("--dtype", args.dtype, ("float32", "bfloat16", "float16")),
                                  ("--device", args.device, ("auto", "cpu", "cuda"))):
         if value is not None and value not in allowed:
-            print(f"rzero eval: {flag}={value}: expected one of {', '.join(allowed)}",
-                  file=sys.stderr)
+            print(f"rzero eval: {flag}={value}: expected one of {', '.join(allowed)}", file=sys.stderr)
             return 2
     cfg = load_config(args.config, args.overrides)
     e = cfg.eval
@@ -197,6 +207,9 @@ def cmd_ablate(args) -> int:
     try:
         variants = parse_variants(args.variants)
         cfg = load_config(args.config, args.overrides)
+        if cfg.run.task != "math":
+            raise ConfigError(f"run.task={cfg.run.task!r}: rzero ablate runs the math loop's "
+                              "variants; run a code recipe with rzero iterate")
         md = ablate(cfg, variants, args.out, fresh=args.fresh)
     except (ConfigError, RunDirConflict, CompareError) as exc:
         print(f"error: {exc}", file=sys.stderr)

@@ -26,9 +26,17 @@ from rzero.config_fields import (
     option,
     type_name,
 )
-from rzero.config_sections import AuditConfig, EvalConfig, GenerationConfig, WatchConfig
+from rzero.config_sections import (
+    AuditConfig,
+    CodeConfig,
+    EvalConfig,
+    GenerationConfig,
+    WatchConfig,
+    check_code_tier,
+)
 
-__all__ = ["AuditConfig", "ChallengerConfig", "ConfigError", "EvalConfig", "GRPOSection",
+__all__ = ["AuditConfig", "ChallengerConfig", "CodeConfig", "ConfigError", "EvalConfig",
+           "GRPOSection",
            "GenerationConfig", "LabelingConfig", "ModelConfig", "RZeroConfig", "RolesConfig",
            "RunConfig", "Section", "SolverConfig", "WatchConfig", "config_from_dict",
            "describe_fields", "load_config"]
@@ -251,6 +259,10 @@ class RunConfig(Section):
                                                "their own environment variables apply, e.g. "
                                                "WANDB_MODE=offline). Empty: none.",
                               choices=("tensorboard", "wandb", "trackio"))
+    task: str = option("math", "What the roles play: math (R-Zero, SPEC 1), rzero_code "
+                               "(R-Zero's loop on code deduction tasks, every label checked by "
+                               "the executor) or azr (Absolute Zero: deduction, abduction, "
+                               "induction).", choices=("math", "rzero_code", "azr"))
 
     @property
     def training_processes(self) -> int:
@@ -281,6 +293,7 @@ class RZeroConfig:
     audit: AuditConfig = field(default_factory=AuditConfig)
     eval: EvalConfig = field(default_factory=EvalConfig)
     watch: WatchConfig = field(default_factory=WatchConfig)
+    code: CodeConfig = field(default_factory=CodeConfig)
     run: RunConfig = field(default_factory=RunConfig)
 
     def to_dict(self) -> dict[str, Any]:
@@ -316,6 +329,7 @@ class RZeroConfig:
         if self.generation.backend == "openai" and not self.generation.base_urls:
             raise ConfigError("generation.backend='openai': set generation.base_urls to the "
                               "servers' .../v1 addresses")
+        check_code_tier(self)
         from rzero.plan import role_schedule  # arithmetic only; plan.py imports this module
 
         for role in (self.challenger, self.solver):

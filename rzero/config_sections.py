@@ -1,5 +1,5 @@
-"""The config sections around the algorithm: sampling backends, the label audit, evaluation
-and the self-play watch (`rzero.config` holds the algorithm's own sections and
+"""The config sections around the algorithm: sampling backends, the label audit, evaluation,
+the self-play watch and the code tier (`rzero.config` holds the algorithm's own sections and
 `RZeroConfig`; fields are declared with `rzero.config_fields.option`)."""
 
 from __future__ import annotations
@@ -7,7 +7,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import ClassVar
 
-from rzero.config_fields import Section, option
+from rzero.config_fields import ConfigError, Section, option
 
 
 @dataclass(frozen=True)
@@ -58,6 +58,10 @@ class AuditConfig(Section):
     timeout: float = option(120.0, "Per-request timeout (s).", min=0.0, min_exclusive=True)
     retries: int = option(3, "Retries with backoff (429 Retry-After honoured).", min=0)
     seed: int = option(0, "Seed of the audit sample.")
+    judge: str = option("model", "Who checks the pseudo-labels: model (the chat endpoint above, "
+                                 "or the embedded base model) or executor (run.task rzero_code "
+                                 "only: the sandbox runs each program, so every label is "
+                                 "checked exactly).", choices=("model", "executor"))
 
 
 @dataclass(frozen=True)
@@ -122,3 +126,60 @@ class WatchConfig(Section):
                                 "questions; agreement with each pool's label.")
     crossplay_items: int = option(8, "Labelled questions sampled per pool for the cross-iteration "
                                  "matrix.", min=1)
+
+
+@dataclass(frozen=True)
+class CodeConfig(Section):
+    """The code tier (run.task rzero_code or azr; seed 003): tasks and sandbox limits."""
+
+    section: ClassVar[str] = "code"
+
+    task_types: list[str] = option(["deduction", "abduction", "induction"],
+                                   "azr: task types the proposer writes and the solver solves "
+                                   "(AZR: all three).",
+                                   choices=("deduction", "abduction", "induction"))
+    references: int = option(3, "azr: K reference triplets from the buffer in each deduction/"
+                                "abduction proposer prompt (AZR: 6; 0 is AZR's no-reference "
+                                "ablation).", min=0)
+    induction_inputs: int = option(4, "azr: inputs an induction proposal is asked to write "
+                                      "(AZR: 10); half are shown to the solver, half held out.",
+                                   min=2)
+    solver_samples: int = option(4, "azr: samples of the frozen solver per valid proposal for "
+                                    "its success rate r-bar (AZR: 8), drawn as the labeling "
+                                    "votes are.", min=1)
+    tasks_per_type: int = option(8, "azr: solver-phase tasks per type: the iteration's valid "
+                                    "proposals, topped up from the buffer (AZR's top-up).",
+                                 min=1)
+    format_penalty: bool = option(True, "azr: AZR's format penalties (eq. 6) for both roles: "
+                                        "-0.5 for a well-formed but invalid proposal, -1 for a "
+                                        "broken format or no readable answer. False: 0.")
+    timeout_s: float = option(2.0, "Wall-clock limit of one program run in the sandbox (s).",
+                              min=0.0, min_exclusive=True)
+    memory_mb: int = option(512, "Address-space limit of one sandboxed run (MiB).", min=64)
+    workers: int = option(2, "Sandboxed runs at once (each one process on one core).", min=1)
+
+
+def check_code_tier(cfg) -> None:
+    """What `run.task` allows of the other sections of a run config `cfg` (rzero.code);
+    ConfigError naming the field and the fix otherwise."""
+    task = cfg.run.task
+    if (cfg.audit.judge == "executor") != (task == "rzero_code"):
+        fix = "executor" if task == "rzero_code" else "model"
+        raise ConfigError(f"audit.judge={cfg.audit.judge!r} with run.task={task!r}: only "
+                          f"rzero_code labels can be (and are) checked by the executor; "
+                          f"set audit.judge={fix}")
+    if task == "math":
+        return
+    if cfg.run.training_processes > 1:
+        raise ConfigError(f"run.train_gpus={cfg.run.train_gpus!r}: the code tier trains "
+                          f"in one process; leave run.train_gpus empty, num_machines 1")
+    for role in ("challenger", "solver"):
+        if getattr(cfg, role).prompt_file is not None:
+            raise ConfigError(f"{role}.prompt_file: run.task={task!r} uses the code "
+                              f"prompts of rzero/executor/prompts.py; leave it unset")
+    if task == "azr" and not cfg.roles.train_challenger:
+        raise ConfigError("roles.train_challenger=false: AZR's tasks are the proposer "
+                          "phase's own rollouts; set it to true")
+    if task == "azr" and cfg.audit.enabled:
+        raise ConfigError("audit.enabled=true: AZR's rewards are the executor's verdicts, "
+                          "there are no pseudo-labels to audit; set it to false")

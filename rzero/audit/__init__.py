@@ -5,6 +5,7 @@ questions, and we report how often the majority-vote label ỹ agrees with it.
     judge.py     the OpenAI-compatible judge, its verdicts and their cache
     report.py    label accuracy with Wilson intervals: JSON, Markdown, HTML, PNG
     run.py       audit_run: sample, judge (serving the base model when no judge is set), report
+    executor.py  the executor as judge of a code run (audit.judge: executor): exact, every label
 
 Only this package talks to a judge. `rzero audit RUN_DIR` (rzero/cli.py) runs it on a finished
 run; `audit.enabled` runs it inline after each iteration.

@@ -30,7 +30,7 @@ from rzero.audit.judge import (
 )
 from rzero.audit.report import build_report, write_report
 from rzero.audit.sampling import AuditItem, select_items
-from rzero.config import AuditConfig
+from rzero.config import AuditConfig, ConfigError
 from rzero.io import write_jsonl_atomic
 from rzero.labeling.equivalence import Direction
 from rzero.rundir import RunDir
@@ -174,11 +174,19 @@ def audit_run(run_dir: RunDir | str | Path, cfg: AuditConfig, *, model_spec: str
     With `cfg.base_url` unset, the judge is `model_spec` (default: the run's base model from
     its config.yaml) served by `transformers serve` on loopback for the duration of the
     audit. `direction`: math-verify's equivalence direction for the judge's answer against
-    the label (the run's labeling.equivalence).
+    the label (the run's labeling.equivalence). With `cfg.judge` "executor" (a rzero_code
+    run) the sandbox judges every label exactly instead (`rzero.audit.executor`).
     """
     run = run_dir if isinstance(run_dir, RunDir) else RunDir(run_dir)
     if not run.path.is_dir():
         raise FileNotFoundError(f"audit: run directory {str(run.path)!r} does not exist")
+    if cfg.judge == "executor":  # a rzero_code run: every label checked exactly
+        from rzero.audit.executor import audit_with_executor
+
+        return audit_with_executor(run)
+    if run.config().run.task == "azr":
+        raise ConfigError(f"{run.path} is an Absolute Zero run: its rewards are the executor's "
+                          "verdicts and there are no pseudo-labels to audit")
     items = select_items(run, cfg.per_step, cfg.seed)
     if not items:
         log.warning("audit: %s holds no labelled questions yet (iter_*/challenger_steps.jsonl, "

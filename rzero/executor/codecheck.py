@@ -15,6 +15,7 @@ is refused, not only the known escape routes. `NONDETERMINISTIC_MODULES` (AZR's 
 from __future__ import annotations
 
 import ast
+import warnings
 
 # modules a program may import; the sandbox child imports them before it is confined
 ALLOWED_MODULES: frozenset[str] = frozenset({
@@ -82,7 +83,9 @@ def check_program(program: str, allowed_modules: frozenset[str] = ALLOWED_MODULE
     attribute (the usual way around an attribute check).
     """
     try:
-        tree = ast.parse(program, mode="exec")
+        with warnings.catch_warnings():  # a model's odd literal is its problem, not our log's
+            warnings.simplefilter("ignore", SyntaxWarning)
+            tree = ast.parse(program, mode="exec")
     except (SyntaxError, ValueError, RecursionError, MemoryError) as e:
         return f"syntax error: {type(e).__name__}: {str(e)[:200]}"
     for module in imported_modules(tree):

@@ -30,7 +30,10 @@ _PROPOSE_GOAL = {
                  "hard to guess from the output.",
 }
 
-_EXAMPLE_PROGRAM = "def f(nums, k):\n    return sorted(n * k for n in nums if n % 2)"
+# one argument: a 135M model mostly writes `def f(x)`, and copied a two-argument example's
+# tuple input onto it (19 of 32 proposals failed so at temperature 0.7)
+_EXAMPLE_PROGRAM = "def f(nums):\n    return sorted(n * 2 for n in nums if n % 2)"
+_EXAMPLE_INPUT = "[3, 8, 5, 2]"
 
 
 def _show_triplet(task: CodeTask) -> str:
@@ -54,7 +57,7 @@ def proposer_messages(kind: str, references: Sequence[CodeTask] = (), program: s
         system = f"{_PROPOSE_GOAL[kind]} {_RULES}"
         example_refs = [CodeTask(kind=kind, program="def f(x):\n    return x",
                                  input="'Hello World'")]
-        example_answer = f"```python\n{_EXAMPLE_PROGRAM}\n```\n<input>([3, 8, 5, 2], 2)</input>"
+        example_answer = f"```python\n{_EXAMPLE_PROGRAM}\n```\n<input>{_EXAMPLE_INPUT}</input>"
         return [{"role": "system", "content": system},
                 {"role": "user", "content": _propose_request(example_refs)},
                 {"role": "assistant", "content": example_answer},

@@ -116,7 +116,8 @@ class ProposerReward:
 
     Dataset columns: `kind` (deduction, abduction or induction) and, for induction rows,
     `program` (the buffer program the inputs are for). After each call `records` holds one
-    dict per completion: kind, valid, reason, r_bar, reward.
+    dict per completion: kind, valid, reason, r_bar, reward, and task (`CodeTask.to_json()`
+    of a valid proposal, else None).
     """
 
     __name__ = "code_proposer"
@@ -151,7 +152,7 @@ class ProposerReward:
         if self.buffer is not None:
             self.buffer.add_all(valid)
         self.records = [dict(kind=k, valid=c.task is not None, reason=c.reason, r_bar=r,
-                             reward=w)
+                             reward=w, task=c.task.to_json() if c.task is not None else None)
                         for k, c, r, w in zip(kind, checks, r_bars, rewards, strict=True)]
         return rewards
 
