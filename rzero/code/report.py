@@ -234,7 +234,8 @@ def render_markdown(run: CodeRunDir, cfg: RZeroConfig) -> str:
 
 def render_html(run: CodeRunDir, cfg: RZeroConfig) -> str:
     title, tables, examples = _content(run, cfg)
-    parts: list[Any] = list(_intro(cfg))
+    # the intro's Markdown list items as plain paragraphs (no bullets or backticks in HTML)
+    parts: list[Any] = [line.removeprefix("- ").replace("`", "") for line in _intro(cfg)]
     for name, header, rows in tables:
         parts += [heading(name), html_table(header, rows) if rows else "(none yet)"]
     if examples:
