@@ -133,6 +133,8 @@ def _increment_panel(run: RunDir, cfg: RZeroConfig) -> Panel:
             ys.append(d["delta"])
             lo.append(d["ci_low"])
             hi.append(d["ci_high"])
+    if len(series) == 2:  # one benchmark: its average is itself, drawn over it
+        series.pop("average", None)
     ticks = list(range(1, cfg.run.iterations + 1))
     return Panel("increment curve: pass@1 minus the base's, paired 95 % intervals", "iteration",
                  "change against the base",
@@ -174,7 +176,7 @@ def _audit_parts(run: RunDir, cfg: RZeroConfig) -> list[Any]:
         if matrix["flags"]:
             parts.append(bullets(matrix["flags"]))
     if (best := run_audit.best_line(run, cfg)) is not None:
-        parts += [heading("Best solver", 2), paragraph(best)]
+        parts += [heading("Best solver", 2), paragraph(best.replace("`", ""))]
     return parts
 
 
