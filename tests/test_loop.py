@@ -219,16 +219,16 @@ def test_one_iteration_of_the_tiny_recipe_with_the_embedded_model(tmp_path):
         timeout=1500, cwd=Path(__file__).parent.parent)
     assert proc.returncode == 0, proc.stderr[-3000:]
     it = run_dir / "iter_01"
-    # 2 challenger steps x 2 prompts x G 4 = 16 scored completions
-    assert len((it / "challenger_steps.jsonl").read_text().splitlines()) == 16
+    # 3 challenger steps x 4 prompts x G 4 = 48 scored completions
+    assert len((it / "challenger_steps.jsonl").read_text().splitlines()) == 48
     pool = (it / "pool.jsonl").read_text().splitlines()
     assert 0 < len(pool) <= 32
     assert len((it / "labelled.jsonl").read_text().splitlines()) == len(pool)
     for phase in ("challenger", "pool", "labelling", "solver", "eval"):
         marker = read_marker(run_dir, 1, phase)
         assert marker is not None
-        # the recipe's memory target: every phase's peak resident memory <= 6 GiB
-        assert marker["peak_rss_gib"] <= 6.0, (phase, marker["peak_rss_gib"])
+        # the recipe's memory target: every phase's peak resident memory <= 8 GiB
+        assert marker["peak_rss_gib"] <= 8.0, (phase, marker["peak_rss_gib"])
     assert read_marker(run_dir, 0, "eval") is not None
     assert (it / "challenger" / "model.safetensors").is_file()
     assert "peak" in (run_dir / "report.md").read_text()
