@@ -56,6 +56,10 @@ def test_unreachable_judge_without_a_model_name_is_one_line(tmp_path, capsys):
                                                "127.0.0.1 could not be listed")
 
 
+def _foreground_signals() -> None:
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
 def _interrupt(tmp_path: Path, sig: int) -> None:
     write_run(tmp_path, {0: [step_row(q, a) for q, a in QUESTIONS.items()]}, [])
     # one reply at once, two that would take 60 s
@@ -66,7 +70,10 @@ def _interrupt(tmp_path: Path, sig: int) -> None:
         proc = subprocess.Popen(
             [sys.executable, "-m", "rzero.cli", "audit", str(tmp_path),
              *judge_args(server.base_url, **{"audit.timeout": "120", "audit.concurrency": "3"})],
-            env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+            env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
+            # as in a terminal: a job a non-interactive shell starts with `&` (nohup, CI
+            # runners) inherits SIGINT ignored, and Python keeps it ignored
+            preexec_fn=_foreground_signals)
         try:
             assert server.count_at_least(3, wait=60) == 3  # all three requests in flight
             time.sleep(1.0)  # the fast reply is judged and in memory
