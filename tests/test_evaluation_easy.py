@@ -4,7 +4,9 @@ from __future__ import annotations
 
 from collections import Counter
 
-from rzero.evaluation import load_benchmark
+import pytest
+
+from rzero.evaluation import BenchmarkError, load_benchmark
 from rzero.evaluation.easy import EASY_PER_TEMPLATE, TEMPLATES, easy_benchmark
 
 
@@ -29,3 +31,17 @@ def test_every_easy_answer_recomputes_from_its_data():
         assert value > 0 and item["answer"] == str(value), item
         for number in item["data"].values():
             assert str(number) in item["problem"]
+
+
+def test_an_easy_development_split_shares_no_problem_with_easy():
+    held_out = {i["problem"] for i in easy_benchmark()}
+    name, dev = load_benchmark("easy:7")
+    assert name == "easy:7" and len(dev) == 320
+    assert Counter(i["kind"] for i in dev) == {name: 40 for name in TEMPLATES}
+    assert not held_out & {i["problem"] for i in dev}
+    assert len({i["id"] for i in dev}) == 320 and not {i["id"] for i in dev} & {
+        i["id"] for i in easy_benchmark()}
+    assert load_benchmark("easy:7")[1] == dev  # fixed seed
+    assert load_benchmark("easy:20251130")[1] == easy_benchmark()
+    with pytest.raises(BenchmarkError, match="after 'easy:' must be an integer"):
+        load_benchmark("easy:dev")

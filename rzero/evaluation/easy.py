@@ -8,6 +8,10 @@ from its pseudo-labels can show it, and one that forgets can show that too.
 Eight templates, 40 items each (320), drawn with a fixed seed; every answer is computed with
 sympy, and every item keeps the numbers it states in `data`. Bare arithmetic and short word
 problems alternate, so a model that only learned one surface form does not pass as better.
+
+`easy:SEED` is a development split for choosing a recipe: the same templates drawn with
+another seed, with every problem of the held-out `easy` left out, so settings can be
+compared on it without ever scoring them on the items the reports evaluate.
 """
 
 from __future__ import annotations
@@ -83,13 +87,16 @@ TEMPLATES: dict[str, Callable[[random.Random], tuple[str, int, dict]]] = {
 ONE_STEP = ("add", "sub", "mul", "word_more", "word_left")
 
 
-def easy_benchmark(seed: int = EASY_SEED, per_template: int = EASY_PER_TEMPLATE) -> list[Item]:
+def easy_benchmark(seed: int = EASY_SEED, per_template: int = EASY_PER_TEMPLATE,
+                   exclude: frozenset[str] = frozenset()) -> list[Item]:
     """`per_template` distinct items of every template, interleaved (item r of each template
-    in turn), deterministic in `seed`; answers computed with sympy."""
+    in turn), deterministic in `seed`, none of whose problems is in `exclude`; answers
+    computed with sympy."""
     import sympy as sp
 
     rngs = {name: random.Random(f"{seed}:{name}") for name in TEMPLATES}
-    seen: set[str] = set()
+    seen: set[str] = set(exclude)
+    prefix = EASY if seed == EASY_SEED else f"{EASY}{seed}"
     items: list[Item] = []
     for _ in range(per_template):
         for name, draw in TEMPLATES.items():
@@ -101,7 +108,16 @@ def easy_benchmark(seed: int = EASY_SEED, per_template: int = EASY_PER_TEMPLATE)
                 raise RuntimeError(f"easy {name}: cannot draw {per_template} distinct items")
             seen.add(problem)
             answer = sp.sympify(value)  # exact; the templates keep every answer a whole number
-            items.append({"id": f"easy-{len(items):04d}", "problem": problem,
+            items.append({"id": f"{prefix}-{len(items):04d}", "problem": problem,
                           "answer": render_answer(answer), "kind": name,
                           "tier": 1 if name in ONE_STEP else 2, "data": data})
     return items
+
+
+def easy_dev_benchmark(seed: int) -> list[Item]:
+    """`easy:SEED`: the templates drawn with `seed`, disjoint from the held-out `easy` (its
+    problems are excluded word for word); `easy:20251130` is `easy` itself."""
+    if seed == EASY_SEED:
+        return easy_benchmark()
+    held_out = frozenset(item["problem"] for item in easy_benchmark())
+    return easy_benchmark(seed, exclude=held_out)

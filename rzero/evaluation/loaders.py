@@ -3,7 +3,7 @@
 A benchmark spec is one of:
 - `synthetic` (or `synthetic:SEED`): the embedded benchmark (rzero.evaluation.synthetic);
 - `easy`: the embedded one- and two-step tier the base model partly solves
-  (rzero.evaluation.easy);
+  (rzero.evaluation.easy); `easy:SEED` is a development split of it, disjoint from `easy`;
 - `math500`, `gsm8k`, `amc23`, `minerva`, `olympiadbench`, `aime24`, `aime25`: fetched from
   the Hugging Face hub with `datasets` (see `HUB_BENCHMARKS`) and cached as JSONL under
   `$RZERO_CACHE/benchmarks/`, so a machine that fetched them once works offline afterwards.
@@ -31,7 +31,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from rzero.evaluation.easy import EASY, easy_benchmark
+from rzero.evaluation.easy import EASY, easy_benchmark, easy_dev_benchmark
 from rzero.evaluation.general import answer_letter
 from rzero.evaluation.synthetic import SYNTHETIC, SYNTHETIC_SEED, Item, synthetic_benchmark
 from rzero.io import write_jsonl_atomic
@@ -331,6 +331,13 @@ def _load_benchmark(spec: str) -> tuple[str, list[Item]]:
         return name, synthetic_benchmark(seed)
     if name == EASY:
         return name, easy_benchmark()
+    if name.startswith(EASY + ":"):
+        try:
+            seed = int(name[len(EASY) + 1:])
+        except ValueError:
+            raise BenchmarkError(f"benchmark {name!r}: the seed after 'easy:' must be an "
+                                 "integer") from None
+        return name, easy_dev_benchmark(seed)
     key = hub_name(name)
     return (key or name), load_hub_benchmark(name)
 
