@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import json
 import os
+import shlex
 import signal
 import socket
 import subprocess
@@ -87,10 +88,14 @@ def _transformers_executable() -> list[str]:
     return [str(script)] if script.is_file() else ["transformers"]
 
 
-def transformers_serve_command(path: str, host: str, port: int) -> list[str]:
-    """`transformers serve` pinned to one checkpoint directory (the request model name is `path`)."""
+def transformers_serve_command(path: str, host: str, port: int, *,
+                               dtype: str | None = None) -> list[str]:
+    """`transformers serve` pinned to one checkpoint directory (the request model name is
+    `path`), computing in `dtype` (default: the checkpoint's own); bind it with
+    functools.partial."""
+    dtype_args = ["--dtype", dtype] if dtype is not None else []
     return [*_transformers_executable(), "serve", "--host", host, "--port", str(port),
-            "--log-level", "info", path]
+            "--log-level", "info", *dtype_args, path]
 
 
 def vllm_serve_command(path: str, host: str, port: int, *,
@@ -151,6 +156,8 @@ def start_server(command: Sequence[str], log_path: Path,
     """Start a server process in its own session (so stopping its group ends its workers
     and nothing else), output appended to `log_path`; it dies with this process."""
     with open(log_path, "ab") as log:
+        log.write(f"$ {shlex.join(command)}\n".encode())
+        log.flush()
         return subprocess.Popen(list(command), stdout=log, stderr=subprocess.STDOUT,
                                 stdin=subprocess.DEVNULL, start_new_session=True,
                                 env=dict(env) if env is not None else None,

@@ -25,6 +25,7 @@ from rzero.audit.run import audit_run
 from rzero.audit.sampling import select_items
 from rzero.config import AuditConfig
 from rzero.io import read_jsonl, write_jsonl_atomic, write_text_atomic
+from rzero.models import generation_dtype
 
 # ---------------------------------------------------------------- fake run directories
 
@@ -362,7 +363,11 @@ def test_embedded_judge_end_to_end_with_transformers_serve(tiny_checkpoint, tmp_
         PROMPT_VERSION)
     assert "base model itself" in (audit_dir / "report.md").read_text()
     assert "base model itself" in (audit_dir / "report.html").read_text()
-    assert "Uvicorn running" in (audit_dir / "judge_server.log").read_text()
+    server_log = (audit_dir / "judge_server.log").read_text()
+    assert "Uvicorn running" in server_log
+    # the judge computes in the run's generation dtype (bf16 where the CPU has it natively)
+    dtype = generation_dtype("auto", "cpu")
+    assert server_log.startswith("$ ") and f"--dtype {dtype} " in server_log.splitlines()[0]
     # every reply that arrived is cached, a reply without a box included
     cached = read_jsonl(audit_dir / "cache.jsonl")
     assert len(cached) == 4

@@ -9,6 +9,7 @@ machinery works: a model judging its own labels is not ground truth, and the rep
 from __future__ import annotations
 
 import dataclasses
+import functools
 import logging
 import queue
 import threading
@@ -201,8 +202,8 @@ def audit_run(run_dir: RunDir | str | Path, cfg: AuditConfig, *, model_spec: str
                            direction)
 
     # ---- embedded default: serve the base model itself, audit, stop it
-    from rzero.models import resolve_model
-    from rzero.serving import serve_checkpoint
+    from rzero.models import generation_dtype, resolve_model
+    from rzero.serving import serve_checkpoint, transformers_serve_command
 
     spec = model_spec or run.config().model.name
     note = EMBEDDED_NOTE.format(spec=spec)
@@ -217,7 +218,13 @@ def audit_run(run_dir: RunDir | str | Path, cfg: AuditConfig, *, model_spec: str
     # a pile of retries. Two in flight, and a timeout that covers a full-length answer.
     local = dataclasses.replace(cfg, concurrency=min(cfg.concurrency, EMBEDDED_CONCURRENCY),
                                 timeout=max(cfg.timeout, EMBEDDED_TIMEOUT))
-    with serve_checkpoint(path, log_path=run.path / "audit" / "judge_server.log") as served:
+    # The judge generates like the run's other phases: bf16 where the CPU computes it natively.
+    model_cfg = run.config().model
+    dtype = generation_dtype(model_cfg.generation_dtype, model_cfg.device)
+    log.info("audit: the embedded judge computes in %s", dtype)
+    command = functools.partial(transformers_serve_command, dtype=dtype)
+    with serve_checkpoint(path, log_path=run.path / "audit" / "judge_server.log",
+                          command=command) as served:
         judge = Judge(served.base_url, served.model, max_tokens=local.max_tokens,
                       temperature=local.temperature, timeout=local.timeout,
                       retries=local.retries, seed=local.seed)
