@@ -57,27 +57,19 @@ def run_variant(name: str, overrides: list[str], args: argparse.Namespace,
     return name, rc, time.time() - start
 
 
-def _slope(values: list[float]) -> float | None:
-    n = len(values)
-    if n < 2:
-        return None
-    mx, my = (n - 1) / 2, sum(values) / n
-    sxx = sum((i - mx) ** 2 for i in range(n))
-    return sum((i - mx) * (v - my) for i, v in enumerate(values)) / sxx
-
-
 def summarise(run_dir: Path) -> dict:
-    """One sweep row from a run's metrics.jsonl and iter_01/eval/increments.json."""
+    """One sweep row from a run's metrics.jsonl (the slopes are the challenger phase's own) and
+    iter_01/eval/increments.json."""
     rows = [json.loads(line) for line in (run_dir / "metrics.jsonl").read_text().splitlines()
             if line.strip()]
     steps = [r for r in rows if r.get("phase") == "challenger_step" and r["iteration"] == 1]
     phase = {(r["phase"], r["iteration"]): r for r in rows if r.get("phase") != "challenger_step"}
-    valid = [r["valid_rate"] for r in steps]
-    reward = [r["mean_reward"] for r in steps]
-    pool, lab, solver = phase.get(("pool", 1), {}), phase.get(("labelling", 1), {}), \
-        phase.get(("solver", 1), {})
-    out = {"valid": valid, "valid_slope": _slope(valid), "reward": reward,
-           "reward_slope": _slope(reward), "pool_valid": pool.get("valid_rate"),
+    challenger, pool, lab, solver = (phase.get((name, 1), {}) for name in
+                                     ("challenger", "pool", "labelling", "solver"))
+    out = {"valid": [r["valid_rate"] for r in steps],
+           "valid_slope": challenger.get("valid_rate_slope"),
+           "reward": [r["mean_reward"] for r in steps],
+           "reward_slope": challenger.get("reward_slope"), "pool_valid": pool.get("valid_rate"),
            "pool_kept": pool.get("kept"), "in_band": lab.get("kept"),
            "solver_reward": solver.get("mean_reward"),
            "seconds": sum(r.get("seconds", 0.0) for r in phase.values())}

@@ -21,7 +21,8 @@ def _run(tmp_path: Path, valid: list[float]) -> Path:
     rows = [{"iteration": 0, "phase": "eval", "seconds": 10.0}]
     rows += [{"iteration": 1, "phase": "challenger_step", "step": i, "valid_rate": v,
               "mean_reward": v / 2} for i, v in enumerate(valid)]
-    rows += [{"iteration": 1, "phase": "challenger", "seconds": 100.0},
+    rows += [{"iteration": 1, "phase": "challenger", "seconds": 100.0, "valid_rate_slope": 0.25,
+              "reward_slope": 0.125},
              {"iteration": 1, "phase": "pool", "seconds": 5.0, "valid_rate": 0.75, "kept": 24},
              {"iteration": 1, "phase": "labelling", "seconds": 20.0, "kept": 7},
              {"iteration": 1, "phase": "solver", "seconds": 50.0, "mean_reward": 0.3},

@@ -31,7 +31,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from rzero.evaluation.easy import EASY, easy_benchmark, easy_dev_benchmark
+from rzero.evaluation.easy import EASY, EASY_SEED, easy_benchmark, easy_dev_benchmark
 from rzero.evaluation.general import answer_letter
 from rzero.evaluation.synthetic import SYNTHETIC, SYNTHETIC_SEED, Item, synthetic_benchmark
 from rzero.io import write_jsonl_atomic
@@ -317,27 +317,26 @@ def load_benchmark(spec: str) -> tuple[str, list[Item]]:
     return (name if k is None else f"{name}@{k}"), items
 
 
+def _seed_after(name: str, prefix: str, default: int) -> int:
+    """The SEED of `prefix:SEED` (`default` for a bare `prefix:` or `prefix`)."""
+    seed_text = name[len(prefix) + 1:] or str(default)
+    try:
+        return int(seed_text)
+    except ValueError:
+        raise BenchmarkError(f"benchmark {name!r}: the seed after '{prefix}:' must be an "
+                             "integer") from None
+
+
 def _load_benchmark(spec: str) -> tuple[str, list[Item]]:
     name, path = parse_benchmark_spec(spec)
     if path is not None:
         return name, load_jsonl_benchmark(path, name=name)
     if name == SYNTHETIC or name.startswith(SYNTHETIC + ":"):
-        seed_text = name[len(SYNTHETIC) + 1:] or str(SYNTHETIC_SEED)
-        try:
-            seed = int(seed_text)
-        except ValueError:
-            raise BenchmarkError(f"benchmark {name!r}: the seed after 'synthetic:' must be "
-                                 "an integer") from None
-        return name, synthetic_benchmark(seed)
+        return name, synthetic_benchmark(_seed_after(name, SYNTHETIC, SYNTHETIC_SEED))
     if name == EASY:
         return name, easy_benchmark()
     if name.startswith(EASY + ":"):
-        try:
-            seed = int(name[len(EASY) + 1:])
-        except ValueError:
-            raise BenchmarkError(f"benchmark {name!r}: the seed after 'easy:' must be an "
-                                 "integer") from None
-        return name, easy_dev_benchmark(seed)
+        return name, easy_dev_benchmark(_seed_after(name, EASY, EASY_SEED))
     key = hub_name(name)
     return (key or name), load_hub_benchmark(name)
 
