@@ -201,7 +201,7 @@ def cmd_eval(args) -> int:
 
 def cmd_ablate(args) -> int:
     from rzero.ablation import ablate, parse_variants
-    from rzero.comparison import CompareError
+    from rzero.comparison import CompareError, contrasts_text
     from rzero.rundir import RunDirConflict
 
     try:
@@ -215,11 +215,12 @@ def cmd_ablate(args) -> int:
         print(f"error: {exc}", file=sys.stderr)
         return 2
     print(f"comparison: {md}\n            {md.with_suffix('.html')}")
+    print(contrasts_text(md), end="")
     return 0
 
 
 def cmd_compare(args) -> int:
-    from rzero.comparison import CompareError, compare
+    from rzero.comparison import CompareError, compare, contrasts_text
     from rzero.io import DamagedFileError
 
     try:
@@ -228,7 +229,9 @@ def cmd_compare(args) -> int:
         print(f"error: {exc}", file=sys.stderr)
         return 2
     print(f"comparison: {paths['md']}\n            {paths['html']}")
+    print(contrasts_text(paths["md"]), end="")
     return 0
+
 
 
 def _add_serve_solver_args(p: argparse.ArgumentParser) -> None:

@@ -5,8 +5,10 @@
 
 the shape of the seed's R-Zero vs Single-R-Zero table (§4.3). The paper's "steps 15/30/45/60"
 are solver GRPO steps at 15 per iteration, so a row is an iteration and its solver step is
-iteration x solver.steps. Iteration 0 is the base model. Written as comparison.md,
-comparison.html (self-contained, the figure embedded), comparison.json and comparison.png.
+iteration x solver.steps. Iteration 0 is the base model. Below it, every variant's paired
+difference against the first run and against the base model, in words (rzero.contrasts).
+Written as comparison.md, comparison.html (self-contained, the figure embedded),
+comparison.json and comparison.png.
 
 Where we depart from the paper, and why: label accuracy is what an audit measured
 (`rzero audit RUN_DIR`, or audit.enabled=true): the judged sample of the solver's training set
@@ -25,6 +27,7 @@ from pathlib import Path
 from typing import Any
 
 from rzero.config import ConfigError
+from rzero.contrasts import contrast_table, variant_contrasts
 from rzero.io import write_bytes_atomic, write_json_atomic, write_text_atomic
 from rzero.reporting import (
     Panel,
@@ -48,6 +51,9 @@ DISPLAY = {"separate": "R-Zero (separate)", "shared": "Single-R-Zero (shared)"}
 PAPER = {"R-Zero": {15: (48.06, 71.0), 30: (48.44, 56.2), 45: (49.12, 48.8), 60: (46.52, 42.2)},
          "Single-R-Zero": {15: (47.31, 63.4), 30: (46.95, 46.6), 45: (45.57, 32.6),
                            60: (43.89, 33.8)}}
+
+
+CONTRAST_TITLE = "Differences between the variants and against the base (paired, same items)"
 
 
 class CompareError(ValueError):
@@ -168,6 +174,8 @@ def build_comparison(run_dirs: list[str | Path]) -> dict[str, Any]:
         "config_differences": differences,
         "label_set": LABEL_SET,
         "rows": rows,
+        "contrasts": variant_contrasts([(n, r["run"]) for n, r in zip(names, runs, strict=True)],
+                                       iterations, seed=first.run.seed),
     }
 
 
@@ -293,6 +301,10 @@ def render_markdown(comp: dict[str, Any]) -> str:
     out += [f"- {markdown_cell(line)}" for line in _header_lines(comp)] + [""]
     for title, header, rows in _tables(comp):
         out += [f"## {title}", "", markdown_table(header, rows)]
+    if len(comp["runs"]) > 1:
+        header, rows = contrast_table(comp["contrasts"])
+        out += [f"## {CONTRAST_TITLE}", "", markdown_table(header, rows)]
+        out += [f"- {markdown_cell(s)}" for s in comp["contrasts"]["sentences"]] + [""]
     if warnings := _warnings(comp):
         out += ["## Warnings", ""] + [f"- {markdown_cell(w)}" for w in warnings] + [""]
     out += ["![eval average and label accuracy per iteration](comparison.png)", ""]
@@ -307,6 +319,10 @@ def render_html(comp: dict[str, Any], png: bytes | None = None) -> str:
     parts: list[Any] = [bullets(_header_lines(comp))]
     for title, header, rows in _tables(comp):
         parts += [heading(title), html_table(header, rows)]
+    if len(comp["runs"]) > 1:
+        header, rows = contrast_table(comp["contrasts"])
+        parts += [heading(CONTRAST_TITLE), html_table(header, rows),
+                  bullets(comp["contrasts"]["sentences"])]
     if warnings := _warnings(comp):
         parts += [heading("Warnings"), bullets(warnings)]
     if png is not None:
@@ -364,3 +380,13 @@ def compare(run_dirs: list[str | Path], out_dir: str | Path | None = None) -> di
     write_text_atomic(paths["html"], render_html(comp, png))
     write_text_atomic(paths["md"], render_markdown(comp))
     return paths
+
+
+def contrasts_text(md: Path) -> str:
+    """What `rzero ablate` and `rzero compare` print after the paths: the paired differences
+    in words, from the comparison.json beside `md` ("" for a single run)."""
+    comp = json.loads(md.with_suffix(".json").read_text())
+    if len(comp["runs"]) < 2 or not comp["contrasts"]["sentences"]:
+        return ""
+    return "\n".join(["", "Paired differences (pass@1, 95 % intervals):",
+                      *(f"- {s}" for s in comp["contrasts"]["sentences"]), ""])

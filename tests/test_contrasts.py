@@ -1,0 +1,132 @@
+"""Paired differences between variants (rzero.contrasts) on run folders written by hand: the
+counts are checked against a direct count, the intervals against rzero.stats, and the words
+against which side of 0 each interval lies."""
+
+import json
+
+import numpy as np
+import pytest
+import yaml
+
+from rzero.cli import main
+from rzero.comparison import build_comparison, render_html, render_markdown
+from rzero.config import load_config
+from rzero.contrasts import contrast_table, paired_eval, side, variant_contrasts
+from rzero.rundir import RunDir
+from rzero.stats import paired_difference
+
+
+def _eval(scores: dict[str, list[int]], order=None) -> dict:
+    items = [{"benchmark": b, "id": f"{b}-{i}", "mean": float(s)}
+             for b, row in scores.items() for i, s in enumerate(row)]
+    if order is not None:
+        items = [items[i] for i in order]
+    return {"items": items}
+
+
+def _run(tmp_path, name: str, evals: list[dict], iterations: int = 2) -> RunDir:
+    path = tmp_path / name
+    cfg = load_config(None, [f"run.iterations={iterations}"])
+    path.mkdir()
+    (path / "config.yaml").write_text(yaml.safe_dump(cfg.to_dict()))
+    for k, ev in enumerate(evals):
+        (path / f"iter_{k:02d}" / "eval").mkdir(parents=True)
+        (path / f"iter_{k:02d}" / "eval" / "eval.json").write_text(json.dumps(ev))
+    return RunDir(path)
+
+
+def test_paired_eval_matches_items_by_id_and_counts_gains_and_losses():
+    rng = np.random.default_rng(0)
+    a = rng.integers(0, 2, 200).tolist()
+    b = rng.integers(0, 2, 200).tolist()
+    shuffled = rng.permutation(200).tolist()
+    d = paired_eval(_eval({"easy": a}), _eval({"easy": b}, order=shuffled))
+    avg = d["average"]
+    assert avg["n01"] == sum(x == 0 and y == 1 for x, y in zip(a, b, strict=True))
+    assert avg["n10"] == sum(x == 1 and y == 0 for x, y in zip(a, b, strict=True))
+    assert avg["delta"] == pytest.approx(np.mean(b) - np.mean(a))
+    ref = paired_difference(a, b)
+    assert (avg["ci_low"], avg["ci_high"]) == pytest.approx((ref.ci_low, ref.ci_high))
+
+
+def test_paired_eval_keeps_only_shared_items_and_stratifies_two_benchmarks():
+    a = _eval({"x": [1, 0, 0, 1], "y": [0, 0]})
+    b = _eval({"x": [1, 1, 0], "y": [1, 1]})  # x-3 missing: left out
+    d = paired_eval(a, b)
+    assert d["benchmarks"]["x"]["n"] == 3 and d["benchmarks"]["y"]["n"] == 2
+    # the average is the unweighted mean over benchmarks: x +1/3, y +1
+    assert d["average"]["delta"] == pytest.approx((1 / 3 + 1) / 2)
+    assert paired_eval(_eval({"x": [1]}), _eval({"z": [1]})) is None
+
+
+@pytest.mark.parametrize(("low", "high", "delta", "word"), [
+    (0.01, 0.05, 0.03, "above"), (-0.05, -0.01, -0.03, "below"), (-0.01, 0.02, 0.005, "within"),
+    (0.0, 0.0, 0.0, "none")])
+def test_side_of_zero(low, high, delta, word):
+    assert side({"ci_low": low, "ci_high": high, "delta": delta}) == word
+
+
+def test_variant_contrasts_say_which_differences_are_outside_the_noise(tmp_path):
+    n = 300
+    base = [1] * 60 + [0] * 240
+    better = [1] * 120 + [0] * 180       # +20 points: far outside the noise
+    same = [1] * 59 + [0, 1] + [0] * 239  # one item lost, one gained
+    ref = _run(tmp_path, "separate", [_eval({"easy": base})] * 2 + [_eval({"easy": base})])
+    other = _run(tmp_path, "shared", [_eval({"easy": base}), _eval({"easy": better}),
+                                      _eval({"easy": same})])
+    c = variant_contrasts([("separate", ref), ("shared", other)], iterations=2)
+    assert c["reference"] == "separate" and c["base_mismatch"] == {"shared": 0}
+    rows = {(r["iteration"], r["variant"]): r for r in c["rows"]}
+    assert rows[1, "separate"]["vs_reference"] is None
+    assert rows[1, "shared"]["vs_reference"]["average"]["delta"] == pytest.approx(60 / n)
+    assert rows[1, "separate"]["vs_base"]["average"]["n01"] == 0  # no change at all
+    text = "\n".join(c["sentences"])
+    assert ("iteration 1, shared minus separate: pass@1 +0.200" in text
+            and "60 gained, 0 lost" in text)
+    first = c["sentences"][0]
+    assert first.startswith("iteration 1, shared minus") and "outside the noise, above" in first
+    assert "iteration 2, shared minus separate: pass@1 +0.000" in text
+    assert text.count("within the noise") == 2  # iteration 2: vs separate and vs base
+    assert text.count("no item's score differs") == 2  # separate against its base, twice
+    assert "6 differences at 95 % each, 2 outside the noise" in text
+    header, table = contrast_table(c)
+    assert len(table) == 4 and table[0][2] == "(the reference)"
+    assert header[2].startswith("vs separate")
+
+
+def test_different_base_evaluations_are_said(tmp_path):
+    a = _run(tmp_path, "a", [_eval({"easy": [1, 0, 0, 0]}), _eval({"easy": [1, 1, 0, 0]})], 1)
+    b = _run(tmp_path, "b", [_eval({"easy": [1, 1, 1, 0]}), _eval({"easy": [1, 1, 0, 0]})], 1)
+    c = variant_contrasts([("a", a), ("b", b)], iterations=1)
+    assert c["base_mismatch"] == {"b": 2}
+    assert "differ on 2 items" in c["sentences"][-1]
+
+
+def test_a_missing_evaluation_is_a_dash_not_an_error(tmp_path):
+    a = _run(tmp_path, "a", [_eval({"easy": [1, 0]}), _eval({"easy": [1, 1]})], 2)
+    b = _run(tmp_path, "b", [_eval({"easy": [1, 0]})], 2)  # iterations 1, 2 not evaluated
+    c = variant_contrasts([("a", a), ("b", b)], iterations=2)
+    _, table = contrast_table(c)
+    assert [row[2:] for row in table if row[1] == "b"] == [["–"] * 4] * 2
+
+
+def test_the_comparison_shows_the_differences(tmp_path):
+    ref = _run(tmp_path, "separate", [_eval({"easy": [0] * 50}), _eval({"easy": [1] * 50})], 1)
+    other = _run(tmp_path, "shared", [_eval({"easy": [0] * 50}), _eval({"easy": [0] * 50})], 1)
+    comp = build_comparison([ref.path, other.path])
+    md = render_markdown(comp)
+    assert "## Differences between the variants" in md
+    assert "iteration 1, shared minus separate: pass@1 -1.000" in md
+    assert "outside the noise, below" in render_html(comp)
+    solo = render_markdown(build_comparison([ref.path]))
+    assert "Differences between the variants" not in solo
+
+
+def test_rzero_compare_prints_the_differences_in_words(tmp_path, capsys):
+    ref = _run(tmp_path, "separate", [_eval({"easy": [0] * 50}), _eval({"easy": [1] * 50})], 1)
+    other = _run(tmp_path, "shared", [_eval({"easy": [0] * 50}), _eval({"easy": [0] * 50})], 1)
+    assert main(["compare", str(ref.path), str(other.path), "--out", str(tmp_path)]) == 0
+    out = capsys.readouterr().out
+    assert "Paired differences (pass@1, 95 % intervals):" in out
+    assert "- iteration 1, shared minus separate: pass@1 -1.000" in out
+    assert (tmp_path / "comparison.md").is_file()
