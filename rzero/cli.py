@@ -233,7 +233,6 @@ def cmd_compare(args) -> int:
     return 0
 
 
-
 def _add_serve_solver_args(p: argparse.ArgumentParser) -> None:
     from rzero.replicas import ENGINES
 

@@ -7,18 +7,24 @@ this gives
 
     each variant after the first against the first (the reference; `rzero ablate` puts
     `separate`, R-Zero, first):  Δ = pass@1(variant, k) − pass@1(reference, k)
-    each variant against the base:  Δ = pass@1(variant, k) − pass@1(variant, 0)
+    each variant against its iteration 0 (the base model):  Δ = pass@1(variant, k) −
+    pass@1(variant, 0)
 
-on the items both evaluations scored (matched by benchmark and id), with the paired bootstrap
-95 % interval of `rzero.stats.paired_difference` (stratified by benchmark for the average)
-and, where there is one benchmark of 0/1 scores, the items gained and lost and the exact
-McNemar p-value. A difference is *outside the noise* when its whole interval lies on one
-side of 0, and *within the noise* when the interval includes 0.
+on the items both evaluations scored (matched by benchmark and id). Over several benchmarks
+pass@1 is their unweighted mean, Δ its change, and the interval a paired bootstrap stratified
+by benchmark (`rzero.stats.stratified_paired_difference`); with one benchmark of 0/1 scores,
+`rzero.stats.paired_difference` adds the items gained (n01) and lost (n10) and the exact
+McNemar p-value. Per-benchmark differences are kept in comparison.json.
 
-Several comparisons at 95 % each are several chances for one to fall outside by chance, so
-the sentences end with how many there were. Iteration 0 is also checked: the variants' base
-evaluations should agree item for item; where they do not (a change of `eval.*`, or
-nondeterministic decoding), the sentences say on how many items.
+Verdict: *outside the evaluation noise* when the whole 95 % bootstrap interval lies on one
+side of 0 and, where McNemar applies, p < 0.05 too; *borderline* when only the bootstrap
+says so (with few differing items its percentile interval is too narrow); *within the
+evaluation noise* otherwise. The noise meant is that of the evaluation items: each variant
+is one training run, so the interval holds the trained models fixed, and how much a variant
+moves with its seed needs replicate runs (`run.seed`). Several differences at 95 % each are
+several chances for one to fall outside by chance, so the sentences end with how many there
+were. Iteration 0 is checked too: the variants' base evaluations should agree item for item;
+where they do not (a change of `eval.*`, or nondeterministic decoding), the sentences say so.
 
 Where the paper differs: its ablation tables (seed §4.3) give point estimates only.
 """
@@ -32,10 +38,15 @@ from rzero.rundir import RunDir
 from rzero.selfplay.increments import align_eval_items
 from rzero.stats import PairedDifference, paired_difference, stratified_paired_difference
 
+ALPHA = 0.05
+
 
 def _eval(run: RunDir, k: int) -> dict[str, Any] | None:
+    """Iteration k's eval.json, when its eval phase is committed (the marker vouches)."""
     path = run.iter_dir(k) / "eval" / "eval.json"
-    return json.loads(path.read_text()) if path.is_file() else None
+    if run.marker(k, "eval") is None or not path.is_file():
+        return None
+    return json.loads(path.read_text())
 
 
 def paired_eval(a: dict[str, Any], b: dict[str, Any], seed: int = 0) -> dict[str, Any] | None:
@@ -55,31 +66,39 @@ def paired_eval(a: dict[str, Any], b: dict[str, Any], seed: int = 0) -> dict[str
 
 
 def side(d: dict[str, Any]) -> str:
-    """'above' / 'below' (the whole interval on one side of 0), 'none' (no item differs),
-    or 'within' (the interval includes 0)."""
+    """'above' / 'below' (the whole bootstrap interval on one side of 0 and, where there is
+    one, McNemar p < 0.05), 'borderline' (the interval alone), 'none' (no item differs), or
+    'within' (the interval includes 0)."""
     if d["ci_low"] == d["ci_high"] == 0 and d["delta"] == 0:
         return "none"
-    if d["ci_low"] > 0:
-        return "above"
-    if d["ci_high"] < 0:
-        return "below"
-    return "within"
+    if d["ci_low"] <= 0 <= d["ci_high"]:
+        return "within"
+    if d.get("mcnemar_p") is not None and d["mcnemar_p"] >= ALPHA:
+        return "borderline"
+    return "above" if d["ci_low"] > 0 else "below"
+
+
+def _base_check(ref: dict[str, Any] | None, other: dict[str, Any] | None) -> dict[str, Any]:
+    """How two variants' base evaluations differ: items scored differently, items only one
+    of them has, or that one is missing."""
+    if ref is None or other is None:
+        return {"missing": True}
+    keys = [{(r["benchmark"], r["id"]) for r in ev["items"]} for ev in (ref, other)]
+    aligned = align_eval_items([ref, other])
+    return {"missing": False, "unshared": len(keys[0] ^ keys[1]),
+            "differing": sum(x != y for a, b in aligned.values()
+                             for x, y in zip(a, b, strict=True))}
 
 
 def variant_contrasts(runs: list[tuple[str, RunDir]], iterations: int,
                       seed: int = 0) -> dict[str, Any]:
     """The differences described above for `runs` [(name, run dir)], the first the
-    reference: ``{"reference", "base_mismatch": {name: items differing at k = 0},
-    "rows": [{"iteration", "variant", "vs_reference", "vs_base"}], "sentences"}``; a
-    difference whose evaluations are missing is None."""
+    reference: ``{"reference", "base_check": {name: _base_check}, "rows": [{"iteration",
+    "variant", "vs_reference", "vs_base"}], "sentences"}``; a difference whose evaluations
+    are missing is None."""
     ref_name, ref = runs[0]
     bases = {name: _eval(run, 0) for name, run in runs}
-    mismatch = {}
-    for name, _ in runs[1:]:
-        if bases[ref_name] is not None and bases[name] is not None:
-            aligned = align_eval_items([bases[ref_name], bases[name]])
-            mismatch[name] = sum(x != y for a, b in aligned.values()
-                                 for x, y in zip(a, b, strict=True))
+    checks = {name: _base_check(bases[ref_name], bases[name]) for name, _ in runs[1:]}
     rows = []
     for k in range(1, iterations + 1):
         ref_k = _eval(ref, k)
@@ -90,7 +109,7 @@ def variant_contrasts(runs: list[tuple[str, RunDir]], iterations: int,
             vs_base = paired_eval(bases[name], ev, seed) if ev and bases[name] else None
             rows.append({"iteration": k, "variant": name, "vs_reference": vs_ref,
                          "vs_base": vs_base})
-    out = {"reference": ref_name, "base_mismatch": mismatch, "rows": rows}
+    out = {"reference": ref_name, "base_check": checks, "rows": rows}
     out["sentences"] = sentences(out)
     return out
 
@@ -104,43 +123,53 @@ def difference_words(d: dict[str, Any]) -> str:
     return text
 
 
-VERDICT = {"above": "outside the noise, above: the whole paired 95 % interval is above 0",
-           "below": "outside the noise, below: the whole paired 95 % interval is below 0",
-           "within": "within the noise: the paired 95 % interval includes 0",
+VERDICT = {"above": "outside the evaluation noise, above: the whole paired 95 % interval is "
+                    "above 0",
+           "below": "outside the evaluation noise, below: the whole paired 95 % interval is "
+                    "below 0",
+           "borderline": "borderline: the bootstrap interval excludes 0 but McNemar's exact "
+                         "test does not reject at 5 %, so too few items differ to tell",
+           "within": "within the evaluation noise: the paired 95 % interval includes 0",
            "none": "no item's score differs"}
+RANK = {"above": 0, "below": 0, "borderline": 1, "within": 2, "none": 2}
 
 
 def sentences(contrasts: dict[str, Any]) -> list[str]:
-    """One sentence per difference, outside-the-noise ones first, then how many there were."""
+    """One sentence per difference, outside-the-noise ones first, then how many there were,
+    what the intervals do not cover, and any disagreement of the base evaluations."""
     ref = contrasts["reference"]
-    said: list[tuple[int, str]] = []
+    said: list[tuple[str, str]] = []
     for row in contrasts["rows"]:
         k, name = row["iteration"], row["variant"]
         for what, d in ((f"{name} minus {ref}", row["vs_reference"]),
-                        (f"{name} minus the base model", row["vs_base"])):
-            if d is None:
-                continue
-            avg = d["average"]
-            where = side(avg)
-            said.append((0 if where in ("above", "below") else 1,
-                         f"iteration {k}, {what}: pass@1 {difference_words(avg)}: "
-                         f"{VERDICT[where]}."))
-    out = [text for _, text in sorted(said, key=lambda t: t[0])]
-    outside = sum(1 for rank, _ in said if rank == 0)
-    if said:
-        out.append(f"{len(said)} differences at 95 % each, {outside} outside the noise; with "
-                   f"no real difference anywhere about {len(said) / 20:.1f} would fall outside "
-                   "by chance.")
-    for name, n in contrasts["base_mismatch"].items():
-        if n:
-            out.append(f"The base evaluations of {ref} and {name} differ on {n} items, so "
-                       "their runs did not start from the same scores (different eval "
-                       "settings, or nondeterministic decoding).")
+                        (f"{name} minus iteration 0 (the base model)", row["vs_base"])):
+            if d is not None:
+                where = side(d["average"])
+                said.append((where, f"iteration {k}, {what}: pass@1 "
+                                    f"{difference_words(d['average'])}: {VERDICT[where]}."))
+    out = [text for _, text in sorted(said, key=lambda t: RANK[t[0]])]
+    tested = sum(1 for where, _ in said if where != "none")
+    outside = sum(1 for where, _ in said if RANK[where] == 0)
+    if tested:
+        out.append(f"{tested} differences with items that changed, {outside} outside the "
+                   f"evaluation noise; with no real difference anywhere about "
+                   f"{tested * ALPHA:.1f} would fall outside by chance. Each variant is one "
+                   "training run: the intervals hold the trained models fixed and do not "
+                   "cover how much a variant moves with its seed (replicate runs, run.seed).")
+    for name, check in contrasts["base_check"].items():
+        if check["missing"]:
+            out.append(f"The base evaluation (iteration 0) of {ref} or {name} is missing, so "
+                       "whether they started from the same scores is not known.")
+        elif check["differing"] or check["unshared"]:
+            out.append(f"The base evaluations of {ref} and {name} differ: "
+                       f"{check['differing']} items scored differently and "
+                       f"{check['unshared']} items scored by only one of them (different "
+                       "eval settings, or nondeterministic decoding).")
     return out
 
 
-CONTRAST_HEADER = ["iter", "variant", "vs reference: Δ pass@1 [paired 95 %]",
-                   "McNemar p", "vs the base model: Δ pass@1 [paired 95 %]", "McNemar p"]
+CONTRAST_HEADER = ["iter", "variant", "vs reference: Δ pass@1 [paired 95 %]", "McNemar p",
+                   "vs iteration 0 (base model): Δ pass@1 [paired 95 %]", "McNemar p"]
 
 
 def contrast_table(contrasts: dict[str, Any]) -> tuple[list[str], list[list[str]]]:

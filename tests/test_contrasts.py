@@ -3,6 +3,7 @@ counts are checked against a direct count, the intervals against rzero.stats, an
 against which side of 0 each interval lies."""
 
 import json
+import shutil
 
 import numpy as np
 import pytest
@@ -31,7 +32,11 @@ def _run(tmp_path, name: str, evals: list[dict], iterations: int = 2) -> RunDir:
     (path / "config.yaml").write_text(yaml.safe_dump(cfg.to_dict()))
     for k, ev in enumerate(evals):
         (path / f"iter_{k:02d}" / "eval").mkdir(parents=True)
+        (path / f"iter_{k:02d}" / "phases").mkdir()
         (path / f"iter_{k:02d}" / "eval" / "eval.json").write_text(json.dumps(ev))
+        average = float(np.mean([item["mean"] for item in ev["items"]]))
+        (path / f"iter_{k:02d}" / "phases" / "eval.json").write_text(
+            json.dumps({"metrics": {"average": average}, "seconds": 1.0}))
     return RunDir(path)
 
 
@@ -59,11 +64,20 @@ def test_paired_eval_keeps_only_shared_items_and_stratifies_two_benchmarks():
     assert paired_eval(_eval({"x": [1]}), _eval({"z": [1]})) is None
 
 
-@pytest.mark.parametrize(("low", "high", "delta", "word"), [
-    (0.01, 0.05, 0.03, "above"), (-0.05, -0.01, -0.03, "below"), (-0.01, 0.02, 0.005, "within"),
-    (0.0, 0.0, 0.0, "none")])
-def test_side_of_zero(low, high, delta, word):
-    assert side({"ci_low": low, "ci_high": high, "delta": delta}) == word
+@pytest.mark.parametrize(("low", "high", "delta", "p", "word"), [
+    (0.01, 0.05, 0.03, None, "above"), (-0.05, -0.01, -0.03, None, "below"),
+    (-0.01, 0.02, 0.005, None, "within"), (0.0, 0.0, 0.0, None, "none"),
+    (0.01, 0.05, 0.03, 0.01, "above"), (0.003, 0.027, 0.013, 0.12, "borderline"),
+    (-0.027, -0.003, -0.013, 0.06, "borderline"), (-0.01, 0.02, 0.005, 0.5, "within")])
+def test_side_of_zero(low, high, delta, p, word):
+    assert side({"ci_low": low, "ci_high": high, "delta": delta, "mcnemar_p": p}) == word
+
+
+def test_few_changed_items_are_borderline_not_outside_the_noise():
+    # 5 items gained, none lost, of 300: the bootstrap interval excludes 0, McNemar p = 0.0625
+    d = paired_eval(_eval({"easy": [0] * 300}), _eval({"easy": [1] * 5 + [0] * 295}))["average"]
+    assert d["ci_low"] > 0 and d["mcnemar_p"] == pytest.approx(0.0625)
+    assert side(d) == "borderline"
 
 
 def test_variant_contrasts_say_which_differences_are_outside_the_noise(tmp_path):
@@ -75,31 +89,52 @@ def test_variant_contrasts_say_which_differences_are_outside_the_noise(tmp_path)
     other = _run(tmp_path, "shared", [_eval({"easy": base}), _eval({"easy": better}),
                                       _eval({"easy": same})])
     c = variant_contrasts([("separate", ref), ("shared", other)], iterations=2)
-    assert c["reference"] == "separate" and c["base_mismatch"] == {"shared": 0}
+    assert c["reference"] == "separate"
+    assert c["base_check"] == {"shared": {"missing": False, "unshared": 0, "differing": 0}}
     rows = {(r["iteration"], r["variant"]): r for r in c["rows"]}
     assert rows[1, "separate"]["vs_reference"] is None
     assert rows[1, "shared"]["vs_reference"]["average"]["delta"] == pytest.approx(60 / n)
+    assert rows[1, "shared"]["vs_base"]["average"]["delta"] == pytest.approx(60 / n)
     assert rows[1, "separate"]["vs_base"]["average"]["n01"] == 0  # no change at all
     text = "\n".join(c["sentences"])
     assert ("iteration 1, shared minus separate: pass@1 +0.200" in text
             and "60 gained, 0 lost" in text)
     first = c["sentences"][0]
-    assert first.startswith("iteration 1, shared minus") and "outside the noise, above" in first
+    assert (first.startswith("iteration 1, shared minus")
+            and "outside the evaluation noise, above" in first)
+    assert "iteration 1, shared minus iteration 0 (the base model): pass@1 +0.200" in text
     assert "iteration 2, shared minus separate: pass@1 +0.000" in text
-    assert text.count("within the noise") == 2  # iteration 2: vs separate and vs base
+    assert text.count("within the evaluation noise") == 2  # iteration 2: vs separate, vs base
     assert text.count("no item's score differs") == 2  # separate against its base, twice
-    assert "6 differences at 95 % each, 2 outside the noise" in text
+    assert "4 differences with items that changed, 2 outside the evaluation noise" in text
+    assert "do not cover how much a variant moves with its seed" in text
     header, table = contrast_table(c)
     assert len(table) == 4 and table[0][2] == "(the reference)"
     assert header[2].startswith("vs separate")
 
 
-def test_different_base_evaluations_are_said(tmp_path):
+def test_different_base_evaluations_are_said_and_each_variant_meets_its_own_base(tmp_path):
     a = _run(tmp_path, "a", [_eval({"easy": [1, 0, 0, 0]}), _eval({"easy": [1, 1, 0, 0]})], 1)
     b = _run(tmp_path, "b", [_eval({"easy": [1, 1, 1, 0]}), _eval({"easy": [1, 1, 0, 0]})], 1)
     c = variant_contrasts([("a", a), ("b", b)], iterations=1)
-    assert c["base_mismatch"] == {"b": 2}
-    assert "differ on 2 items" in c["sentences"][-1]
+    assert c["base_check"] == {"b": {"missing": False, "unshared": 0, "differing": 2}}
+    assert "2 items scored differently and 0 items scored by only one" in c["sentences"][-1]
+    rows = {r["variant"]: r for r in c["rows"]}
+    assert rows["a"]["vs_base"]["average"]["delta"] == pytest.approx(+0.25)
+    assert rows["b"]["vs_base"]["average"]["delta"] == pytest.approx(-0.25)  # its own base
+    assert rows["b"]["vs_reference"]["average"]["delta"] == 0
+
+
+def test_unshared_or_missing_base_evaluations_are_said(tmp_path):
+    a = _run(tmp_path, "a", [_eval({"easy": [1, 0, 0]}), _eval({"easy": [1, 1, 0]})], 1)
+    b = _run(tmp_path, "b", [_eval({"easy": [1, 0]}), _eval({"easy": [1, 1, 0]})], 1)
+    c = variant_contrasts([("a", a), ("b", b)], iterations=1)
+    assert c["base_check"]["b"] == {"missing": False, "unshared": 1, "differing": 0}
+    assert "1 items scored by only one of them" in c["sentences"][-1]
+    shutil.rmtree(a.iter_dir(0) / "phases")  # not committed: as good as missing
+    c = variant_contrasts([("a", a), ("b", b)], iterations=1)
+    assert c["base_check"]["b"] == {"missing": True}
+    assert "of a or b is missing" in c["sentences"][-1]
 
 
 def test_a_missing_evaluation_is_a_dash_not_an_error(tmp_path):
@@ -117,7 +152,7 @@ def test_the_comparison_shows_the_differences(tmp_path):
     md = render_markdown(comp)
     assert "## Differences between the variants" in md
     assert "iteration 1, shared minus separate: pass@1 -1.000" in md
-    assert "outside the noise, below" in render_html(comp)
+    assert "outside the evaluation noise, below" in render_html(comp)
     solo = render_markdown(build_comparison([ref.path]))
     assert "Differences between the variants" not in solo
 
