@@ -11,7 +11,9 @@ a time with the torch threads split between them. The table printed at the end (
 OUT/sweep.md) has per variant: the challenger's well-formed rate and mean reward per GRPO step
 with their fitted slopes, the pool's well-formed count, the questions in the band, the
 solver's training reward, and dev pass@1 of the base and of the trained solver with the paired
-difference, its 95 % bootstrap interval and the exact McNemar p-value.
+difference, its 95 % bootstrap interval and the exact McNemar p-value. Below it, every variant
+against the first one on the same dev items (`rzero.contrasts`), in a table and in words: the
+comparison a choice between settings rests on.
 
 `easy:SEED` is disjoint from `easy` (rzero.evaluation.easy), so a recipe chosen here has not
 seen the items its reports evaluate.
@@ -110,6 +112,21 @@ def table(rows: dict[str, tuple[list[str], dict]]) -> str:
     return head + "\n".join(lines) + "\n"
 
 
+def contrasts(out: Path, names: list[str]) -> str:
+    """Every variant against the first one named (and against its base), as
+    `rzero compare` states them; "" with fewer than two finished variants."""
+    from rzero.contrasts import contrast_table, variant_contrasts
+    from rzero.reporting import markdown_table
+    from rzero.rundir import RunDir
+
+    if len(names) < 2:
+        return ""
+    c = variant_contrasts([(n, RunDir(out / n)) for n in names], iterations=1)
+    header, rows = contrast_table(c)
+    return ("\n" + markdown_table(header, rows) + "\n"
+            + "".join(f"- {line}\n" for line in c["sentences"]))
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--config", required=True)
@@ -139,7 +156,7 @@ def main(argv: list[str] | None = None) -> int:
         run_dir = Path(args.out) / name
         if (run_dir / "metrics.jsonl").is_file():
             rows[name] = (overrides, summarise(run_dir))
-    text = table(rows)
+    text = table(rows) + contrasts(Path(args.out), list(rows))
     Path(args.out, "sweep.md").write_text(text)
     print(text)
     return 0

@@ -64,3 +64,25 @@ def test_the_evaluation_items_are_refused_as_the_development_benchmark(tmp_path)
     with pytest.raises(SystemExit, match="must not be the evaluation benchmark"):
         sweep.main(["--config", "configs/tiny.yaml", "--dev", "easy", "--out", str(tmp_path),
                     "--variant", "base="])
+
+
+def _evaluated(root: Path, name: str, scores: list[list[int]]) -> None:
+    for k, row in enumerate(scores):
+        it = root / name / f"iter_{k:02d}"
+        (it / "eval").mkdir(parents=True)
+        (it / "phases").mkdir()
+        items = [{"benchmark": "easy:7", "id": f"e-{i}", "mean": float(s)}
+                 for i, s in enumerate(row)]
+        (it / "eval" / "eval.json").write_text(json.dumps({"items": items}))
+        (it / "phases" / "eval.json").write_text(json.dumps({"metrics": {}, "seconds": 1.0}))
+
+
+def test_the_sweep_compares_every_variant_with_the_first(tmp_path):
+    _evaluated(tmp_path, "base", [[0] * 40, [0] * 40])
+    _evaluated(tmp_path, "lr", [[0] * 40, [1] * 30 + [0] * 10])
+    text = sweep.contrasts(tmp_path, ["base", "lr"])
+    assert "| 1 | base | (the reference) |" in text
+    line = next(x for x in text.splitlines() if x.startswith("- iteration 1, lr minus base:"))
+    assert "pass@1 +0.750 [" in line and "over 40 items (30 gained, 0 lost" in line
+    assert "outside the evaluation noise, above" in line
+    assert sweep.contrasts(tmp_path, ["base"]) == ""
