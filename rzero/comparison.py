@@ -42,6 +42,7 @@ from rzero.reporting import (
     markdown_table,
 )
 from rzero.rundir import RunDir
+from rzero.stats import wilson_interval
 
 # The audited set the table reports: the questions the solver trained on in that iteration.
 LABEL_SET = "labelled_kept"
@@ -265,6 +266,10 @@ def _header_lines(comp: dict[str, Any]) -> list[str]:
                  "iteration; iteration 0 is the base model. Solver step = iteration x "
                  "solver.steps (the paper's steps 15/30/45/60 are iterations 1-4 at 15 "
                  "solver steps each).")
+    if len(names) > 1:
+        lines.append("The figure's bars are each score's own 95 % interval; whether two "
+                     "variants differ is the paired difference on the same items (below), "
+                     "which is much narrower than the overlap of two bars suggests.")
     audited = [r for r in comp["runs"] if r["audit"]]
     lines.append(
         "Label acc: audited accuracy of the pseudo-labels of the questions the solver trained "
@@ -333,8 +338,19 @@ def render_html(comp: dict[str, Any], png: bytes | None = None) -> str:
     return html_page("R-Zero ablation: comparison", parts)
 
 
+def _wilson_bar(metrics: dict[str, Any] | None) -> tuple[float, float] | None:
+    """The 95 % Wilson interval of an evaluation on one benchmark (pass@1 of n items); None
+    for several benchmarks, whose unweighted average has no Wilson interval."""
+    names = [key[: -len("/pass@1")] for key in (metrics or {}) if key.endswith("/pass@1")]
+    if len(names) != 1 or not metrics.get(f"{names[0]}/n"):
+        return None
+    n = int(metrics[f"{names[0]}/n"])
+    return wilson_interval(round(metrics[f"{names[0]}/pass@1"] * n), n)
+
+
 def plot_comparison(comp: dict[str, Any]) -> bytes:
-    """PNG: eval average (left) and label accuracy with Wilson bars (right) per iteration."""
+    """PNG: eval average (left; with 95 % Wilson bars when there is one benchmark) and label
+    accuracy with Wilson bars (right) per iteration."""
     names = [r["name"] for r in comp["runs"]]
     rows = comp["rows"]
     # small horizontal offsets and one marker each keep equal values of variants visible
@@ -343,10 +359,14 @@ def plot_comparison(comp: dict[str, Any]) -> bytes:
     for i, name in enumerate(names):
         dx = i * 0.08 - width / 2
         style = {"fmt": "osD^v<>p"[i % 8] + "-", "color": f"C{i}"}
-        pts = [(r["iteration"], r["variants"][name]["eval_average"]) for r in rows
+        pts = [(r["iteration"], r["variants"][name]) for r in rows
                if r["variants"][name]["eval_average"] is not None]
+        bars = [_wilson_bar(c["eval"]) for _, c in pts]
+        with_bars = bool(bars) and all(b is not None for b in bars)
         evals.append(Series(_display(name), [k + dx for k, _ in pts],
-                            [100 * y for _, y in pts], **style))
+                            [100 * c["eval_average"] for _, c in pts],
+                            low=[100 * b[0] for b in bars] if with_bars else None,
+                            high=[100 * b[1] for b in bars] if with_bars else None, **style))
         acc = [(r["iteration"], s) for r in rows
                if (s := r["variants"][name].get("label_accuracy")) is not None]
         accs.append(Series(_display(name), [k + dx for k, _ in acc],
@@ -357,8 +377,8 @@ def plot_comparison(comp: dict[str, Any]) -> bytes:
     labels = [f"{r['iteration']}\n(step {_steps(r)})" for r in rows]
     xlabel = "iteration (solver step)"
     return errorbar_png([
-        Panel("Evaluation average", xlabel, "pass@1 (%)", evals, ylim=(-2, 102),
-              xticks=ticks, xticklabels=labels),
+        Panel("Evaluation average", xlabel, "pass@1 (%), 95 % Wilson (one benchmark)", evals,
+              ylim=(-2, 102), xticks=ticks, xticklabels=labels),
         Panel("Label accuracy of the solver's training set", xlabel,
               "accuracy (%), 95 % Wilson", accs, ylim=(-2, 102), xticks=ticks,
               xticklabels=labels, empty_text="no audit yet\n(rzero audit RUN_DIR)")])

@@ -10,11 +10,11 @@ import pytest
 import yaml
 
 from rzero.cli import main
-from rzero.comparison import build_comparison, render_html, render_markdown
+from rzero.comparison import _wilson_bar, build_comparison, render_html, render_markdown
 from rzero.config import load_config
 from rzero.contrasts import contrast_table, paired_eval, side, variant_contrasts
 from rzero.rundir import RunDir
-from rzero.stats import paired_difference
+from rzero.stats import paired_difference, wilson_interval
 
 
 def _eval(scores: dict[str, list[int]], order=None) -> dict:
@@ -165,3 +165,10 @@ def test_rzero_compare_prints_the_differences_in_words(tmp_path, capsys):
     assert "Paired differences (pass@1, 95 % intervals):" in out
     assert "- iteration 1, shared minus separate: pass@1 -1.000" in out
     assert (tmp_path / "comparison.md").is_file()
+
+
+def test_the_comparison_figure_has_wilson_bars_for_one_benchmark_only():
+    assert _wilson_bar({"easy/pass@1": 0.25, "easy/n": 320}) == pytest.approx(
+        wilson_interval(80, 320))
+    assert _wilson_bar({"a/pass@1": 0.5, "a/n": 10, "b/pass@1": 0.5, "b/n": 10}) is None
+    assert _wilson_bar(None) is None
