@@ -179,6 +179,26 @@ def test_comparison_table_has_a_row_per_iteration_and_the_eval_markers_numbers(a
     assert "Config differences: roles.shared = false (separate), true (shared)." in md
 
 
+def test_comparison_states_the_paired_differences_of_the_real_runs(ablated):
+    out = ablated["out"]
+    comp = json.loads((out / "comparison.json").read_text())
+    c = comp["contrasts"]
+    assert c["reference"] == "separate"
+    assert [(r["iteration"], r["variant"]) for r in c["rows"]] == [
+        (1, "separate"), (1, "shared"), (2, "separate"), (2, "shared")]
+    # the same base model and items: the base evaluations agree item for item
+    assert c["base_check"] == {"shared": {"missing": False, "unshared": 0, "differing": 0}}
+    for r in c["rows"]:
+        average = read_marker(out / r["variant"], r["iteration"], "eval")["metrics"]["average"]
+        base = read_marker(out / r["variant"], 0, "eval")["metrics"]["average"]
+        assert r["vs_base"]["average"]["delta"] == pytest.approx(average - base)
+        assert r["vs_base"]["average"]["n"] == len(EVAL_ITEMS)
+    md = ablated["md"].read_text()
+    assert "## Differences between the variants and against the base" in md
+    assert any(s.startswith("iteration 2, shared minus separate: pass@1 ")
+               for s in c["sentences"])
+
+
 def test_comparison_context_is_the_labelling_markers(ablated):
     out = ablated["out"]
     rows = table(ablated["md"].read_text(), "Context: the labelled pool")
