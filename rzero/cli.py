@@ -201,7 +201,7 @@ def cmd_eval(args) -> int:
 
 def cmd_ablate(args) -> int:
     from rzero.ablation import ablate, parse_variants
-    from rzero.comparison import CompareError, contrasts_text
+    from rzero.comparison import CompareError, printed_summary
     from rzero.rundir import RunDirConflict
 
     try:
@@ -214,13 +214,12 @@ def cmd_ablate(args) -> int:
     except (ConfigError, RunDirConflict, CompareError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
-    print(f"comparison: {md}\n            {md.with_suffix('.html')}")
-    print(contrasts_text(md), end="")
+    print(printed_summary(md), end="")
     return 0
 
 
 def cmd_compare(args) -> int:
-    from rzero.comparison import CompareError, compare, contrasts_text
+    from rzero.comparison import CompareError, compare, printed_summary
     from rzero.io import DamagedFileError
 
     try:
@@ -228,8 +227,7 @@ def cmd_compare(args) -> int:
     except (CompareError, DamagedFileError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
-    print(f"comparison: {paths['md']}\n            {paths['html']}")
-    print(contrasts_text(paths["md"]), end="")
+    print(printed_summary(paths["md"]), end="")
     return 0
 
 

@@ -402,11 +402,12 @@ def compare(run_dirs: list[str | Path], out_dir: str | Path | None = None) -> di
     return paths
 
 
-def contrasts_text(md: Path) -> str:
-    """What `rzero ablate` and `rzero compare` print after the paths: the paired differences
-    in words, from the comparison.json beside `md` ("" for a single run)."""
+def printed_summary(md: Path) -> str:
+    """What `rzero ablate` and `rzero compare` print: where the comparison is, then its paired
+    differences in words (from the comparison.json beside `md`; none for a single run)."""
+    lines = [f"comparison: {md}", f"            {md.with_suffix('.html')}"]
     comp = json.loads(md.with_suffix(".json").read_text())
-    if len(comp["runs"]) < 2 or not comp["contrasts"]["sentences"]:
-        return ""
-    return "\n".join(["", "Paired differences (pass@1, 95 % intervals):",
-                      *(f"- {s}" for s in comp["contrasts"]["sentences"]), ""])
+    if len(comp["runs"]) > 1 and comp["contrasts"]["sentences"]:
+        lines += ["", "Paired differences (pass@1, 95 % intervals):",
+                  *(f"- {s}" for s in comp["contrasts"]["sentences"])]
+    return "\n".join(lines) + "\n"
