@@ -392,8 +392,8 @@ def build_parser() -> argparse.ArgumentParser:
                    help="model spec: 'embedded:smollm2-135m-instruct', a checkpoint directory "
                         "or a hub id (default: model.name)")
     p.add_argument("--benchmarks", default=None,
-                   help=f"comma-separated: synthetic[:SEED], {', '.join(HUB_BENCHMARKS)}, "
-                        "path.jsonl or name=path.jsonl (default: eval.benchmarks)")
+                   help=f"synthetic[:SEED], easy[:SEED], {', '.join(HUB_BENCHMARKS)}, "
+                        "path.jsonl or name=path.jsonl, comma-separated (default: eval.benchmarks)")
     p.add_argument("--output", required=True, help="directory for eval.json and eval.md")
     p.add_argument("--limit", type=int, default=None,
                    help="score only the first N items of each benchmark (default: eval.limit)")

@@ -35,8 +35,8 @@ import json
 from typing import Any
 
 from rzero.rundir import RunDir
-from rzero.selfplay.increments import align_eval_items
-from rzero.stats import PairedDifference, paired_difference, stratified_paired_difference
+from rzero.selfplay.increments import align_eval_items, paired_scores
+from rzero.stats import PairedDifference
 
 ALPHA = 0.05
 
@@ -56,11 +56,9 @@ def paired_eval(a: dict[str, Any], b: dict[str, Any], seed: int = 0) -> dict[str
     aligned = align_eval_items([a, b])
     if not aligned:
         return None
-    per = {name: paired_difference(rows[0], rows[1], seed=seed)
-           for name, rows in aligned.items()}
-    average = (next(iter(per.values())) if len(per) == 1 else
-               stratified_paired_difference([(r[0], r[1]) for r in aligned.values()],
-                                            seed=seed))
+    per = paired_scores({name: (rows[0], rows[1]) for name, rows in aligned.items()},
+                        seed=seed)
+    average = per.pop("average")
     return {"average": average.to_dict(),
             "benchmarks": {name: d.to_dict() for name, d in per.items()}}
 

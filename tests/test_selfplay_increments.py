@@ -83,3 +83,24 @@ def test_eval_items_are_paired_by_id():
     it1 = {"items": [{"benchmark": "easy", "id": "b", "mean": 1.0},
                      {"benchmark": "easy", "id": "a", "mean": 1.0}]}
     assert align_eval_items([base, it1]) == {"easy": [[1.0, 0.0], [1.0, 1.0]]}
+
+
+def test_paired_scores_average_is_stratified_or_the_one_benchmark():
+    import random
+
+    from rzero.selfplay.increments import paired_scores
+    from rzero.stats import paired_difference, stratified_paired_difference
+
+    rng = random.Random(3)
+    x = [[rng.randint(0, 1) for _ in range(40)] for _ in range(2)]
+    y = [[rng.randint(0, 1) for _ in range(25)] for _ in range(2)]
+    one = paired_scores({"x": (x[0], x[1])}, n_boot=500, seed=4)
+    assert one["average"].to_dict() == one["x"].to_dict()
+    assert one["x"].to_dict() == paired_difference(x[0], x[1], n_boot=500, seed=4).to_dict()
+    assert one["average"].mcnemar_p is not None
+    two = paired_scores({"x": (x[0], x[1]), "y": (y[0], y[1])}, n_boot=500, seed=4)
+    want = stratified_paired_difference([(x[0], x[1]), (y[0], y[1])], n_boot=500, seed=4)
+    assert two["average"].to_dict() == want.to_dict()
+    assert two["y"].delta == pytest.approx(sum(y[1]) / 25 - sum(y[0]) / 25)
+    with pytest.raises(ValueError, match="no benchmarks"):
+        paired_scores({})

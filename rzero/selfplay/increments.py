@@ -16,7 +16,7 @@ from typing import Any
 
 from rzero.stats import PairedDifference, paired_difference, stratified_paired_difference
 
-__all__ = ["align_eval_items", "increment_curve"]
+__all__ = ["align_eval_items", "increment_curve", "paired_scores"]
 
 
 def increment_curve(correct: Mapping[str, Sequence[Sequence[float]]], *, n_boot: int = 10_000,
@@ -45,14 +45,9 @@ def increment_curve(correct: Mapping[str, Sequence[Sequence[float]]], *, n_boot:
     num = counts[names[0]]
     if num < 1:
         raise ValueError("increment_curve: no iterations (need at least the base, k = 0)")
-    kw = {"n_boot": n_boot, "seed": seed}
-
     def compare(j: int, k: int) -> dict[str, PairedDifference]:
-        out = {name: paired_difference(correct[name][j], correct[name][k], **kw)
-               for name in names}
-        out["average"] = stratified_paired_difference(
-            [(correct[name][j], correct[name][k]) for name in names], **kw)
-        return out
+        return paired_scores({name: (correct[name][j], correct[name][k]) for name in names},
+                             n_boot=n_boot, seed=seed)
 
     iterations: list[dict[str, Any]] = []
     flags: list[str] = []
@@ -73,6 +68,22 @@ def increment_curve(correct: Mapping[str, Sequence[Sequence[float]]], *, n_boot:
             previous_gain = gain
         iterations.append(entry)
     return {"benchmarks": names, "iterations": iterations, "flags": flags}
+
+
+def paired_scores(pairs: Mapping[str, tuple[Sequence[float], Sequence[float]]], *,
+                  n_boot: int = 10_000, seed: int = 0) -> dict[str, PairedDifference]:
+    """Per benchmark, mean(b) − mean(a) on the same items (`paired_difference`), and under
+    ``"average"`` the change of the unweighted average over benchmarks, its interval from a
+    bootstrap stratified by benchmark; with one benchmark the average is that benchmark's
+    own difference (so it keeps the McNemar analysis)."""
+    if not pairs:
+        raise ValueError("paired_scores: no benchmarks")
+    out = {name: paired_difference(a, b, n_boot=n_boot, seed=seed)
+           for name, (a, b) in pairs.items()}
+    out["average"] = (next(iter(out.values())) if len(pairs) == 1 else
+                      stratified_paired_difference(list(pairs.values()), n_boot=n_boot,
+                                                   seed=seed))
+    return out
 
 
 def align_eval_items(results: Sequence[Mapping[str, Any]]) -> dict[str, list[list[float]]]:
