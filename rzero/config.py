@@ -250,8 +250,8 @@ class RunConfig(Section):
     stop_on: list[str] = option([], "Collapse-watch warnings that stop the run after the phase "
                                 "that raised them (see the watch section); empty: only report.",
                             choices=("diversity", "structure", "wording", "well_formed", "parse",
-                                     "fragmentation", "band", "label_accuracy", "co_error",
-                                     "increment"))
+                                     "fragmentation", "band", "label_mode", "label_accuracy",
+                                     "co_error", "increment"))
     report_to: list[str] = option(["tensorboard"], "Trackers that receive the loop's phase metrics, "
                                                "challenger steps and warnings, and TRL's "
                                                "training logs: tensorboard (RUN_DIR/"

@@ -104,6 +104,9 @@ class WatchConfig(Section):
                                                 "of answer groups per vote.", min=0.0, max=1.0)
     min_kept_fraction: float | None = option(0.05, "Warn (band) below this share of the pool in "
                                                "the band.", min=0.0, max=1.0)
+    max_label_share: float | None = option(0.5, "Warn (label_mode) above this share of the "
+                                            "questions kept for training (5 or more) that carry "
+                                            "one pseudo-label.", min=0.0, max=1.0)
     min_label_accuracy: float | None = option(0.5, "Warn (label_accuracy) below this audited "
                                                "pseudo-label accuracy.", min=0.0, max=1.0)
     max_co_error_phi: float | None = option(0.5, "Warn (co_error) above this correlation (phi) of "

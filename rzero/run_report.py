@@ -157,7 +157,10 @@ def collapse_watch(run: RunDir, cfg: RZeroConfig) -> list[str]:
                 fragmentation.append(
                     f"- iteration {k} labelling: {num(d, 'mean_num_groups')} answer groups per "
                     f"question ({num(d, 'groups_per_vote')} per vote), top-2 margin "
-                    f"{num(d, 'mean_top2_margin')}, parse rate {num(d, 'mean_parse_rate')}")
+                    f"{num(d, 'mean_top2_margin')}, parse rate {num(d, 'mean_parse_rate')}"
+                    + (f"; of the {d['kept_questions']} questions kept for training, "
+                       f"{d['top_label_count']} carry the label {d['top_label']}"
+                       if d.get("kept_questions") else ""))
     if not (rows or fragmentation or warnings):
         return []
     out = ["", "## Collapse watch", "",

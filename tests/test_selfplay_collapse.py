@@ -148,6 +148,7 @@ def test_healthy_numbers_raise_no_warning():
     ("valid_rate", 0.1, "well_formed"), ("mean_parse_rate", 0.2, "parse"),
     ("groups_per_vote", 0.8, "fragmentation"), ("kept_fraction", 0.0, "band"),
     ("label_accuracy", 0.42, "label_accuracy"), ("co_error_phi", 0.76, "co_error"),
+    ("top_label_share", 0.9, "label_mode"),
 ])
 def test_each_threshold_names_its_warning(key, value, name):
     warnings = collapse_warnings({**HEALTHY, key: value}, WatchConfig())
@@ -235,12 +236,15 @@ def test_report_renders_the_collapse_watch(tmp_path):
                      "0.25 is below watch.min_structure_ratio = 0.5; ..."]})
     write_json_atomic(run.marker_path(1, "labelling"), {
         "seconds": 1.0, "metrics": {"mean_num_groups": 3.0, "groups_per_vote": 0.3,
-                                    "mean_top2_margin": 0.2, "mean_parse_rate": 0.9}})
+                                    "mean_top2_margin": 0.2, "mean_parse_rate": 0.9,
+                                    "kept_questions": 25, "top_label": "7",
+                                    "top_label_count": 17, "top_label_share": 0.68}})
     text = "\n".join(collapse_watch(run, RZeroConfig()))
     assert "## Collapse watch" in text
     assert "| 1 | step 1 | 12 | 0.75 | 0.50 | 0.41 | 0.25 |" in text
     assert ("- iteration 1 labelling: 3.00 answer groups per question (0.30 per vote), "
-            "top-2 margin 0.20, parse rate 0.90") in text
+            "top-2 margin 0.20, parse rate 0.90; of the 25 questions kept for training, 17 "
+            "carry the label 7") in text
     assert "- structure: iteration 1, challenger step 1:" in text
 
 
@@ -250,3 +254,48 @@ def test_report_has_no_watch_section_without_numbers(tmp_path):
     from rzero.rundir import RunDir
 
     assert collapse_watch(RunDir(tmp_path), RZeroConfig()) == []
+
+
+# --- label concentration -----------------------------------------------------------------
+
+
+def test_label_concentration_counts_the_kept_questions_only():
+    from rzero.selfplay.collapse import label_concentration
+
+    rows = ([{"label": "7", "kept": True}] * 4 + [{"label": " 7 ", "kept": True}]
+            + [{"label": "12", "kept": True}, {"label": None, "kept": True}]
+            + [{"label": "3", "kept": False}] * 9)
+    c = label_concentration(rows)
+    assert (c["top_label"], c["top_label_count"], c["kept_questions"]) == ("7", 5, 6)
+    assert c["top_label_share"] == pytest.approx(5 / 6)
+    # without a kept key every row counts (the filter off); under 5 questions no share
+    assert label_concentration([{"label": "1"}] * 4)["top_label_share"] is None
+    assert label_concentration([{"label": "1"}] * 5)["top_label_share"] == 1.0
+    assert label_concentration([])["kept_questions"] == 0
+
+
+def test_label_mode_warning_names_the_label_and_counts():
+    m = {"top_label_share": 0.68, "top_label": "7", "top_label_count": 17, "kept_questions": 25}
+    [w] = collapse_warnings(m, WatchConfig(), where="iteration 2 labelling")
+    assert w.startswith("label_mode: iteration 2 labelling: 17 of 25 questions the solver "
+                        "trains on carry the label 7 (0.68), above watch.max_label_share = 0.5")
+    assert collapse_warnings({**m, "top_label_share": 0.4}, WatchConfig()) == []
+    assert collapse_warnings(m, WatchConfig(max_label_share=None)) == []
+    assert collapse_warnings({**m, "top_label_share": None}, WatchConfig()) == []
+
+
+def test_labelling_marker_gets_the_label_concentration(tmp_path):
+    from rzero.io import write_jsonl_atomic
+    from rzero.rundir import RunDir
+    from rzero.selfplay import watch
+
+    run = RunDir(tmp_path)
+    rows = [{"question": f"q{i}", "answers": ["7"] * 4 + ["1"] * 4, "label": "7" if i < 4 else
+             str(i), "p_hat": 0.5, "num_groups": 2, "top2_margin": 0.0, "parse_rate": 1.0,
+             "kept": True} for i in range(6)]
+    write_jsonl_atomic(run.iter_dir(1) / "labelled.jsonl", rows)
+    info = watch.after_phase(load_config(None), run, 1, "labelling",
+                             {"metrics": {"kept_fraction": 1.0, "mean_parse_rate": 1.0}})
+    assert info["metrics"]["top_label"] == "7"
+    assert info["metrics"]["top_label_share"] == pytest.approx(4 / 6)
+    assert [w.split(":")[0] for w in info["warnings"]] == ["label_mode"]

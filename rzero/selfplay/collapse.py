@@ -20,6 +20,14 @@ challenger that drifts to one kind of answer narrows the curriculum even when wo
 Answer fragmentation of a labelled pool: mean number of answer groups (and per vote), mean
 top-2 margin, mean parse rate. Ten different answers to one question and a 5–5 split both
 give p̂ = ½-ish rewards, but only the second is two strong hypotheses (seed §6.1).
+
+Label concentration of the questions the solver trains on (the band): the share of them
+whose pseudo-label is the most common one. A frozen solver has habitual answers (the embedded
+model's few-shot prompt ends on "15 - 8 = 7 ... \\boxed{7}"); on ill-posed questions such an
+answer can win the vote with p̂ near ½, so the band fills with questions labelled 7, and the
+solver trained on them learns to answer 7 whatever is asked (seen on the tiny recipe: 17 of
+25 questions in the band labelled 7, then 81 of 160 evaluation answers 7 and pass@1 down
+from 20 % to 11 %).
 """
 
 from __future__ import annotations
@@ -41,6 +49,7 @@ __all__ = [
     "answer_type",
     "answer_types",
     "collapse_warnings",
+    "label_concentration",
     "distinct_n",
     "question_diversity",
     "question_structure",
@@ -52,7 +61,7 @@ __all__ = [
 
 # The names a warning starts with ("diversity: ..."), which `run.stop_on` lists.
 WARNINGS = ("diversity", "structure", "wording", "well_formed", "parse", "fragmentation",
-            "band", "label_accuracy", "co_error", "increment")
+            "band", "label_mode", "label_accuracy", "co_error", "increment")
 ANSWER_TYPES = ("integer", "fraction", "decimal", "expression", "text", "none")
 
 _TOKEN = re.compile(r"\w+|[^\w\s]")
@@ -201,6 +210,26 @@ def answer_fragmentation(rows: Sequence[Mapping[str, Any]]) -> dict[str, float]:
             "mean_parse_rate": mean([r["parse_rate"] for r in voted])}
 
 
+def label_concentration(rows: Sequence[Mapping[str, Any]],
+                        min_questions: int = 5) -> dict[str, Any]:
+    """The most common pseudo-label among the questions the solver trains on
+    (``labelled.jsonl`` rows with ``kept`` true, or every row without the key; rows with no
+    label skipped):
+    ``top_label``, ``top_label_count``, ``kept_questions`` and ``top_label_share`` =
+    max_y #{kept questions labelled y} / #kept (labels compared as written, spaces
+    stripped). The share is None under `min_questions` kept questions, where 2 of 3 says
+    little. None of this is in the paper; it is the audit of one way self-play collapses."""
+    labels = [str(r["label"]).strip() for r in rows
+              if r.get("kept", True) and r.get("label") is not None]
+    if not labels:
+        return {"kept_questions": 0, "top_label": None, "top_label_count": 0,
+                "top_label_share": None}
+    top, count = Counter(labels).most_common(1)[0]
+    share = count / len(labels) if len(labels) >= min_questions else None
+    return {"kept_questions": len(labels), "top_label": top, "top_label_count": count,
+            "top_label_share": share}
+
+
 # ---------------------------------------------------------------- warnings
 
 
@@ -218,6 +247,7 @@ def collapse_warnings(metrics: Mapping[str, Any], thresholds: WatchConfig, *,
 
         cluster_ratio, structure_ratio, distinct_2   (with ``questions`` >= 2)
         valid_rate, mean_parse_rate, groups_per_vote, kept_fraction
+        top_label_share (+ top_label, top_label_count, kept_questions)
         label_accuracy (+ label_accuracy_ci_low/_high), co_error_phi (+ co_error_ci_low)
         increment, increment_ci_low, increment_ci_high   (average pass@1 vs the previous
             iteration; warned when the whole paired interval lies below 0, no threshold)
@@ -258,6 +288,15 @@ def collapse_warnings(metrics: Mapping[str, Any], thresholds: WatchConfig, *,
     low("kept_fraction", t.min_kept_fraction, "band", "min_kept_fraction",
         "share of the pool in the band", "the challenger's questions are too easy or too "
         "hard for the solver to train on")
+    share = value("top_label_share")
+    if t.max_label_share is not None and share is not None and share > t.max_label_share:
+        label, count, kept = (metrics.get("top_label"), value("top_label_count"),
+                              value("kept_questions"))
+        counted = (f"{count:.0f} of {kept:.0f} questions the solver trains on carry the label {label}"
+                   if count is not None and kept is not None else "one label dominates the training set")
+        out.append(f"label_mode: {at}{counted} ({_fmt(share)}), above watch.max_label_share = "
+                   f"{t.max_label_share}; trained on them, the solver learns to give that "
+                   f"answer whatever is asked")
     acc = value("label_accuracy")
     if t.min_label_accuracy is not None and acc is not None and acc < t.min_label_accuracy:
         lo, hi = value("label_accuracy_ci_low"), value("label_accuracy_ci_high")

@@ -45,6 +45,7 @@ from rzero.selfplay.collapse import (
     answer_fragmentation,
     answer_types,
     collapse_warnings,
+    label_concentration,
     question_diversity,
     stopping,
 )
@@ -145,6 +146,7 @@ def _labelling(cfg: RZeroConfig, run: RunDir, k: int, info: dict[str, Any]) -> N
                for r in rows) / len(rows) if rows else 0.0
     info["metrics"] |= {key: fragmentation[key] for key in (
         "mean_num_groups", "groups_per_vote", "mean_top2_margin")} | {"in_band_fraction": band}
+    info["metrics"] |= label_concentration(rows)
     info["warnings"] = collapse_warnings(info["metrics"] | {"kept_fraction": band}, cfg.watch,
                                          where=f"iteration {k} labelling")
 
