@@ -11,6 +11,9 @@ that `run_report.py` writes as Markdown and `run_page.py` as HTML:
                       change against the previous iteration and against the base (paired
                       bootstrap interval, exact McNemar p beside it), and the flags in words
     coerror_rows      role co-error per iteration, overall and by item kind
+    collapse_rows     the collapse watch: diversity per challenger step and pool, answer
+                      types, fragmentation and label concentration per labelled pool, and
+                      the warnings the phases recorded
     crossplay         the cross-iteration matrix (solver x pool agreement)
     best_line         the solver with the best held-out evaluation average
 
@@ -307,6 +310,58 @@ def coerror_rows(run: RunDir, cfg: RZeroConfig) -> tuple[list[str], list[list[st
 
 
 # ---------------------------------------------------------------- cross-play and best
+
+
+COLLAPSE_INTRO = ("Diversity of the challenger's well-formed questions: BLEU clusters per "
+                  "question (the repetition penalty's clustering), distinct-2, and structures "
+                  "per question (numbers masked, so a template restated with new numbers counts "
+                  "once). Falling ratios mean the challenger is narrowing.")
+WARNINGS_INTRO = "Warnings (the name before the colon is what `run.stop_on` lists):"
+
+
+def collapse_rows(run: RunDir,
+                  cfg: RZeroConfig) -> tuple[list[str], list[list[Any]], list[str], list[str]]:
+    """The collapse watch (`rzero.selfplay.collapse`) from the markers: (header, rows) of
+    diversity per challenger GRPO step (the markers' ``steps``) and per pool; one line per
+    pool (answer types) and per labelled pool (fragmentation and label concentration); and
+    the warnings the phases recorded under ``warnings``."""
+
+    def num(d: dict, key: str, fmt: str = "{:.2f}") -> str:
+        v = d.get(key)
+        return fmt.format(v) if isinstance(v, (int, float)) else "–"
+
+    rows, lines, warnings = [], [], []
+    for k in range(0, cfg.run.iterations + 1):
+        for phase in PHASES:
+            m = run.marker(k, phase)
+            if m is None:
+                continue
+            warnings += [str(w) for w in m.get("warnings", [])]
+            found = [(f"step {s.get('step')}", s) for s in m.get("steps", [])]
+            if phase == "pool":
+                found.append(("pool", m.get("metrics", {})))
+            for where, d in found:
+                if "cluster_ratio" in d:
+                    rows.append([k, where, num(d, "questions", "{}"), num(d, "valid_rate"),
+                                 num(d, "cluster_ratio"), num(d, "distinct_2"),
+                                 num(d, "structure_ratio")])
+            d = m.get("metrics", {})
+            if phase == "pool" and m.get("answer_types"):
+                t = m["answer_types"]
+                counts = ", ".join(f"{name} {n}" for name, n in t["counts"].items() if n)
+                lines.append(f"iteration {k} pool: answer types {counts or 'none'}; "
+                             f"the most common is {num(t, 'top_share')} of them")
+            if phase == "labelling" and "groups_per_vote" in d:
+                lines.append(
+                    f"iteration {k} labelling: {num(d, 'mean_num_groups')} answer groups per "
+                    f"question ({num(d, 'groups_per_vote')} per vote), top-2 margin "
+                    f"{num(d, 'mean_top2_margin')}, parse rate {num(d, 'mean_parse_rate')}"
+                    + (f"; of the {d['kept_questions']} questions kept for training, "
+                       f"{d['top_label_count']} carry the label {d['top_label']}"
+                       if d.get("kept_questions") else ""))
+    header = ["iter", "where", "questions", "well-formed", "clusters / question", "distinct-2",
+              "structures / question"]
+    return header, rows, lines, warnings
 
 
 def crossplay(run: RunDir, cfg: RZeroConfig) -> dict[str, Any] | None:

@@ -175,6 +175,15 @@ def _audit_parts(run: RunDir, cfg: RZeroConfig) -> list[Any]:
                          "solver x pool agreement")]
         if matrix["flags"]:
             parts.append(bullets(matrix["flags"]))
+    header, rows, lines, warnings = run_audit.collapse_rows(run, cfg)
+    if rows or lines or warnings:
+        parts += [heading("Collapse watch", 2), paragraph(run_audit.COLLAPSE_INTRO)]
+        if rows:
+            parts.append(html_table(header, rows))
+        if lines:
+            parts.append(bullets(lines))
+        if warnings:
+            parts += [paragraph(run_audit.WARNINGS_INTRO.replace("`", "")), bullets(warnings)]
     if (best := run_audit.best_line(run, cfg)) is not None:
         parts += [heading("Best solver", 2), paragraph(best.replace("`", ""))]
     return parts

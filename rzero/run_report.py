@@ -123,59 +123,18 @@ def render_report(run: RunDir, cfg: RZeroConfig) -> str:
 
 
 def collapse_watch(run: RunDir, cfg: RZeroConfig) -> list[str]:
-    """The "Collapse watch" section (`rzero.selfplay.collapse`): diversity per challenger GRPO
-    step (the markers' ``steps``) and per pool, answer fragmentation per labelled pool, and the
-    warnings the phases recorded under ``warnings``. Empty when there is none of these."""
-    from rzero.reporting import markdown_table
-
-    def num(d: dict, key: str, fmt: str = "{:.2f}") -> str:
-        v = d.get(key)
-        return fmt.format(v) if isinstance(v, (int, float)) else "–"
-
-    rows, fragmentation, warnings = [], [], []
-    for k in range(0, cfg.run.iterations + 1):
-        for phase in PHASES:
-            m = run.marker(k, phase)
-            if m is None:
-                continue
-            warnings += [str(w) for w in m.get("warnings", [])]
-            found = [(f"step {s.get('step')}", s) for s in m.get("steps", [])]
-            if phase == "pool":
-                found.append(("pool", m.get("metrics", {})))
-            for where, d in found:
-                if "cluster_ratio" in d:
-                    rows.append([k, where, num(d, "questions", "{}"), num(d, "valid_rate"),
-                                 num(d, "cluster_ratio"), num(d, "distinct_2"),
-                                 num(d, "structure_ratio")])
-            d = m.get("metrics", {})
-            if phase == "pool" and m.get("answer_types"):
-                t = m["answer_types"]
-                counts = ", ".join(f"{name} {n}" for name, n in t["counts"].items() if n)
-                fragmentation.append(f"- iteration {k} pool: answer types {counts or 'none'}; "
-                                     f"the most common is {num(t, 'top_share')} of them")
-            if phase == "labelling" and "groups_per_vote" in d:
-                fragmentation.append(
-                    f"- iteration {k} labelling: {num(d, 'mean_num_groups')} answer groups per "
-                    f"question ({num(d, 'groups_per_vote')} per vote), top-2 margin "
-                    f"{num(d, 'mean_top2_margin')}, parse rate {num(d, 'mean_parse_rate')}"
-                    + (f"; of the {d['kept_questions']} questions kept for training, "
-                       f"{d['top_label_count']} carry the label {d['top_label']}"
-                       if d.get("kept_questions") else ""))
-    if not (rows or fragmentation or warnings):
+    """The "Collapse watch" section (`run_audit.collapse_rows`). Empty when there is none
+    of it."""
+    header, rows, lines, warnings = run_audit.collapse_rows(run, cfg)
+    if not (rows or lines or warnings):
         return []
-    out = ["", "## Collapse watch", "",
-           "Diversity of the challenger's well-formed questions: BLEU clusters per question "
-           "(the repetition penalty's clustering), distinct-2, and structures per question "
-           "(numbers masked, so a template restated with new numbers counts once). Falling "
-           "ratios mean the challenger is narrowing.", ""]
+    out = ["", "## Collapse watch", "", run_audit.COLLAPSE_INTRO, ""]
     if rows:
-        out.append(markdown_table(["iter", "where", "questions", "well-formed",
-                                   "clusters / question", "distinct-2",
-                                   "structures / question"], rows, align="llrrrrr").rstrip())
-    if fragmentation:
-        out += [""] + fragmentation
+        out.append(markdown_table(header, rows, align="llrrrrr").rstrip())
+    if lines:
+        out += [""] + [f"- {line}" for line in lines]
     if warnings:
-        out += ["", "Warnings (the name before the colon is what `run.stop_on` lists):", ""]
+        out += ["", run_audit.WARNINGS_INTRO, ""]
         out += [f"- {w}" for w in warnings]
     return out
 

@@ -299,3 +299,24 @@ def test_labelling_marker_gets_the_label_concentration(tmp_path):
     assert info["metrics"]["top_label"] == "7"
     assert info["metrics"]["top_label_share"] == pytest.approx(4 / 6)
     assert [w.split(":")[0] for w in info["warnings"]] == ["label_mode"]
+
+
+def test_the_html_page_shows_the_collapse_watch_escaped(tmp_path):
+    from rzero.config import RZeroConfig
+    from rzero.io import write_json_atomic
+    from rzero.run_page import render_html
+    from rzero.rundir import RunDir
+
+    run = RunDir(tmp_path)
+    write_json_atomic(run.marker_path(2, "labelling"), {
+        "seconds": 1.0,
+        "metrics": {"mean_num_groups": 3.0, "groups_per_vote": 0.3, "mean_top2_margin": 0.2,
+                    "mean_parse_rate": 0.9, "kept_questions": 6, "top_label": "<b>7</b>",
+                    "top_label_count": 4, "top_label_share": 0.67, "kept_fraction": 0.5},
+        "warnings": ["label_mode: iteration 2 labelling: 4 of 6 questions the solver trains on "
+                     "carry the label <b>7</b> (0.67), above watch.max_label_share = 0.5"]})
+    page = render_html(run, RZeroConfig(), (["iter"], []))
+    assert "<h2>Collapse watch</h2>" in page
+    assert "4 carry the label &lt;b&gt;7&lt;/b&gt;" in page
+    assert "label_mode: iteration 2 labelling: 4 of 6" in page
+    assert "<b>7</b>" not in page
