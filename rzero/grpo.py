@@ -96,6 +96,31 @@ def _timed_callback(stats: TrainStats):
     return _Timer()
 
 
+@contextlib.contextmanager
+def score_completions_only():
+    """TRL's fused LM head (`trl.trainer.utils.add_fused_lm_head`) projects only the positions
+    that carry a label (the completion tokens) where it runs its Triton kernel, and every
+    position elsewhere, to keep tile shapes fixed for compilers. On a CPU nothing compiles,
+    and every prompt and padding position then costs a [positions, vocabulary] projection in
+    the forward and two float32 GEMMs in the backward: the challenger's prompt is about 200
+    tokens against at most 128 of completion. Inside this context the head scores the labelled
+    positions only on CPU as well. The log-probabilities are the same numbers (each position's
+    projection is its own row); only the gradient's float32 summation order changes
+    (`tests/test_grpo_fused_head.py`; `bench/fused_head.py` times it). A TRL without the
+    switch leaves the head as it is."""
+    import trl.trainer.utils as trl_utils
+
+    original = getattr(trl_utils, "_use_triton", None)
+    if original is None:
+        yield
+        return
+    trl_utils._use_triton = lambda device: device.type == "cpu" or original(device)
+    try:
+        yield
+    finally:
+        trl_utils._use_triton = original
+
+
 def save_trained(trainer, tokenizer, target: Path) -> None:
     """Every training process takes part (ZeRO-3 gathers its parameter shards here); the main
     process writes a temp dir and renames it, so a checkpoint dir is complete or absent."""
@@ -241,7 +266,7 @@ def train_grpo(model, tokenizer, rows: list[dict[str, Any]],
 
         dtype = generation_dtype(model_cfg.generation_dtype, model_cfg.device)
         rollouts = rollouts_through_decode(model, getattr(torch, dtype))
-    with rollouts:
+    with rollouts, score_completions_only():
         trainer = GRPOTrainer(model=model, reward_funcs=reward_funcs, args=args,
                               train_dataset=Dataset.from_list(data), processing_class=tokenizer,
                               callbacks=[_timed_callback(stats), _Progress()])
