@@ -6,9 +6,9 @@ import random
 
 import pytest
 import torch
+from conftest import tiny_llama
 
 from rzero.grpo import score_completions_only
-from conftest import tiny_llama
 
 VOCAB = 300
 
