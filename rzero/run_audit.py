@@ -358,7 +358,9 @@ def collapse_rows(run: RunDir,
                     f"{num(d, 'mean_top2_margin')}, parse rate {num(d, 'mean_parse_rate')}"
                     + (f"; of the {d['kept_questions']} questions kept for training, "
                        f"{d['top_label_count']} carry the label {d['top_label']}"
-                       if d.get("kept_questions") else ""))
+                       if d.get("kept_questions") else "")
+                    + (f"; the label cap (labeling.cap_label_share) dropped "
+                       f"{d['capped_questions']} more" if d.get("capped_questions") else ""))
     header = ["iter", "where", "questions", "well-formed", "clusters / question", "distinct-2",
               "structures / question"]
     return header, rows, lines, warnings

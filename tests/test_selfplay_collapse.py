@@ -246,6 +246,16 @@ def test_report_renders_the_collapse_watch(tmp_path):
             "top-2 margin 0.20, parse rate 0.90; of the 25 questions kept for training, 17 "
             "carry the label 7") in text
     assert "- structure: iteration 1, challenger step 1:" in text
+    assert "dropped" not in text  # no label cap, no mention of it
+    write_json_atomic(run.marker_path(2, "labelling"), {
+        "seconds": 1.0, "metrics": {"mean_num_groups": 3.0, "groups_per_vote": 0.3,
+                                    "mean_top2_margin": 0.2, "mean_parse_rate": 0.9,
+                                    "kept_questions": 12, "top_label": "1",
+                                    "top_label_count": 5, "top_label_share": 5 / 12,
+                                    "capped_questions": 10}})
+    text = "\n".join(collapse_watch(run, RZeroConfig()))
+    assert ("of the 12 questions kept for training, 5 carry the label 1; the label cap "
+            "(labeling.cap_label_share) dropped 10 more") in text
 
 
 def test_report_has_no_watch_section_without_numbers(tmp_path):

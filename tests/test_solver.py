@@ -88,3 +88,16 @@ def test_label_pool_votes_in_chunks_of_one_batched_call_each():
     solver = _pool_solver()
     label_pool(solver, ["qa", "qb", "qc"], seed=0, chunk=2)
     assert solver.generator.calls == 2  # [qa, qb], [qc]
+
+
+def test_label_pool_caps_the_share_of_one_label():
+    answers = {f"q{i}": ["\\boxed{1}"] * 2 + ["\\boxed{5}", "\\boxed{6}"] for i in range(4)}
+    answers |= {"r0": ["\\boxed{1}"] * 3 + ["\\boxed{5}"], "s": ["\\boxed{2}"] * 2 + ["x"] * 2}
+    lab = LabelingConfig(num_votes=4, cap_label_share=0.4)
+    solver = FrozenSolver(ScriptedSolver(answers), lambda q: q, lab)
+    rows = label_pool(solver, list(answers), seed=0)
+    # 6 in the band, at most floor(0.4 * 6) = 2 labelled 1: q0 and q1 (p_hat 0.5, pool
+    # order) stay; q2, q3 (0.5) and r0 (0.75, farthest from 1/2) are dropped by the cap
+    assert [r["kept"] for r in rows] == [True, True, False, False, False, True]
+    assert [r["capped"] for r in rows] == [False, False, True, True, True, False]
+    assert all("capped" not in r for r in label_pool(_pool_solver(), ["qa", "qb"], seed=0))

@@ -41,6 +41,7 @@ import numpy as np
 
 from rzero.challenger.repetition import BleuVariant, bleu_distance_matrix, cluster_labels
 from rzero.config import RunConfig, WatchConfig
+from rzero.labeling.filtering import label_key
 
 __all__ = [
     "ANSWER_TYPES",
@@ -218,16 +219,18 @@ def label_concentration(rows: Sequence[Mapping[str, Any]],
     ``top_label``, ``top_label_count``, ``kept_questions`` and ``top_label_share`` =
     max_y #{kept questions labelled y} / #kept (labels compared as written, spaces
     stripped). The share is None under `min_questions` kept questions, where 2 of 3 says
-    little. None of this is in the paper; it is the audit of one way self-play collapses."""
-    labels = [str(r["label"]).strip() for r in rows
+    little; ``capped_questions`` counts the band's questions that `labeling.cap_label_share`
+    dropped. None of this is in the paper; it is the audit of one way self-play collapses."""
+    labels = [label_key(r["label"]) for r in rows
               if r.get("kept", True) and r.get("label") is not None]
+    capped = sum(bool(r.get("capped")) for r in rows)  # in the band, dropped by the label cap
     if not labels:
         return {"kept_questions": 0, "top_label": None, "top_label_count": 0,
-                "top_label_share": None}
+                "top_label_share": None, "capped_questions": capped}
     top, count = Counter(labels).most_common(1)[0]
     share = count / len(labels) if len(labels) >= min_questions else None
     return {"kept_questions": len(labels), "top_label": top, "top_label_count": count,
-            "top_label_share": share}
+            "top_label_share": share, "capped_questions": capped}
 
 
 # ---------------------------------------------------------------- warnings

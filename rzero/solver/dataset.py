@@ -14,7 +14,7 @@ from tqdm.auto import tqdm
 
 from rzero.config import LabelingConfig
 from rzero.faults import crash_point
-from rzero.labeling.filtering import keep_question
+from rzero.labeling.filtering import cap_label_share, keep_question
 from rzero.labeling.voting import FrozenSolver, Votes
 
 
@@ -29,7 +29,8 @@ def kept(votes: Votes, labeling: LabelingConfig) -> bool:
 
 def label_pool(solver: FrozenSolver, questions: Sequence[str], seed: int,
                chunk: int = 16) -> list[dict[str, Any]]:
-    """m solver answers per question; majority vote gives label and p̂; the band decides."""
+    """m solver answers per question; majority vote gives label and p̂; the band decides,
+    then `labeling.cap_label_share` (`cap_label_share`), when set."""
     rows: list[dict[str, Any]] = []
     for start in tqdm(range(0, len(questions), chunk), desc="labelling", unit="chunk",
                       leave=False):
@@ -41,6 +42,13 @@ def label_pool(solver: FrozenSolver, questions: Sequence[str], seed: int,
                          "parse_rate": v.parse_rate, "groups": dict(v.groups),
                          "kept": kept(v, solver.labeling)})
         crash_point("labelling:mid")
+    share = solver.labeling.cap_label_share
+    if share is not None:
+        flags = cap_label_share([r["label"] for r in rows], [r["p_hat"] for r in rows],
+                                [r["kept"] for r in rows], share)
+        for r, flag in zip(rows, flags, strict=True):
+            r["capped"] = r["kept"] and not flag  # in the band, dropped by the label cap
+            r["kept"] = flag
     return rows
 
 
