@@ -31,6 +31,7 @@ from rzero.config_sections import (
     CodeConfig,
     EvalConfig,
     GenerationConfig,
+    RunConfig,
     WatchConfig,
     check_code_tier,
 )
@@ -223,54 +224,6 @@ class LabelingConfig(Section):
         if self.band_low is not None and self.band_low > self.band_high:
             raise ConfigError(f"labeling.band_low={self.band_low!r}: must be <= "
                               f"labeling.band_high ({self.band_high!r})")
-
-
-@dataclass(frozen=True)
-class RunConfig(Section):
-    section: ClassVar[str] = "run"
-
-    iterations: int = option(3, "Alternating iterations K (paper: 3).", min=1)
-    seed: int = option(0, "Global seed.")
-    output_dir: str = option("runs/default", "Run directory (overridden by --run-dir / RUN_DIR).")
-    verify: str = option("sizes", "On resume, check each committed phase's files against its "
-                              "marker by size (sizes, instant) or also by SHA-256 (full, about "
-                              "2 s per GB); a mismatch redoes that phase and the ones after it.",
-                     choices=("sizes", "full"))
-    train_gpus: list[int] = option([], "GPUs that train on each machine, one process each. With "
-                                   "more than one (or num_machines > 1), `rzero iterate` "
-                                   "relaunches itself through `accelerate launch` on them; "
-                                   "empty: train in this process on model.device.")
-    num_machines: int = option(1, "Machines of a multi-node launch (each runs the same command "
-                              "with RZERO_MACHINE_RANK and RZERO_MAIN_PROCESS_IP set).", min=1)
-    accelerate_config: str = option("configs/accelerate/deepspeed_zero2.yaml",
-                                "accelerate config file of the training launch.")
-    main_process_port: int = option(29500, "Rendezvous port of the training launch.", min=1,
-                                max=65535)
-    reference_schedule: bool = option(False, "The recipe claims the official R-Zero code's "
-                                         "schedule: `rzero plan` and report.md print the "
-                                         "official numbers (rollout, updates, B, votes) beside "
-                                         "this recipe's.")
-    stop_on: list[str] = option([], "Collapse-watch warnings that stop the run after the phase "
-                                "that raised them (see the watch section); empty: only report.",
-                            choices=("diversity", "structure", "wording", "well_formed", "parse",
-                                     "fragmentation", "band", "label_mode", "label_accuracy",
-                                     "co_error", "increment"))
-    report_to: list[str] = option(["tensorboard"], "Trackers that receive the loop's phase metrics, "
-                                               "challenger steps and warnings, and TRL's "
-                                               "training logs: tensorboard (RUN_DIR/"
-                                               "tensorboard), wandb, trackio (when installed; "
-                                               "their own environment variables apply, e.g. "
-                                               "WANDB_MODE=offline). Empty: none.",
-                              choices=("tensorboard", "wandb", "trackio"))
-    task: str = option("math", "What the roles play: math (R-Zero, SPEC 1), rzero_code "
-                               "(R-Zero's loop on code deduction tasks, every label checked by "
-                               "the executor) or azr (Absolute Zero: deduction, abduction, "
-                               "induction).", choices=("math", "rzero_code", "azr"))
-
-    @property
-    def training_processes(self) -> int:
-        """Processes that train: one per training GPU on each machine (1 when none is listed)."""
-        return max(1, len(self.train_gpus)) * self.num_machines
 
 
 # Fields that do not change what a run computes, so a run directory resumes across changes

@@ -1,6 +1,7 @@
 """The config sections around the algorithm: sampling backends, the label audit, evaluation,
-the self-play watch and the code tier (`rzero.config` holds the algorithm's own sections and
-`RZeroConfig`; fields are declared with `rzero.config_fields.option`)."""
+the self-play watch, the code tier and the run itself (iterations, seed, launch, trackers);
+`rzero.config` holds the algorithm's own sections and `RZeroConfig`; fields are declared
+with `rzero.config_fields.option`."""
 
 from __future__ import annotations
 
@@ -160,6 +161,54 @@ class CodeConfig(Section):
                               min=0.0, min_exclusive=True)
     memory_mb: int = option(512, "Address-space limit of one sandboxed run (MiB).", min=64)
     workers: int = option(2, "Sandboxed runs at once (each one process on one core).", min=1)
+
+
+@dataclass(frozen=True)
+class RunConfig(Section):
+    section: ClassVar[str] = "run"
+
+    iterations: int = option(3, "Alternating iterations K (paper: 3).", min=1)
+    seed: int = option(0, "Global seed.")
+    output_dir: str = option("runs/default", "Run directory (overridden by --run-dir / RUN_DIR).")
+    verify: str = option("sizes", "On resume, check each committed phase's files against its "
+                              "marker by size (sizes, instant) or also by SHA-256 (full, about "
+                              "2 s per GB); a mismatch redoes that phase and the ones after it.",
+                     choices=("sizes", "full"))
+    train_gpus: list[int] = option([], "GPUs that train on each machine, one process each. With "
+                                   "more than one (or num_machines > 1), `rzero iterate` "
+                                   "relaunches itself through `accelerate launch` on them; "
+                                   "empty: train in this process on model.device.")
+    num_machines: int = option(1, "Machines of a multi-node launch (each runs the same command "
+                              "with RZERO_MACHINE_RANK and RZERO_MAIN_PROCESS_IP set).", min=1)
+    accelerate_config: str = option("configs/accelerate/deepspeed_zero2.yaml",
+                                "accelerate config file of the training launch.")
+    main_process_port: int = option(29500, "Rendezvous port of the training launch.", min=1,
+                                max=65535)
+    reference_schedule: bool = option(False, "The recipe claims the official R-Zero code's "
+                                         "schedule: `rzero plan` and report.md print the "
+                                         "official numbers (rollout, updates, B, votes) beside "
+                                         "this recipe's.")
+    stop_on: list[str] = option([], "Collapse-watch warnings that stop the run after the phase "
+                                "that raised them (see the watch section); empty: only report.",
+                            choices=("diversity", "structure", "wording", "well_formed", "parse",
+                                     "fragmentation", "band", "label_mode", "label_accuracy",
+                                     "co_error", "increment"))
+    report_to: list[str] = option(["tensorboard"], "Trackers that receive the loop's phase metrics, "
+                                               "challenger steps and warnings, and TRL's "
+                                               "training logs: tensorboard (RUN_DIR/"
+                                               "tensorboard), wandb, trackio (when installed; "
+                                               "their own environment variables apply, e.g. "
+                                               "WANDB_MODE=offline). Empty: none.",
+                              choices=("tensorboard", "wandb", "trackio"))
+    task: str = option("math", "What the roles play: math (R-Zero, SPEC 1), rzero_code "
+                               "(R-Zero's loop on code deduction tasks, every label checked by "
+                               "the executor) or azr (Absolute Zero: deduction, abduction, "
+                               "induction).", choices=("math", "rzero_code", "azr"))
+
+    @property
+    def training_processes(self) -> int:
+        """Processes that train: one per training GPU on each machine (1 when none is listed)."""
+        return max(1, len(self.train_gpus)) * self.num_machines
 
 
 def check_code_tier(cfg) -> None:
