@@ -203,8 +203,10 @@ class LabelingConfig(Section):
                                  min=0.0, max=1.0)
     filter: bool = option(True, "Apply the band filter; False keeps every labelled question "
                             "(the 'no band filter' ablation).")
-    cap_label_share: float | None = option(None, "Most share of the band's questions per pseudo-"
-                                           "label, nearest p_hat 1/2 kept (not in the paper).",
+    cap_label_share: float | None = option(None, "Most share of the questions in the band that "
+                                             "may carry one pseudo-label; the rest of that "
+                                             "label's questions, farthest from p_hat 1/2, are "
+                                             "dropped (not in the paper). None: no cap.",
                                            min=0.0, max=1.0, min_exclusive=True)
     equivalence: str = option("both", "Answer grader of the votes, the solver reward and "
                                   "evaluation: math-verify must hold in both directions "
