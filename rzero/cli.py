@@ -42,12 +42,20 @@ def cmd_info(args) -> int:
 
 
 def cmd_generate(args) -> int:
-    from rzero.generation import HFGenerator, SamplingParams
+    """Sample with the config's engine (generation.backend: hf, vllm or openai servers)."""
+    from rzero import preflight
+    from rzero.generation import SamplingParams, make_generator
 
-    gen = HFGenerator.from_spec(args.model, batch_size=max(1, args.n))
+    cfg = load_config(args.config, args.overrides)
+    preflight.check_engines(cfg)
+    gen = make_generator(cfg, args.model or cfg.model.name)
     params = SamplingParams(temperature=args.temperature, top_p=args.top_p, top_k=args.top_k,
                             max_new_tokens=args.max_new_tokens, seed=args.seed)
-    for i, text in enumerate(gen.generate([args.prompt], args.n, params)[0], 1):
+    try:
+        samples = gen.generate([args.prompt], args.n, params)[0]
+    finally:
+        gen.close()
+    for i, text in enumerate(samples, 1):
         print(f"--- sample {i}/{args.n}")
         print(text.strip())
     return 0
@@ -65,16 +73,24 @@ def cmd_iterate(args) -> int:
         run_code_iterations(cfg, run_dir, fresh=args.fresh)
         print(f"run finished: {run_dir}\nreport: {run_dir / 'report.md'}")
         return 0
-    from rzero.launch import format_command, iterate_launch, needs_launcher
+    from rzero import preflight
+    from rzero.launch import format_command, iterate_launch, needs_launcher, rendezvous
 
     if needs_launcher(cfg):
-        # several training GPUs: run this same command once per GPU under accelerate
+        # several training processes: run this same command once per process under
+        # accelerate, after checking what the launch would otherwise fail on once started
+        try:
+            machine_rank, _, port = rendezvous(dict(os.environ), cfg)
+        except ValueError as exc:
+            raise ConfigError(str(exc)) from None
+        preflight.check_launch(cfg, machine_rank, port)
+        preflight.check(cfg)
         forwarded = [*(["--config", args.config] if args.config else []),
                      *[a for o in args.overrides for a in ("--set", o)],
                      "--run-dir", str(run_dir), *(["--fresh"] if args.fresh else [])]
         argv, env = iterate_launch(cfg, forwarded)
         print(f"launching: {format_command(argv, env)}", file=sys.stderr, flush=True)
-        return subprocess.call(argv, env={**os.environ, **env})
+        return launch_and_wait(argv, {**os.environ, **env})
     try:
         run_iterations(cfg, run_dir, fresh=args.fresh)
     except distributed.MainProcessFailed as exc:  # the main process printed the details
@@ -83,6 +99,24 @@ def cmd_iterate(args) -> int:
     if distributed.is_main():
         print(f"run finished: {run_dir}\nreport: {run_dir / 'report.md'}")
     return 0
+
+
+def launch_and_wait(argv: list[str], env: dict[str, str]) -> int:
+    """Run the training launcher and return its exit code. It dies with this process, even
+    by SIGKILL (and its ranks with it: `distributed.init`), so no rank outlives the
+    command; Ctrl-C and SIGTERM reach it too and it stops its ranks itself."""
+    from rzero.serving import die_with_parent
+
+    proc = subprocess.Popen(argv, env=env, preexec_fn=die_with_parent)
+    try:
+        return proc.wait()
+    except KeyboardInterrupt:
+        proc.terminate()
+        try:
+            return proc.wait(timeout=60)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            raise KeyboardInterrupt from None
 
 
 def cmd_config(args) -> int:
@@ -145,6 +179,7 @@ def cmd_eval(args) -> int:
     explicit flags override them."""
     import logging
 
+    from rzero import preflight
     from rzero.evaluation import (
         BenchmarkError,
         evaluate,
@@ -152,7 +187,7 @@ def cmd_eval(args) -> int:
         results_markdown,
         write_results,
     )
-    from rzero.generation import HFGenerator
+    from rzero.generation import HFGenerator, make_generator
 
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(message)s")
     for flag, value in (("--limit", args.limit), ("--max-new-tokens", args.max_new_tokens),
@@ -179,19 +214,26 @@ def cmd_eval(args) -> int:
     try:
         # benchmarks first: a missing file or an offline hub fails before the model loads
         data = load_benchmarks(specs, limit=limit)
-        generator = HFGenerator.from_spec(model, batch_size=batch,
-                                          dtype=pick(args.dtype, generation_dtype(
-                                              cfg.model.generation_dtype, cfg.model.device)),
-                                          device=pick(args.device, cfg.model.device))
+        if cfg.generation.backend == "hf":
+            generator = HFGenerator.from_spec(model, batch_size=batch,
+                                              dtype=pick(args.dtype, generation_dtype(
+                                                  cfg.model.generation_dtype, cfg.model.device)),
+                                              device=pick(args.device, cfg.model.device))
+        else:  # the recipe's engine (vLLM, servers), as its run's evaluation phase uses it
+            preflight.check_engines(cfg)
+            generator = make_generator(cfg, model)
     except (BenchmarkError, ModelSpecError) as exc:
         print(f"rzero eval: {exc}", file=sys.stderr)
         return 2
-    results = evaluate(generator, data, limit=limit,
-                       max_new_tokens=pick(args.max_new_tokens, e.max_new_tokens),
-                       num_samples=pick(args.num_samples, e.num_samples),
-                       temperature=args.temperature, seed=pick(args.seed, cfg.run.seed),
-                       batch=batch, prompt_path=pick(args.prompt, cfg.solver.prompt_file),
-                       direction=cfg.labeling.equivalence)
+    try:
+            results = evaluate(generator, data, limit=limit,
+                           max_new_tokens=pick(args.max_new_tokens, e.max_new_tokens),
+                           num_samples=pick(args.num_samples, e.num_samples),
+                           temperature=args.temperature, seed=pick(args.seed, cfg.run.seed),
+                           batch=batch, prompt_path=pick(args.prompt, cfg.solver.prompt_file),
+                           direction=cfg.labeling.equivalence)
+    finally:
+        generator.close()
     results = {"model": model, **results}
     json_path, _ = write_results(results, args.output)
     print(results_markdown(results), end="")
@@ -314,7 +356,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.set_defaults(func=cmd_info)
 
     p = sub.add_parser("generate", help="sample N completions for one prompt")
-    p.add_argument("--model", default=DEFAULT_MODEL)
+    _add_config_args(p)
+    p.add_argument("--model", default=None, help=f"model spec (default: model.name, "
+                                                 f"{DEFAULT_MODEL} without a config)")
     p.add_argument("--prompt", required=True)
     p.add_argument("-n", type=int, default=1)
     p.add_argument("--temperature", type=float, default=0.7)
@@ -410,7 +454,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--prompt", default=None,
                    help="solver prompt template file (default: solver.prompt_file, else the "
                         "built-in one)")
-    p.add_argument("--dtype", default=None, help="model dtype (default: model.dtype)")
+    p.add_argument("--dtype", default=None, help="hf backend: the dtype it computes in "
+                                                 "(default: model.generation_dtype)")
     p.add_argument("--device", default=None, help="cpu, cuda or auto (default: model.device)")
     p.set_defaults(func=cmd_eval)
 

@@ -232,6 +232,10 @@ class LabelingConfig(Section):
 # to them: where it is written, how resume checks files, the collapse watch (thresholds, the
 # audit's own measurements, what stops the run) and the trackers.
 NOT_FINGERPRINTED = ("run.output_dir", "run.verify", "run.stop_on", "run.report_to", "watch.*")
+# fields added after run directories existed: hashed only when set away from their default,
+# so a run made before a field existed still resumes (its fingerprint is unchanged)
+FINGERPRINTED_WHEN_SET = ("generation.kv_cache_gib", "generation.enforce_eager",
+                          "generation.max_model_len", "run.cpu_processes")
 
 
 def fingerprinted(key: str) -> bool:
@@ -265,6 +269,11 @@ class RZeroConfig:
         how it is checked or watched, or where its metrics go). `ignore`: `section.key` or
         `section.*`."""
         d = self.to_dict()
+        defaults = RZeroConfig().to_dict()
+        for key in FINGERPRINTED_WHEN_SET:
+            section, name = key.split(".")
+            if d[section][name] == defaults[section][name]:
+                d[section].pop(name)
         for key in ignore:
             section, name = key.split(".")
             if name == "*":

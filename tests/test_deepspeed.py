@@ -116,8 +116,7 @@ def test_accelerate_launch_with_the_zero2_config(tiny_checkpoint, tmp_path):
     argv, env = accelerate_command(
         load_config(None, ["model.dtype=float32"]), num_processes=1, gpus=(),
         accelerate_config="configs/accelerate/deepspeed_zero2.yaml",
-        entry=[str(child)], script_args=[str(tiny_checkpoint), "", str(tmp_path / "out"), "fp32"],
-        launcher=str(Path(sys.executable).parent / "accelerate"))
+        entry=[str(child)], script_args=[str(tiny_checkpoint), "", str(tmp_path / "out"), "fp32"])
     results = tmp_path / "results"
     proc = subprocess.run(argv, cwd=ROOT,
                           env=child_env(results, **(_CPU_ENV | env | STANDALONE_RENDEZVOUS)),

@@ -4,7 +4,6 @@ the frozen solver as real `transformers serve` replicas (the protocol of `vllm s
 from __future__ import annotations
 
 import argparse
-import importlib.util
 import json
 import os
 import re
@@ -16,7 +15,6 @@ import sys
 from pathlib import Path
 
 import pytest
-import torch
 import yaml
 from conftest import fake_model_server
 
@@ -30,9 +28,13 @@ from rzero.launch import (
     iterate_launch,
     needs_launcher,
     parse_gpus,
+    rendezvous,
 )
 from rzero.replicas import ReplicaSpec, SolverReplicas, replica_plan
 from rzero.serving import ServerError, transformers_serve_command
+
+VLLM_SERVER = (sys.executable, "-m", "vllm.entrypoints.openai.api_server", "--model")
+LAUNCH = [sys.executable, "-m", "accelerate.commands.launch"]
 
 ROOT = Path(__file__).resolve().parents[1]
 QWEN = "configs/r-zero-qwen3-4b.yaml"  # model.dtype: bfloat16
@@ -65,12 +67,12 @@ def test_replica_plan_pins_one_gpu_and_one_port_per_vllm_replica():
     assert plan[0] == ReplicaSpec(
         index=0, gpus=(4,), cuda_visible_devices="4", port=8100,
         url="http://127.0.0.1:8100/v1",
-        command=("vllm", "serve", "runs/q/iter_01/solver", "--host", "127.0.0.1", "--port",
+        command=(*VLLM_SERVER, "runs/q/iter_01/solver", "--host", "127.0.0.1", "--port",
                  "8100", "--tensor-parallel-size", "1"))
     assert [s.cuda_visible_devices for s in plan] == ["4", "5", "6", "7"]
     assert [s.port for s in plan] == [8100, 8101, 8102, 8103]
     assert [s.url for s in plan] == [f"http://127.0.0.1:{p}/v1" for p in range(8100, 8104)]
-    assert list(plan[3].command) == ["vllm", "serve", "runs/q/iter_01/solver", "--host",
+    assert list(plan[3].command) == [*VLLM_SERVER, "runs/q/iter_01/solver", "--host",
                                      "127.0.0.1", "--port", "8103", "--tensor-parallel-size",
                                      "1"]
 
@@ -81,7 +83,7 @@ def test_replica_plan_with_tensor_parallelism_and_a_public_address():
                         url_host="node3", gpu_memory_utilization=0.85)
     assert [s.cuda_visible_devices for s in plan] == ["4,5", "6,7"]
     assert [s.url for s in plan] == ["http://node3:9000/v1", "http://node3:9001/v1"]
-    assert list(plan[1].command) == ["vllm", "serve", "/ckpt", "--host", "0.0.0.0", "--port",
+    assert list(plan[1].command) == [*VLLM_SERVER, "/ckpt", "--host", "0.0.0.0", "--port",
                                      "9001", "--tensor-parallel-size", "2",
                                      "--gpu-memory-utilization", "0.85"]
 
@@ -96,18 +98,18 @@ def test_replica_plan_refuses_a_gpu_count_that_does_not_fit():
     with pytest.raises(ValueError, match="lists 3 GPUs; 2 replicas x tensor_parallel_size 2 "
                                          "need exactly 4"):
         replica_plan(2, (4, 5, 6), 2, 8100, "127.0.0.1", checkpoint="/ckpt")
-    with pytest.raises(ValueError, match="engine='vllm' needs GPUs"):
-        replica_plan(2, (), 1, 8100, "127.0.0.1", checkpoint="/ckpt")
+    with pytest.raises(ValueError, match="a CPU replica is one engine in one process"):
+        replica_plan(2, (), 2, 8100, "127.0.0.1", checkpoint="/ckpt")
     with pytest.raises(ValueError, match="listed twice"):
         replica_plan(2, (4, 4), 1, 8100, "127.0.0.1", checkpoint="/ckpt")
 
 
 def test_replicas_from_a_config_follow_its_backend(tmp_path):
     gpu = load_config(QWEN, ["generation.tensor_parallel_size=2"])
-    replicas = SolverReplicas.from_config(gpu, "/ckpt", replicas=2, gpus=(4, 5, 6, 7),
+    replicas = SolverReplicas.from_config(gpu, tmp_path, replicas=2, gpus=(4, 5, 6, 7),
                                           urls_file=tmp_path / "urls.txt", port_base=8100)
     assert [s.cuda_visible_devices for s in replicas.specs] == ["4,5", "6,7"]
-    assert replicas.specs[0].command[:2] == ("vllm", "serve")
+    assert replicas.specs[0].command[:4] == VLLM_SERVER
     cpu = load_config()  # backend hf, no GPUs: `transformers serve` replicas
     replicas = SolverReplicas.from_config(cpu, tmp_path, replicas=2, gpus=(),
                                           urls_file=tmp_path / "urls.txt", port_base=8100)
@@ -121,7 +123,7 @@ def test_replicas_from_a_config_follow_its_backend(tmp_path):
 
 def test_accelerate_command_for_the_four_training_gpus_of_one_node():
     argv, env = accelerate_command(QWEN, num_processes=4, gpus=(0, 1, 2, 3))
-    assert argv == ["accelerate", "launch",
+    assert argv == [*LAUNCH,
                     "--config_file", "configs/accelerate/deepspeed_zero2.yaml",
                     "--num_processes", "4", "--num_machines", "1", "--machine_rank", "0",
                     "--main_process_port", "29500", "--mixed_precision", "bf16",
@@ -134,7 +136,7 @@ def test_accelerate_command_for_the_second_of_two_nodes():
         QWEN, num_processes=16, gpus=range(8), num_machines=2, machine_rank=1,
         main_process_ip="10.0.0.1", accelerate_config="configs/accelerate/multi_node.yaml",
         script_args=["iterate", "--config", QWEN, "--run-dir", "runs/q"])
-    assert argv == ["accelerate", "launch", "--config_file", "configs/accelerate/multi_node.yaml",
+    assert argv == [*LAUNCH, "--config_file", "configs/accelerate/multi_node.yaml",
                     "--num_processes", "16", "--num_machines", "2", "--machine_rank", "1",
                     "--main_process_ip", "10.0.0.1", "--main_process_port", "29500",
                     "--mixed_precision", "bf16",
@@ -164,7 +166,8 @@ def test_accelerate_command_refuses_inconsistent_counts():
 def test_format_command_is_a_shell_line():
     argv, env = accelerate_command(QWEN, num_processes=4, gpus=(0, 1, 2, 3))
     assert format_command(argv, env) == (
-        "CUDA_VISIBLE_DEVICES=0,1,2,3 accelerate launch --config_file "
+        f"CUDA_VISIBLE_DEVICES=0,1,2,3 {shlex.quote(sys.executable)} -m accelerate.commands.launch "
+        "--config_file "
         "configs/accelerate/deepspeed_zero2.yaml --num_processes 4 --num_machines 1 "
         "--machine_rank 0 --main_process_port 29500 --mixed_precision bf16 -m rzero iterate "
         "--config configs/r-zero-qwen3-4b.yaml")
@@ -195,12 +198,13 @@ def test_accelerate_and_deepspeed_files_fit_together():
     assert acc["multi_node"]["deepspeed_config"]["deepspeed_multinode_launcher"] == "standard"
 
 
-def test_serve_solver_refuses_vllm_without_gpus(capsys):
+def test_serve_solver_refuses_a_checkpoint_path_that_is_not_there(capsys, tmp_path):
     p = argparse.ArgumentParser()
     _add_serve_solver_args(p)
-    args = p.parse_args(["/ckpt", "--replicas", "2"])
+    args = p.parse_args([str(tmp_path / "missing"), "--replicas", "2"])
     assert cmd_serve_solver(args) == 2
-    assert "engine='vllm' needs GPUs" in capsys.readouterr().err
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "is not a checkpoint directory" in err[0]
 
 
 # ---------------------------------------------------------------- real replicas
@@ -290,26 +294,11 @@ def test_replica_ports_taken_before_the_replicas_bind_them_are_replaced(tmp_path
         assert "address already in use" in lost_log.read_text().lower()
 
 
-@pytest.mark.gpu
-@pytest.mark.skipif(not torch.cuda.is_available() or importlib.util.find_spec("vllm") is None,
-                    reason="needs an NVIDIA GPU and vllm (the gpu extra)")
-def test_vllm_replica_serves_the_frozen_solver(tiny_checkpoint, tmp_path):
-    urls_file = tmp_path / "urls.txt"
-    with SolverReplicas(tiny_checkpoint, replicas=1, gpus=(0,), urls_file=urls_file,
-                        log_dir=tmp_path / "logs", gpu_memory_utilization=0.3,
-                        extra_args=["--max-model-len", "512", "--enforce-eager"]) as replicas:
-        gen = OpenAIGenerator(read_urls_file(str(urls_file)), replicas.model, retries=0)
-        out = gen.generate(["What is 2+3?"], 2, SamplingParams(max_new_tokens=4))
-        assert [len(o) for o in out] == [2]
-        assert gen.stats.new_tokens >= 2
-    assert not urls_file.exists()
-
-
 def test_iterate_launch_comes_from_the_recipe():
     # configs/r-zero-qwen3-4b.yaml: run.train_gpus [0, 1, 2, 3], solver replicas on 4-7
     cfg = load_config(QWEN)
     argv, env = iterate_launch(cfg, ["--config", QWEN, "--run-dir", "runs/q"], env={})
-    assert argv == ["accelerate", "launch",
+    assert argv == [*LAUNCH,
                     "--config_file", "configs/accelerate/deepspeed_zero2.yaml",
                     "--num_processes", "4", "--num_machines", "1", "--machine_rank", "0",
                     "--main_process_port", "29500", "--mixed_precision", "bf16",
@@ -319,7 +308,7 @@ def test_iterate_launch_comes_from_the_recipe():
     two = load_config(QWEN, ["run.num_machines=2"])
     argv, _ = iterate_launch(two, [], env={"RZERO_MACHINE_RANK": "1",
                                            "RZERO_MAIN_PROCESS_IP": "10.0.0.1"})
-    assert argv[4:12] == ["--num_processes", "8", "--num_machines", "2", "--machine_rank", "1",
+    assert argv[5:13] == ["--num_processes", "8", "--num_machines", "2", "--machine_rank", "1",
                           "--main_process_ip", "10.0.0.1"]
 
 
@@ -354,8 +343,64 @@ def test_iterate_relaunches_itself_through_the_launcher(tmp_path):
     assert proc.returncode == 0, proc.stderr
     assert "launching: CUDA_VISIBLE_DEVICES=2,3" in proc.stderr
     assert called.read_text().strip() == (
-        f"CVD=2,3 ARGS=launch --config_file configs/accelerate/deepspeed_zero2.yaml "
+        f"CVD=2,3 ARGS=--config_file configs/accelerate/deepspeed_zero2.yaml "
         f"--num_processes 2 --num_machines 1 --machine_rank 0 --main_process_port 29500 "
         f"--mixed_precision no -m rzero iterate --set run.train_gpus=[2, 3] "
         f"--run-dir {tmp_path / 'run'}")
     assert not (tmp_path / "run").exists()  # nothing ran in the launching process
+
+
+def test_rendezvous_reads_the_variables_clusters_set():
+    cfg = load_config(QWEN, ["run.num_machines=2"])
+    # torchrun's names
+    assert rendezvous({"NODE_RANK": "1", "MASTER_ADDR": "10.0.0.1", "MASTER_PORT": "29600"},
+                      cfg) == (1, "10.0.0.1", 29600)
+    # SLURM's node id; the port from the recipe
+    assert rendezvous({"SLURM_NODEID": "1", "MASTER_ADDR": "node01"}, cfg) == (1, "node01",
+                                                                               29500)
+    # rzero's own names win over both
+    assert rendezvous({"RZERO_MACHINE_RANK": "0", "NODE_RANK": "1",
+                       "RZERO_MAIN_PROCESS_IP": "10.0.0.2", "MASTER_ADDR": "10.0.0.1"},
+                      cfg) == (0, "10.0.0.2", 29500)
+    with pytest.raises(ValueError, match="expected whole numbers"):
+        rendezvous({"NODE_RANK": "one"}, cfg)
+    argv, _ = iterate_launch(cfg, [], env={"NODE_RANK": "1", "MASTER_ADDR": "10.0.0.1",
+                                           "MASTER_PORT": "29600"})
+    assert argv[9:18] == ["--machine_rank", "1", "--main_process_ip", "10.0.0.1",
+                          "--main_process_port", "29600", "--mixed_precision", "bf16", "-m"]
+
+
+def test_cpu_processes_launch_on_cpu_through_this_interpreter():
+    cfg = load_config(None, ["run.cpu_processes=2"])
+    argv, env = iterate_launch(cfg, ["--run-dir", "r"], env={"PATH": ""})
+    assert argv[:3] == LAUNCH  # no `accelerate` looked up on PATH
+    assert argv[5:7] == ["--num_processes", "2"]
+    assert env == {"CUDA_VISIBLE_DEVICES": ""}  # every GPU hidden: gloo on CPU
+
+
+def _stripped(tmp_path: Path, *overrides: str) -> subprocess.CompletedProcess:
+    # what `make iterate` does: the venv's rzero, with the system PATH only
+    env = {"PATH": "/usr/bin:/bin", "HOME": os.environ.get("HOME", str(tmp_path))}
+    args = [str(Path(sys.executable).parent / "rzero"), "iterate", "--run-dir",
+            str(tmp_path / "run"), "--set", "run.train_gpus=[0, 1]"]
+    for o in overrides:
+        args += ["--set", o]
+    return subprocess.run(args, env=env, cwd=ROOT, capture_output=True, text=True, timeout=300)
+
+
+def test_a_launch_with_a_stripped_path_fails_in_one_line_before_it_starts(tmp_path):
+    proc = _stripped(tmp_path, "run.accelerate_config=configs/accelerate/missing.yaml")
+    assert proc.returncode == 2, proc.stderr[-2000:]
+    assert proc.stderr.strip().splitlines() == [
+        "error: run.accelerate_config='configs/accelerate/missing.yaml': no such file (from "
+        f"{ROOT}); launch from the repository root or give a path to one of "
+        "configs/accelerate/*.yaml"]
+    with socket.socket() as taken:
+        taken.bind(("", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        proc = _stripped(tmp_path, f"run.main_process_port={port}")
+    assert proc.returncode == 2, proc.stderr[-2000:]
+    assert len(proc.stderr.strip().splitlines()) == 1
+    assert f"run.main_process_port={port}: the port is in use" in proc.stderr
+    assert not (tmp_path / "run").exists()  # nothing was written
