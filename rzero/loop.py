@@ -66,6 +66,7 @@ class RZeroRun:
         # the main process converts the embedded model once; the others then find it cached
         distributed.on_main(resolve_model, cfg.model.name)
         self.base = resolve_model(cfg.model.name)
+        self._generators: list = []  # the current phase's, closed when it ends
 
     def load(self, checkpoint: str):  # -> (model, tokenizer)
         c = self.cfg.model
@@ -99,11 +100,12 @@ class RZeroRun:
             # only the main process scores the challenger's steps, so only it holds S_{k-1}
             solver = distributed.on_main(lambda: stack.enter_context(
                 serve_frozen(self.cfg, self.rundir.resolve(frozen_solver), it)), share=False)
-            frozen = self.frozen(solver) if solver is not None else None
+            frozen = None
+            if solver is not None:
+                self._generators.append(solver)
+                frozen = self.frozen(solver)
             result = train_challenger(model, tokenizer, self.cfg, frozen, k, it / "challenger",
                                       it / "challenger_steps.jsonl")
-            if solver is not None:
-                self.timing.generation += solver.stats.seconds
         self.timing.optimizer += result.stats.seconds_optimizer - result.reward_seconds
         return {"checkpoint": self.rundir.relative(it / "challenger"), "steps": result.steps,
                 "start": self.rundir.relative(start), "metrics": result.metrics(),
@@ -181,7 +183,15 @@ class RZeroRun:
                 trackers.enter_phase(self.rundir.path, k, phase)  # where TRL's logs go
                 self._generators = []
                 t0 = time.perf_counter()
-                info = {**fn(k, *args), "compute": compute_dtypes(self.cfg)}
+                try:
+                    info = {**fn(k, *args), "compute": compute_dtypes(self.cfg)}
+                finally:
+                    for g in self._generators:  # an engine's processes end with its phase
+                        g.close()
+                if self._generators:
+                    info["engines"] = sorted({g.engine for g in self._generators})
+                if phase in TRAINING_PHASES:
+                    info["launch"] = distributed.launch_info()
                 self.timing.generation += sum(g.stats.seconds for g in self._generators)
                 self._generators = []
                 release_memory()  # the phase's models and buffers, before the next phase's

