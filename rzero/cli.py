@@ -129,9 +129,12 @@ def cmd_config(args) -> int:
 
 
 def cmd_plan(args) -> int:
+    from rzero.launch import placement_markdown
     from rzero.plan import plan_markdown
 
-    print(plan_markdown(load_config(args.config, args.overrides), args.config), end="")
+    cfg = load_config(args.config, args.overrides)
+    print(plan_markdown(cfg, args.config), end="")
+    print("\n" + placement_markdown(cfg, args.config), end="")
     return 0
 
 

@@ -160,3 +160,45 @@ def format_command(argv: Sequence[str], env: dict[str, str] | None = None) -> st
     return " ".join([*prefix, *(shlex.quote(a) for a in argv)])
 
 
+
+
+def placement_markdown(cfg: RZeroConfig, source: str | None = None,
+                       env: dict[str, str] | None = None) -> str:
+    """Where a recipe's processes run on each machine, and the exact launch line (what
+    `rzero plan` prints after the schedule)."""
+    r, g = cfg.run, cfg.generation
+    if r.train_gpus:
+        train = f"GPUs {cuda_visible_devices(r.train_gpus)}, one process each"
+    elif r.cpu_processes > 1:
+        train = f"{r.cpu_processes} CPU processes (gloo)"
+    else:
+        train = f"this process, on model.device ({cfg.model.device})"
+    if g.solver_replicas:
+        engine = "vllm" if g.backend == "vllm" or g.solver_gpus else "transformers serve"
+        where = (f"GPUs {cuda_visible_devices(g.solver_gpus)}, tensor parallel "
+                 f"{g.tensor_parallel_size}" if g.solver_gpus else "CPU")
+        solver = (f"{g.solver_replicas} {engine} replica(s) on {where}, started by the main "
+                  "process for each challenger phase on consecutive free loopback ports; "
+                  "their URLs in iter_KK/solver_urls.txt")
+    elif g.solver_urls_file:
+        solver = f"the servers listed in {g.solver_urls_file}"
+    else:
+        solver = f"in the main process ({g.backend} backend)"
+    rows = [("machines", f"{r.num_machines}" + (", the run directory on a shared filesystem"
+                                                 if r.num_machines > 1 else "")),
+            ("training (challenger and solver GRPO)", train),
+            ("frozen solver of the challenger phase", solver),
+            ("pool, labelling, evaluation", f"the main process, {g.backend} backend"),
+            ("rendezvous", f"port {r.main_process_port} on machine 0 (MASTER_PORT overrides)")]
+    lines = ["Placement on each machine:", "", "| what | where |", "|---|---|",
+             *[f"| {what} | {where} |" for what, where in rows], ""]
+    if r.training_processes > 1:
+        args = ["--config", source] if source else []
+        node0 = {"MASTER_ADDR": "<node 0's address>"} if r.num_machines > 1 else {}
+        argv, launch_env = iterate_launch(cfg, args, env={**node0, **(env or {})})
+        lines += ["Launch (what `rzero iterate` runs"
+                  + (" on machine 0; set NODE_RANK on the others" if r.num_machines > 1
+                     else "") + "):", "", "```", format_command(argv, launch_env), "```", ""]
+    else:
+        lines += ["Launch: one process, no launcher (`rzero iterate` trains in itself).", ""]
+    return "\n".join(lines)

@@ -86,6 +86,9 @@ def check_launch(cfg: RZeroConfig, machine_rank: int, port: int) -> None:
                               "which is not installed; `make setup EXTRAS=gpu` installs it")
     if machine_rank == 0:
         with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+            # as torch's rendezvous store binds it: a port left in TIME_WAIT by a killed
+            # launch is free, one that a process listens on is not
+            s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
             try:
                 s.bind(("", port))
             except OSError:

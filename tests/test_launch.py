@@ -28,6 +28,7 @@ from rzero.launch import (
     iterate_launch,
     needs_launcher,
     parse_gpus,
+    placement_markdown,
     rendezvous,
 )
 from rzero.replicas import ReplicaSpec, SolverReplicas, replica_plan
@@ -404,3 +405,15 @@ def test_a_launch_with_a_stripped_path_fails_in_one_line_before_it_starts(tmp_pa
     assert len(proc.stderr.strip().splitlines()) == 1
     assert f"run.main_process_port={port}: the port is in use" in proc.stderr
     assert not (tmp_path / "run").exists()  # nothing was written
+
+
+def test_plan_prints_the_placement_and_the_exact_launch_line():
+    text = placement_markdown(load_config(QWEN), QWEN)
+    assert "| training (challenger and solver GRPO) | GPUs 0,1,2,3, one process each |" in text
+    assert "4 vllm replica(s) on GPUs 4,5,6,7, tensor parallel 1" in text
+    argv, env = iterate_launch(load_config(QWEN), ["--config", QWEN], env={})
+    assert format_command(argv, env) in text
+    two = placement_markdown(load_config(QWEN, ["run.num_machines=2"]), QWEN)
+    assert "--main_process_ip '<node 0'\"'\"'s address>'" in two and "set NODE_RANK" in two
+    one = placement_markdown(load_config(None))
+    assert "one process, no launcher" in one
