@@ -41,10 +41,17 @@ class GenerationConfig(Section):
                                        min=0.0, max=1.0, min_exclusive=True)
     tensor_parallel_size: int = option(1, "vllm: GPUs per engine.", min=1)
     kv_cache_gib: float | None = option(None, "vllm: KV cache size in GiB, for the in-process "
-                                        "engine and the solver replicas (on a CPU the cache "
-                                        "is host memory: vLLM-CPU's default is 4 GiB per "
-                                        "engine); None: vLLM's default.", min=0.0,
+                                        "engine and the solver replicas. None: on GPUs "
+                                        "vLLM's own (gpu_memory_utilization), on a CPU 2 GiB "
+                                        "of host memory (vLLM-CPU would claim 92 % of it "
+                                        "and fail to start beside anything else).", min=0.0,
                                     min_exclusive=True)
+
+    def kv_cache_bytes(self, on_gpu: bool) -> int | None:
+        """The KV cache vLLM is given, in bytes; None leaves it to vLLM (GPUs only)."""
+        if self.kv_cache_gib is None:
+            return None if on_gpu else 2 * 2**30
+        return int(self.kv_cache_gib * 2**30)
     enforce_eager: bool = option(False, "vllm: run the model eagerly (no torch.compile, no CUDA "
                                  "graphs): a faster start-up for a slower decode.")
     max_model_len: int | None = option(None, "vllm: longest prompt + completion in tokens; "

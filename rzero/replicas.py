@@ -126,6 +126,25 @@ def replica_plan(replicas: int, gpus: Sequence[int], tensor_parallel_size: int =
     return specs
 
 
+def vllm_server_args(cfg: RZeroConfig, *, on_gpu: bool) -> list[str]:
+    """A vLLM server's arguments from the run's config, as its in-process engine gets them:
+    the generation dtype, the run's seed (requests carry none on CPU), the KV cache, eager
+    mode and the longest sequence. Without a KV cache size vLLM-CPU claims 92 % of the host's
+    memory (gpu_memory_utilization) and fails to start beside anything else."""
+    from rzero.models import generation_dtype
+
+    g = cfg.generation
+    args = ["--dtype", generation_dtype(cfg.model.generation_dtype, "cuda" if on_gpu else "cpu"),
+            "--seed", str(cfg.run.seed)]
+    if (kv_bytes := g.kv_cache_bytes(on_gpu)) is not None:
+        args += ["--kv-cache-memory-bytes", str(kv_bytes)]
+    if g.enforce_eager:
+        args.append("--enforce-eager")
+    if g.max_model_len is not None:
+        args += ["--max-model-len", str(g.max_model_len)]
+    return args
+
+
 def free_port_base(count: int, host: str = "127.0.0.1") -> int:
     """A port p such that p .. p+count-1 are all free right now (a race is possible)."""
     for _ in range(50):
@@ -206,21 +225,8 @@ class SolverReplicas:
         generation.backend is vllm (vllm-cpu), with the in-process engine's dtype, seed, KV
         cache and eager setting; `transformers serve` on any other CPU-only config."""
         engine = "vllm" if cfg.generation.backend == "vllm" or gpus else "transformers"
-        g = cfg.generation
-        tp = g.tensor_parallel_size if engine == "vllm" and gpus else 1
-        extra: list[str] = []
-        if engine == "vllm":
-            from rzero.models import generation_dtype
-
-            extra = ["--dtype", generation_dtype(cfg.model.generation_dtype,
-                                                 "cuda" if gpus else "cpu"),
-                     "--seed", str(cfg.run.seed)]
-            if g.kv_cache_gib is not None:
-                extra += ["--kv-cache-memory-bytes", str(int(g.kv_cache_gib * 2**30))]
-            if g.enforce_eager:
-                extra.append("--enforce-eager")
-            if g.max_model_len is not None:
-                extra += ["--max-model-len", str(g.max_model_len)]
+        tp = cfg.generation.tensor_parallel_size if engine == "vllm" and gpus else 1
+        extra = vllm_server_args(cfg, on_gpu=bool(gpus)) if engine == "vllm" else []
         return cls(checkpoint, replicas=replicas, gpus=gpus, tensor_parallel_size=tp,
                    engine=engine, urls_file=urls_file, extra_args=(*extra, *kwargs.pop("extra_args", ())), **kwargs)
 
@@ -329,10 +335,12 @@ def frozen_solver(cfg: RZeroConfig, checkpoint: str, run_files: Path) -> Iterato
     with SolverReplicas.from_config(cfg, checkpoint, replicas=g.solver_replicas,
                                     gpus=g.solver_gpus, urls_file=run_files / "solver_urls.txt",
                                     log_dir=run_files / "solver_logs") as service:
+        engine = service.specs[0].engine
+        on_cpu = not service.specs[0].gpus
         client = OpenAIGenerator(service.urls, service.model, api_key_env=g.api_key_env,
                                  concurrency=g.concurrency, timeout=g.timeout,
-                                 retries=g.retries)
-        engine = service.specs[0].engine
+                                 retries=g.retries,
+                                 per_request_seed=not (engine == "vllm" and on_cpu))
         client.engine = f"{engine} server x{len(service.specs)}"
         try:
             yield client

@@ -268,6 +268,8 @@ def serve_checkpoint(path: str | Path, port: int | None = None,
     if not Path(path).is_dir():
         raise ServerError(f"serve_checkpoint: {path!r} is not a checkpoint directory (a GGUF "
                           "file must be converted first: rzero.models.resolve_model)")
+    if env is None:  # a local checkpoint needs no hub; with no network vLLM waits ~20 s on it
+        env = {"HF_HUB_OFFLINE": "1", **os.environ}
     attempts = 1 if port else PORT_ATTEMPTS
     with ExitStack() as stack:
         for attempt in range(1, attempts + 1):

