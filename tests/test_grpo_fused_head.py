@@ -94,7 +94,9 @@ def test_same_log_probs_and_gradient_with_fewer_rows(tokenizer, seed):
     torch.testing.assert_close(compact * valid, naive, rtol=1e-5, atol=1e-5)
     assert compact_grads.keys() == full_grads.keys() == naive_grads.keys()
     for name, grad in compact_grads.items():
-        torch.testing.assert_close(grad, full_grads[name], rtol=1e-4, atol=1e-6)
+        # float32 sums over the rows in another order: on an AVX-512 CPU (no AMX) one
+        # element in 1.5 million differed by 6.6e-6, so the same bound as the naive one
+        torch.testing.assert_close(grad, full_grads[name], rtol=1e-4, atol=1e-5)
         torch.testing.assert_close(grad, naive_grads[name], rtol=1e-4, atol=1e-5)
 
 
