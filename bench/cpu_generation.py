@@ -22,9 +22,9 @@ import time
 
 import torch
 
-from rzero.generation import HFGenerator, SamplingParams
-from rzero.models import DEFAULT_MODEL, generation_dtype, load_model, load_tokenizer
-from rzero.solver.prompts import solver_chat
+from rzero.engine.generation import HFGenerator, SamplingParams
+from rzero.engine.models import DEFAULT_MODEL, generation_dtype, load_model, load_tokenizer
+from rzero.prompts.solver import solver_chat
 
 QUESTIONS = [f"A class has {a} rows of {b} desks. {c} desks are empty. How many are taken?"
              for a, b, c in zip(range(3, 67), range(5, 69), range(2, 66), strict=True)]

@@ -31,9 +31,8 @@ import time
 import torch
 from transformers import GenerationConfig
 
-from rzero.evaluation import load_benchmarks
-from rzero.generation import HFGenerator, SamplingParams
-from rzero.models import (
+from rzero.engine.generation import HFGenerator, SamplingParams
+from rzero.engine.models import (
     BF16_CPU_FLAGS,
     DEFAULT_MODEL,
     cpu_flags,
@@ -42,7 +41,8 @@ from rzero.models import (
     load_tokenizer,
     resolve_model,
 )
-from rzero.solver.prompts import solver_chat
+from rzero.evaluation import load_benchmarks
+from rzero.prompts.solver import solver_chat
 
 FORMS = ["What is {a} + {b}?", "What is {a} times {b}?", "What is {c} - {b}?",
          "Tom has {a} apples and buys {b} more. How many apples does he have now?"]
@@ -109,7 +109,7 @@ class PlainGenerate:
 def start_engine(name: str, path: str, dtype: str, args):
     """(engine, run) where run(chats, n, params) returns the new tokens produced."""
     if name == "vllm":
-        from rzero.generation import VLLMGenerator
+        from rzero.engine.generation import VLLMGenerator
 
         gen = VLLMGenerator(path, dtype=dtype, seed=0, kv_cache_gib=args.kv_cache_gib,
                             enforce_eager=args.enforce_eager)

@@ -13,8 +13,8 @@ from dataclasses import replace
 
 import torch
 
-from rzero.generation import HFGenerator, SamplingParams
-from rzero.models import DEFAULT_MODEL
+from rzero.engine.generation import HFGenerator, SamplingParams
+from rzero.engine.models import DEFAULT_MODEL
 
 PROMPTS = [f"Solve step by step: what is {a} times {b} plus {a + b}?"
            for a, b in zip(range(3, 13), range(17, 27), strict=True)]

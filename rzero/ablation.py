@@ -2,7 +2,7 @@
 
 `rzero ablate` runs the variants with the same base model, seed and sizes in OUT/<variant>
 (rerunning the command resumes every one of them), then compares them with
-rzero.comparison.
+rzero.reports.comparison.
 
 Variants (`VARIANTS`):
     separate               R-Zero: challenger and solver keep their own weights
@@ -24,8 +24,8 @@ from pathlib import Path
 
 import yaml
 
-from rzero.comparison import compare
 from rzero.config import ConfigError, RZeroConfig, config_from_dict
+from rzero.reports.comparison import compare
 from rzero.rundir import RunDir
 
 VARIANTS: dict[str, list[str]] = {

@@ -11,7 +11,7 @@ import threading
 from pathlib import Path
 
 from rzero.config import ConfigError, describe_fields, load_config
-from rzero.models import DEFAULT_MODEL, ModelSpecError, generation_dtype
+from rzero.engine.models import DEFAULT_MODEL, ModelSpecError, generation_dtype
 
 
 def _add_config_args(p: argparse.ArgumentParser) -> None:
@@ -26,7 +26,7 @@ def cmd_info(args) -> int:
     import trl
 
     from rzero import __version__
-    from rzero.models import cache_dir, resolve_model
+    from rzero.engine.models import cache_dir, resolve_model
 
     print(f"rzero {__version__}")
     print(f"python {sys.version.split()[0]}; torch {torch.__version__}; "
@@ -44,7 +44,7 @@ def cmd_info(args) -> int:
 def cmd_generate(args) -> int:
     """Sample with the config's engine (generation.backend: hf, vllm or openai servers)."""
     from rzero import preflight
-    from rzero.generation import SamplingParams, make_generator
+    from rzero.engine.generation import SamplingParams, make_generator
 
     cfg = load_config(args.config, args.overrides)
     preflight.check_engines(cfg)
@@ -62,7 +62,7 @@ def cmd_generate(args) -> int:
 
 
 def cmd_iterate(args) -> int:
-    from rzero import distributed
+    from rzero.engine import distributed
     from rzero.loop import run_iterations
 
     cfg = load_config(args.config, args.overrides)
@@ -74,7 +74,7 @@ def cmd_iterate(args) -> int:
         print(f"run finished: {run_dir}\nreport: {run_dir / 'report.md'}")
         return 0
     from rzero import preflight
-    from rzero.launch import format_command, iterate_launch, needs_launcher, rendezvous
+    from rzero.engine.launch import format_command, iterate_launch, needs_launcher, rendezvous
 
     if needs_launcher(cfg):
         # several training processes: run this same command once per process under
@@ -105,7 +105,7 @@ def launch_and_wait(argv: list[str], env: dict[str, str]) -> int:
     """Run the training launcher and return its exit code. It dies with this process, even
     by SIGKILL (and its ranks with it: `distributed.init`), so no rank outlives the
     command; Ctrl-C and SIGTERM reach it too and it stops its ranks itself."""
-    from rzero.serving import die_with_parent
+    from rzero.engine.serving import die_with_parent
 
     proc = subprocess.Popen(argv, env=env, preexec_fn=die_with_parent)
     try:
@@ -129,8 +129,8 @@ def cmd_config(args) -> int:
 
 
 def cmd_plan(args) -> int:
-    from rzero.launch import placement_markdown
-    from rzero.plan import plan_markdown
+    from rzero.engine.launch import placement_markdown
+    from rzero.reports.plan import plan_markdown
 
     cfg = load_config(args.config, args.overrides)
     print(plan_markdown(cfg, args.config), end="")
@@ -183,6 +183,7 @@ def cmd_eval(args) -> int:
     import logging
 
     from rzero import preflight
+    from rzero.engine.generation import HFGenerator, make_generator
     from rzero.evaluation import (
         BenchmarkError,
         evaluate,
@@ -190,7 +191,6 @@ def cmd_eval(args) -> int:
         results_markdown,
         write_results,
     )
-    from rzero.generation import HFGenerator, make_generator
 
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(message)s")
     for flag, value in (("--limit", args.limit), ("--max-new-tokens", args.max_new_tokens),
@@ -246,7 +246,7 @@ def cmd_eval(args) -> int:
 
 def cmd_ablate(args) -> int:
     from rzero.ablation import ablate, parse_variants
-    from rzero.comparison import CompareError, printed_summary
+    from rzero.reports.comparison import CompareError, printed_summary
     from rzero.rundir import RunDirConflict
 
     try:
@@ -264,8 +264,8 @@ def cmd_ablate(args) -> int:
 
 
 def cmd_compare(args) -> int:
-    from rzero.comparison import CompareError, compare, printed_summary
     from rzero.io import DamagedFileError
+    from rzero.reports.comparison import CompareError, compare, printed_summary
 
     try:
         paths = compare(args.run_dirs, args.out)
@@ -277,7 +277,7 @@ def cmd_compare(args) -> int:
 
 
 def _add_serve_solver_args(p: argparse.ArgumentParser) -> None:
-    from rzero.replicas import ENGINES
+    from rzero.engine.replicas import ENGINES
 
     p.add_argument("checkpoint", help="model spec to serve: a checkpoint directory (as the run "
                                       "names it), the embedded model, or a hub id (vllm)")
@@ -307,10 +307,10 @@ def _add_serve_solver_args(p: argparse.ArgumentParser) -> None:
 def cmd_serve_solver(args) -> int:
     import socket
 
-    from rzero.launch import parse_gpus
-    from rzero.models import resolve_model
-    from rzero.replicas import SolverReplicas
-    from rzero.serving import ServerError
+    from rzero.engine.launch import parse_gpus
+    from rzero.engine.models import resolve_model
+    from rzero.engine.replicas import SolverReplicas
+    from rzero.engine.serving import ServerError
 
     checkpoint = args.checkpoint
     if args.engine == "transformers" or checkpoint.startswith("embedded:"):

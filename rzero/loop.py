@@ -32,17 +32,18 @@ from functools import partial
 from pathlib import Path
 from typing import Any
 
-from rzero import distributed, preflight, trackers
+from rzero import preflight
 from rzero.config import RZeroConfig
+from rzero.engine import distributed, trackers
+from rzero.engine.models import compute_dtypes, load_model, load_tokenizer, resolve_model
 from rzero.evaluation import evaluate, load_benchmarks, write_results
 from rzero.faults import crash_point
 from rzero.io import write_jsonl_atomic
 from rzero.labeling.equivalence import use_settings
 from rzero.labeling.voting import FrozenSolver
-from rzero.models import compute_dtypes, load_model, load_tokenizer, resolve_model
+from rzero.prompts.solver import solver_chat
 from rzero.rundir import RunDir, Timing, peak_rss_gib, release_memory, reset_peak_rss
 from rzero.selfplay import watch
-from rzero.solver.prompts import solver_chat
 
 TRAINING_PHASES = ("challenger", "solver")  # run on every training process
 
@@ -74,7 +75,7 @@ class RZeroRun:
                            attn_implementation=c.attn_implementation), load_tokenizer(checkpoint))
 
     def generator(self, checkpoint: str):
-        from rzero.generation import make_generator
+        from rzero.engine.generation import make_generator
 
         self._generators.append(gen := make_generator(self.cfg, checkpoint))
         return gen
@@ -92,7 +93,7 @@ class RZeroRun:
 
     def challenger_phase(self, k: int, start: str, frozen_solver: str) -> dict:
         from rzero.challenger.train import train_challenger
-        from rzero.replicas import frozen_solver as serve_frozen
+        from rzero.engine.replicas import frozen_solver as serve_frozen
 
         it = self.rundir.iter_dir(k)
         model, tokenizer = self.load(start)

@@ -15,8 +15,8 @@ from rzero.config import ConfigError, RZeroConfig
 def check(cfg: RZeroConfig) -> None:
     """Raise ConfigError for the first outside input of `cfg` that a phase could not use."""
     check_engines(cfg)
-    from rzero.challenger.prompts import challenger_chat
-    from rzero.solver.prompts import solver_chat
+    from rzero.prompts.challenger import challenger_chat
+    from rzero.prompts.solver import solver_chat
 
     for key, build in (("challenger.prompt_file", lambda: challenger_chat(
             cfg.challenger.prompt_file)),
@@ -27,7 +27,7 @@ def check(cfg: RZeroConfig) -> None:
             build()
         except (OSError, ValueError) as exc:
             raise ConfigError(f"{key}={path!r}: {exc}; point it at a prompt file in the "
-                              f"format of rzero/templates.py") from None
+                              f"format of rzero/prompts/templates.py") from None
     if cfg.eval.enabled:
         from rzero.evaluation import BenchmarkError, load_benchmarks
 
@@ -60,7 +60,7 @@ def check_launch(cfg: RZeroConfig, machine_rank: int, port: int) -> None:
 
     import yaml
 
-    from rzero.launch import ACCELERATE_LAUNCH
+    from rzero.engine.launch import ACCELERATE_LAUNCH
 
     if importlib.util.find_spec("accelerate") is None:
         raise ConfigError("run.train_gpus / run.cpu_processes ask for a multi-process launch, "

@@ -63,8 +63,8 @@ CHAT_TEMPLATE = ("{% for message in messages %}<|im_start|>{{ message['role'] }}
 
 def synthetic_corpus(lines: int, seed: int = 0) -> list[str]:
     """Math-flavoured text plus rzero's own prompts, so common words become single tokens."""
-    from rzero.challenger.prompts import challenger_chat
-    from rzero.solver.prompts import solver_chat
+    from rzero.prompts.challenger import challenger_chat
+    from rzero.prompts.solver import solver_chat
 
     rng = random.Random(seed)
     words = ("what is the sum product of and a number if then find how many integers "
@@ -169,14 +169,14 @@ def main() -> int:
     import transformers
     import trl
 
-    from rzero.challenger.prompts import challenger_chat
     from rzero.challenger.rewards import ChallengerReward
     from rzero.config import GRPOSection, load_config
-    from rzero.generation import HFGenerator, SamplingParams
-    from rzero.grpo import train_grpo
+    from rzero.engine.generation import HFGenerator, SamplingParams
+    from rzero.engine.grpo import train_grpo
+    from rzero.engine.models import load_model, load_tokenizer
     from rzero.labeling.voting import FrozenSolver
-    from rzero.models import load_model, load_tokenizer
-    from rzero.solver.prompts import solver_chat
+    from rzero.prompts.challenger import challenger_chat
+    from rzero.prompts.solver import solver_chat
     from rzero.solver.rewards import SolverReward
 
     work = Path(tempfile.mkdtemp(prefix="rzero-smoke-"))

@@ -55,7 +55,7 @@ if ! "$PY" -m pip install -q --no-index --no-deps --no-build-isolation --upgrade
 fi
 export PYTHONPATH="$SITE${PYTHONPATH:+:$PYTHONPATH}"
 
-if ! "$PY" -c "import trl, datasets, math_verify, sacrebleu, scipy, rzero.grpo, rzero.challenger.train, rzero.solver.train"; then
+if ! "$PY" -c "import trl, datasets, math_verify, sacrebleu, scipy, rzero.engine.grpo, rzero.challenger.train, rzero.solver.train"; then
   echo "error: a package rzero's smoke path imports is missing (see the ImportError above);" \
        "fetch its wheel with scripts/fetch_gpu_wheels.sh (HEAVY=1 adds pyarrow, pandas, scipy)" >&2
   exit 1

@@ -12,7 +12,7 @@ OUT/sweep.md) has per variant: the challenger's well-formed rate and mean reward
 with their fitted slopes, the pool's well-formed count, the questions in the band, the
 solver's training reward, and dev pass@1 of the base and of the trained solver with the paired
 difference, its 95 % bootstrap interval and the exact McNemar p-value. Below it, every variant
-against the first one on the same dev items (`rzero.contrasts`), in a table and in words: the
+against the first one on the same dev items (`rzero.reports.contrasts`), in a table and in words: the
 comparison a choice between settings rests on.
 
 `easy:SEED` is disjoint from `easy` (rzero.evaluation.easy), so a recipe chosen here has not
@@ -115,8 +115,8 @@ def table(rows: dict[str, tuple[list[str], dict]]) -> str:
 def contrasts(out: Path, names: list[str]) -> str:
     """Every variant against the first one named (and against its base), as
     `rzero compare` states them; "" with fewer than two finished variants."""
-    from rzero.contrasts import contrast_table, variant_contrasts
     from rzero.reporting import markdown_table
+    from rzero.reports.contrasts import contrast_table, variant_contrasts
     from rzero.rundir import RunDir
 
     if len(names) < 2:

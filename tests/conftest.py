@@ -70,7 +70,7 @@ def refused_port() -> Iterator[int]:
 
 @pytest.fixture(scope="session")
 def tokenizer():
-    from rzero.models import DEFAULT_MODEL, load_tokenizer
+    from rzero.engine.models import DEFAULT_MODEL, load_tokenizer
 
     return load_tokenizer(DEFAULT_MODEL)
 
@@ -99,8 +99,8 @@ def tiny_checkpoint(tmp_path_factory, tokenizer) -> Path:
 
 def _format_examples(tokenizer, n: int, rng: random.Random) -> list[tuple[list[int], int]]:
     """Chat transcripts in R-Zero's two formats, with random numbers so samples disagree."""
-    from rzero.challenger.prompts import challenger_chat
-    from rzero.solver.prompts import solver_chat
+    from rzero.prompts.challenger import challenger_chat
+    from rzero.prompts.solver import solver_chat
 
     out = []
     challenger_prompt = str(SHORT_CHALLENGER)

@@ -17,9 +17,9 @@ from safetensors.torch import load_file
 from rzero.ablation import VARIANTS, ablate, parse_variants, variant_config
 from rzero.audit.report import build_report
 from rzero.cli import build_parser
-from rzero.comparison import compare
 from rzero.config import ConfigError, load_config
 from rzero.loop import RZeroRun
+from rzero.reports.comparison import compare
 from rzero.rundir import RunDir
 
 # Three questions the format-trained tiny model can answer: it boxes 1 or 2 whatever it is

@@ -24,8 +24,8 @@ from rzero.audit.report import (
 from rzero.audit.run import audit_run
 from rzero.audit.sampling import select_items
 from rzero.config import AuditConfig
+from rzero.engine.models import generation_dtype
 from rzero.io import read_jsonl, write_jsonl_atomic, write_text_atomic
-from rzero.models import generation_dtype
 
 # ---------------------------------------------------------------- fake run directories
 

@@ -16,9 +16,9 @@ from rzero.code.votes import (
     vote_row,
 )
 from rzero.config import load_config
+from rzero.engine.generation import GenerationStats
 from rzero.executor.rewards import SolverReward
 from rzero.executor.tasks import CodeTask, outputs_equal
-from rzero.generation import GenerationStats
 from rzero.labeling.equivalence import Check
 from rzero.labeling.voting import majority_vote_many
 

@@ -1,4 +1,4 @@
-"""Paired differences between variants (rzero.contrasts) on run folders written by hand: the
+"""Paired differences between variants (rzero.reports.contrasts) on run folders written by hand: the
 counts are checked against a direct count, the intervals against rzero.stats, and the words
 against which side of 0 each interval lies."""
 
@@ -10,9 +10,9 @@ import pytest
 import yaml
 
 from rzero.cli import main
-from rzero.comparison import _wilson_bar, build_comparison, render_html, render_markdown
 from rzero.config import load_config
-from rzero.contrasts import contrast_table, paired_eval, side, variant_contrasts
+from rzero.reports.comparison import _wilson_bar, build_comparison, render_html, render_markdown
+from rzero.reports.contrasts import contrast_table, paired_eval, side, variant_contrasts
 from rzero.rundir import RunDir
 from rzero.stats import paired_difference, wilson_interval
 

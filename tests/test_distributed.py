@@ -16,10 +16,10 @@ from conftest import tiny_overrides
 from rank_report import STANDALONE_RENDEZVOUS, child_env, read_results
 from safetensors.torch import load_file
 
-from rzero import distributed
 from rzero.challenger.rewards import ChallengerReward
 from rzero.config import load_config
-from rzero.generation import GenerationStats
+from rzero.engine import distributed
+from rzero.engine.generation import GenerationStats
 from rzero.labeling.answers import completion_text
 from rzero.labeling.voting import FrozenSolver
 from rzero.rundir import RunDir
@@ -92,7 +92,7 @@ def test_one_process_needs_no_process_group():
 
 TWO_PROCESS_SCRIPT = textwrap.dedent("""
     from rank_report import report
-    from rzero import distributed
+    from rzero.engine import distributed
 
     distributed.init()
     out = {"rank": distributed.rank(), "world": distributed.world_size()}

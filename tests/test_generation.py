@@ -1,8 +1,8 @@
 import pytest
 import torch
 
-from rzero.decoding import StopCheck, decode
-from rzero.generation import (
+from rzero.engine.decoding import StopCheck, decode
+from rzero.engine.generation import (
     HFGenerator,
     OpenAIGenerator,
     SamplingParams,
@@ -53,7 +53,7 @@ def test_hf_rejects_zero_samples(hf):
 
 
 def test_openai_generator_needs_a_url():
-    from rzero.generation import GenerationError
+    from rzero.engine.generation import GenerationError
 
     with pytest.raises(GenerationError, match="no base URL"):
         OpenAIGenerator([], "m")
@@ -64,7 +64,7 @@ def test_openai_generator_needs_a_url():
 
 @pytest.fixture(scope="module")
 def tiny(tiny_checkpoint):
-    from rzero.models import load_model, load_tokenizer
+    from rzero.engine.models import load_model, load_tokenizer
 
     return (load_model(str(tiny_checkpoint), device="cpu").eval(),
             load_tokenizer(str(tiny_checkpoint)))
@@ -104,7 +104,7 @@ def test_decode_greedy_matches_generate_prompt_by_prompt(tiny):
 def test_decode_greedy_matches_generate_on_other_architectures(arch):
     from transformers import Qwen2Config, Qwen2ForCausalLM, Qwen3Config, Qwen3ForCausalLM
 
-    from rzero.decoding import supports_decode
+    from rzero.engine.decoding import supports_decode
 
     config_cls, model_cls = {"qwen2": (Qwen2Config, Qwen2ForCausalLM),
                              "qwen3": (Qwen3Config, Qwen3ForCausalLM)}[arch]
@@ -143,7 +143,7 @@ def test_finished_rows_leave_the_batch_without_changing_the_others(tiny):
 
 
 def test_waiting_prompts_join_as_rows_finish(tiny, monkeypatch):
-    from rzero.decoding import PreallocatedCache, _Batch
+    from rzero.engine.decoding import PreallocatedCache, _Batch
 
     model, _ = tiny
     prompts = random_prompts(9, seed=7)
@@ -217,7 +217,7 @@ def test_cut_at_stop_keeps_up_to_the_first_stop_or_closed_box():
 def test_generate_like_hf_returns_what_generate_returns(tiny):
     from transformers import GenerationConfig
 
-    from rzero.decoding import generate_like_hf
+    from rzero.engine.decoding import generate_like_hf
 
     model, _ = tiny
     prompts = random_prompts(4, seed=4)
@@ -235,7 +235,7 @@ def test_generate_like_hf_returns_what_generate_returns(tiny):
 def test_generate_like_hf_hands_unsupported_settings_to_transformers(tiny):
     from transformers import GenerationConfig
 
-    from rzero.decoding import _sampling_args
+    from rzero.engine.decoding import _sampling_args
 
     assert _sampling_args(GenerationConfig(do_sample=True, max_new_tokens=4, top_k=0)) == {
         "max_new_tokens": 4, "temperature": 1.0, "top_k": 0, "top_p": 1.0,
@@ -270,11 +270,11 @@ def test_hf_generator_in_bf16_samples_from_a_copy_refreshed_each_call(tiny):
     ({"avx2", "avx512f"}, "float32"),  # no bf16 matrix instructions: torch would emulate
 ])
 def test_auto_generation_dtype_follows_the_cpu_flags(monkeypatch, flags, expected):
-    import rzero.models
+    import rzero.engine.models
 
-    monkeypatch.setattr(rzero.models, "cpu_flags", lambda: flags)
-    assert rzero.models.generation_dtype("auto", "cpu") == expected
-    assert rzero.models.generation_dtype("float32", "cpu") == "float32"  # asked for: kept
+    monkeypatch.setattr(rzero.engine.models, "cpu_flags", lambda: flags)
+    assert rzero.engine.models.generation_dtype("auto", "cpu") == expected
+    assert rzero.engine.models.generation_dtype("float32", "cpu") == "float32"  # asked for: kept
 
 
 @pytest.mark.parametrize("flags,weights,expected", [
@@ -284,22 +284,22 @@ def test_auto_generation_dtype_follows_the_cpu_flags(monkeypatch, flags, expecte
     ({"avx512_bf16"}, "float16", "float32"),
 ])
 def test_auto_train_compute(monkeypatch, flags, weights, expected):
-    import rzero.models
+    import rzero.engine.models
     from rzero.config import load_config
 
-    monkeypatch.setattr(rzero.models, "cpu_flags", lambda: flags)
-    assert rzero.models.train_compute("auto", weights, "cpu") == expected
-    assert rzero.models.train_compute("float32", weights, "cpu") == "float32"
+    monkeypatch.setattr(rzero.engine.models, "cpu_flags", lambda: flags)
+    assert rzero.engine.models.train_compute("auto", weights, "cpu") == expected
+    assert rzero.engine.models.train_compute("float32", weights, "cpu") == "float32"
     cfg = load_config(None, [f"model.dtype={weights}", "model.device=cpu"])
-    assert rzero.models.compute_dtypes(cfg) == {
+    assert rzero.engine.models.compute_dtypes(cfg) == {
         "weights": weights, "generation": "bfloat16" if "avx512_bf16" in flags else "float32",
         "training": expected}
     served = load_config(None, ["generation.backend=openai", "generation.base_urls=[http://x/v1]"])
-    assert rzero.models.compute_dtypes(served)["generation"] == "openai backend"
+    assert rzero.engine.models.compute_dtypes(served)["generation"] == "openai backend"
 
 
 def test_cpu_flags_reads_the_flags_line(tmp_path):
-    from rzero.models import cpu_flags
+    from rzero.engine.models import cpu_flags
 
     info = tmp_path / "cpuinfo"
     info.write_text("processor\t: 0\nflags\t\t: fpu avx2 avx512_bf16\nbugs\t\t: none\n")
@@ -308,7 +308,7 @@ def test_cpu_flags_reads_the_flags_line(tmp_path):
 
 
 def test_generation_dtype_names_the_choices_on_a_typo():
-    from rzero.models import generation_dtype
+    from rzero.engine.models import generation_dtype
 
     with pytest.raises(ValueError, match="auto, float32 or bfloat16"):
         generation_dtype("bf16")
@@ -322,7 +322,7 @@ def two_servers(tiny_checkpoint, tmp_path_factory):
     """Two real `transformers serve` processes serving the tiny checkpoint."""
     from contextlib import ExitStack
 
-    from rzero.serving import serve_checkpoint
+    from rzero.engine.serving import serve_checkpoint
 
     logs = tmp_path_factory.mktemp("serve")
     with ExitStack() as stack:
@@ -354,7 +354,7 @@ def test_openai_backend_spreads_requests_over_servers(two_servers):
 
 
 def test_openai_backend_error_names_the_url(refused_port):
-    from rzero.generation import GenerationError
+    from rzero.engine.generation import GenerationError
 
     url = f"http://127.0.0.1:{refused_port}/v1"
     gen = OpenAIGenerator([url], "m", timeout=5, retries=0)
@@ -367,7 +367,7 @@ def test_servers_seeded_once_get_no_per_request_seed(monkeypatch):
     # their client sends none (the server was started with --seed); others get seed + i*n + j
     from types import SimpleNamespace
 
-    from rzero.generation import OpenAIGenerator
+    from rzero.engine.generation import OpenAIGenerator
 
     for per_request, expected in ((True, [7, 8, 9, 10]), (False, [None] * 4)):
         gen = OpenAIGenerator(["http://127.0.0.1:9/v1"], "m", concurrency=1,

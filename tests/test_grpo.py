@@ -11,8 +11,8 @@ import torch
 from torch.optim.optimizer import register_optimizer_step_post_hook
 
 from rzero.config import ConfigError, ModelConfig, SolverConfig, load_config
-from rzero.grpo import ALGORITHM_OPTIONS, grpo_config, train_grpo
-from rzero.models import load_model, load_tokenizer
+from rzero.engine.grpo import ALGORITHM_OPTIONS, grpo_config, train_grpo
+from rzero.engine.models import load_model, load_tokenizer
 
 CONFIGS = sorted(Path(__file__).parent.parent.glob("configs/*.yaml"))
 
@@ -126,7 +126,7 @@ def test_bf16_on_cpu_trains_fp32_weights_by_exactly_the_adam_update(tiny_checkpo
                                                                      monkeypatch):
     import trl
 
-    import rzero.decoding
+    import rzero.engine.decoding
 
     trainers, samplers = [], []
 
@@ -139,9 +139,9 @@ def test_bf16_on_cpu_trains_fp32_weights_by_exactly_the_adam_update(tiny_checkpo
         samplers.append(model.dtype)
         return decode(model, *args, **kwargs)
 
-    decode = rzero.decoding.decode
+    decode = rzero.engine.decoding.decode
     monkeypatch.setattr(trl, "GRPOTrainer", Recorded)
-    monkeypatch.setattr(rzero.decoding, "decode", recorded_decode)
+    monkeypatch.setattr(rzero.engine.decoding, "decode", recorded_decode)
     model = load_model(str(tiny_checkpoint), dtype="float32", device="cpu")
     tokenizer = load_tokenizer(str(tiny_checkpoint))
     before = {n: p.detach().clone() for n, p in model.named_parameters()}

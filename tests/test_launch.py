@@ -1,4 +1,4 @@
-"""rzero.launch and rzero.replicas: GPU lists, the replicas' and the training launch's exact commands, and
+"""rzero.engine.launch and rzero.engine.replicas: GPU lists, the replicas' and the training launch's exact commands, and
 the frozen solver as real `transformers serve` replicas (the protocol of `vllm serve`)."""
 
 from __future__ import annotations
@@ -18,11 +18,11 @@ import pytest
 import yaml
 from conftest import fake_model_server
 
-from rzero import replicas as replicas_mod
 from rzero.cli import _add_serve_solver_args, cmd_serve_solver
 from rzero.config import ConfigError, load_config
-from rzero.generation import GenerationError, OpenAIGenerator, SamplingParams, read_urls_file
-from rzero.launch import (
+from rzero.engine import replicas as replicas_mod
+from rzero.engine.generation import GenerationError, OpenAIGenerator, SamplingParams, read_urls_file
+from rzero.engine.launch import (
     accelerate_command,
     format_command,
     iterate_launch,
@@ -31,9 +31,9 @@ from rzero.launch import (
     placement_markdown,
     rendezvous,
 )
-from rzero.models import generation_dtype
-from rzero.replicas import ReplicaSpec, SolverReplicas, replica_plan, vllm_server_args
-from rzero.serving import ServerError, transformers_serve_command
+from rzero.engine.models import generation_dtype
+from rzero.engine.replicas import ReplicaSpec, SolverReplicas, replica_plan, vllm_server_args
+from rzero.engine.serving import ServerError, transformers_serve_command
 
 VLLM_SERVER = (sys.executable, "-m", "vllm.entrypoints.openai.api_server", "--model")
 LAUNCH = [sys.executable, "-m", "accelerate.commands.launch"]

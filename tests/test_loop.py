@@ -87,7 +87,7 @@ def test_report_lists_the_iteration(one_iteration):
     text = (one_iteration / "report.md").read_text()
     assert "| 1 |" in text and "separate weights" in text
     # the dtypes the phases computed in, "auto" resolved on this machine
-    from rzero.models import generation_dtype
+    from rzero.engine.models import generation_dtype
 
     assert (f"- compute (model.generation_dtype auto, model.train_compute auto): generation "
             f"{generation_dtype('auto', 'cpu')}, training ") in text
@@ -129,7 +129,7 @@ def test_run_dir_with_other_config_is_refused(one_iteration, format_checkpoint):
 
 def test_dead_solver_server_fails_the_phase_naming_the_url(format_checkpoint, tmp_path,
                                                           refused_port):
-    from rzero.generation import GenerationError
+    from rzero.engine.generation import GenerationError
 
     urls = tmp_path / "urls.txt"
     url = f"http://127.0.0.1:{refused_port}/v1"  # nothing listens there
@@ -268,7 +268,7 @@ class OneTemplate:
     """A collapsed challenger: every completion is one word problem with new numbers."""
 
     def __init__(self):
-        from rzero.generation import GenerationStats
+        from rzero.engine.generation import GenerationStats
 
         self.stats = GenerationStats()
 

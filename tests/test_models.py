@@ -5,7 +5,7 @@ import time
 
 import pytest
 
-from rzero.models import (
+from rzero.engine.models import (
     DEFAULT_MODEL,
     ModelSpecError,
     find_embedded_gguf,
@@ -51,7 +51,7 @@ def _convert_in_subprocess(cache, kill_at=None):
     if kill_at:
         env["RZERO_KILL_AT"] = kill_at
     return subprocess.run([sys.executable, "-c",
-                           f"from rzero.models import resolve_model; "
+                           f"from rzero.engine.models import resolve_model; "
                            f"print(resolve_model({DEFAULT_MODEL!r}))"],
                           env=env, capture_output=True, text=True, timeout=600)
 

@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 
-from rzero.watchdog import descendants, parents
+from rzero.engine.watchdog import descendants, parents
 
 ROOT = Path(__file__).resolve().parents[1]
 CONFIG = "configs/rehearsal.yaml"

@@ -224,7 +224,7 @@ def test_config_reads_watch_thresholds():
 def test_report_renders_the_collapse_watch(tmp_path):
     from rzero.config import RZeroConfig
     from rzero.io import write_json_atomic
-    from rzero.run_report import collapse_watch
+    from rzero.reports.markdown import collapse_watch
     from rzero.rundir import RunDir
 
     run = RunDir(tmp_path)
@@ -260,7 +260,7 @@ def test_report_renders_the_collapse_watch(tmp_path):
 
 def test_report_has_no_watch_section_without_numbers(tmp_path):
     from rzero.config import RZeroConfig
-    from rzero.run_report import collapse_watch
+    from rzero.reports.markdown import collapse_watch
     from rzero.rundir import RunDir
 
     assert collapse_watch(RunDir(tmp_path), RZeroConfig()) == []
@@ -314,7 +314,7 @@ def test_labelling_marker_gets_the_label_concentration(tmp_path):
 def test_the_html_page_shows_the_collapse_watch_escaped(tmp_path):
     from rzero.config import RZeroConfig
     from rzero.io import write_json_atomic
-    from rzero.run_page import render_html
+    from rzero.reports.page import render_html
     from rzero.rundir import RunDir
 
     run = RunDir(tmp_path)

@@ -1,4 +1,4 @@
-"""The self-play audit wired into a run (rzero.selfplay.watch, rzero.trackers, rzero.run_audit):
+"""The self-play audit wired into a run (rzero.selfplay.watch, rzero.engine.trackers, rzero.reports.sections):
 each phase's marker gets its numbers and warnings, a stop fires from the stored marker, the
 fingerprint ignores the watch, and the trackers receive the loop's metrics. No model runs here:
 the run directories are written by hand."""
@@ -228,7 +228,7 @@ def test_a_tracker_that_is_not_installed_is_refused_before_the_run(tmp_path, mon
 
 
 def test_trl_gets_the_run_trackers_and_this_runs_logging_dir(tmp_path):
-    from rzero import trackers
+    from rzero.engine import trackers
 
     watch.preflight(cfg_with(**{"run.report_to": "[tensorboard]"}))
     try:
@@ -241,9 +241,9 @@ def test_trl_gets_the_run_trackers_and_this_runs_logging_dir(tmp_path):
 
 
 def test_grpo_config_reports_to_the_run_trackers(tmp_path):
-    from rzero import trackers
     from rzero.config import SolverConfig
-    from rzero.grpo import grpo_config
+    from rzero.engine import trackers
+    from rzero.engine.grpo import grpo_config
 
     role = SolverConfig(steps=1, group_size=2, prompts_per_step=1)
     assert grpo_config(role, tmp_path, seed=0).report_to == []

@@ -1,4 +1,4 @@
-"""rzero.serving against a real `transformers serve` process with a tiny checkpoint, and
+"""rzero.engine.serving against a real `transformers serve` process with a tiny checkpoint, and
 against fake server commands for the failure paths."""
 
 from __future__ import annotations
@@ -18,8 +18,8 @@ from pathlib import Path
 import pytest
 from conftest import fake_model_server
 
-from rzero import serving
-from rzero.serving import ServerError, free_port, serve_checkpoint
+from rzero.engine import serving
+from rzero.engine.serving import ServerError, free_port, serve_checkpoint
 
 
 def _port_open(port: int) -> bool:
@@ -142,7 +142,7 @@ def test_a_server_dies_with_the_process_that_started_it(tmp_path):
     # SIGKILL (no cleanup code runs); the kernel must take the child with it
     parent = textwrap.dedent("""
         import os, signal, subprocess, sys
-        from rzero.serving import die_with_parent
+        from rzero.engine.serving import die_with_parent
         child = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(300)"],
                                  start_new_session=True, preexec_fn=die_with_parent)
         print(child.pid, flush=True)

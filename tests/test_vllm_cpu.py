@@ -12,7 +12,7 @@ import subprocess
 import pytest
 from conftest import tiny_llama
 
-from rzero.generation import SamplingParams, VLLMGenerator
+from rzero.engine.generation import SamplingParams, VLLMGenerator
 
 pytestmark = [
     pytest.mark.slow,

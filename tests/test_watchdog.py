@@ -1,4 +1,4 @@
-"""rzero.watchdog: what a process started outlives it by SIGKILL no longer than a poll."""
+"""rzero.engine.watchdog: what a process started outlives it by SIGKILL no longer than a poll."""
 
 from __future__ import annotations
 
@@ -9,13 +9,13 @@ import sys
 import textwrap
 import time
 
-from rzero.watchdog import descendants, parents
+from rzero.engine.watchdog import descendants, parents
 
 # an owner that starts its watchdog, then an engine-like child in a session of its own (as
 # model servers run), which itself starts a worker; it prints their pids and waits
 OWNER = textwrap.dedent("""
     import subprocess, sys, time
-    from rzero import watchdog
+    from rzero.engine import watchdog
     watchdog.ensure()
     core = subprocess.Popen([sys.executable, "-c",
         "import subprocess, sys, time; w = subprocess.Popen(['sleep', '300']); "
@@ -30,7 +30,7 @@ OWNER = textwrap.dedent("""
 def _is_watchdog(pid: int) -> bool:
     try:
         with open(f"/proc/{pid}/cmdline", "rb") as f:
-            return b"rzero.watchdog" in f.read()
+            return b"rzero.engine.watchdog" in f.read()
     except OSError:
         return False  # it ended while we looked
 

@@ -2,7 +2,7 @@
 re-solve them (from the cache where it can), and write the report.
 
 With no endpoint configured (`audit.base_url` unset) the run's base model is served locally
-with `transformers serve` (rzero.serving) for the duration of the audit. That only shows the
+with `transformers serve` (rzero.engine.serving) for the duration of the audit. That only shows the
 machinery works: a model judging its own labels is not ground truth, and the report says so.
 """
 
@@ -202,8 +202,12 @@ def audit_run(run_dir: RunDir | str | Path, cfg: AuditConfig, *, model_spec: str
                            direction)
 
     # ---- embedded default: serve the base model itself, audit, stop it
-    from rzero.models import generation_dtype, resolve_model
-    from rzero.serving import serve_checkpoint, transformers_serve_command, vllm_serve_command
+    from rzero.engine.models import generation_dtype, resolve_model
+    from rzero.engine.serving import (
+        serve_checkpoint,
+        transformers_serve_command,
+        vllm_serve_command,
+    )
 
     spec = model_spec or run.config().model.name
     note = EMBEDDED_NOTE.format(spec=spec)
@@ -227,7 +231,7 @@ def audit_run(run_dir: RunDir | str | Path, cfg: AuditConfig, *, model_spec: str
     run_cfg = run.config()
     vllm = run_cfg.generation.backend == "vllm"
     if vllm:
-        from rzero.replicas import vllm_server_args
+        from rzero.engine.replicas import vllm_server_args
 
         command = functools.partial(vllm_serve_command, extra_args=vllm_server_args(
             run_cfg, on_gpu=model_cfg.device.startswith("cuda")))

@@ -39,9 +39,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
 
-from rzero import distributed
 from rzero.challenger.repetition import BleuVariant, repetition_penalties
 from rzero.config import ChallengerConfig
+from rzero.engine import distributed
 from rzero.faults import crash_point
 from rzero.labeling.answers import completion_text, extract_boxed, extract_question
 from rzero.labeling.voting import FrozenSolver

@@ -19,10 +19,10 @@ from typing import Any
 
 from rzero import preflight
 from rzero.config import RZeroConfig
+from rzero.engine.models import load_model, load_tokenizer, resolve_model
 from rzero.executor.sandbox import Limits
 from rzero.io import write_json_atomic, write_jsonl_atomic, write_text_atomic
 from rzero.labeling.equivalence import use_settings
-from rzero.models import load_model, load_tokenizer, resolve_model
 from rzero.rundir import PHASES, RunDir, peak_rss_gib, release_memory, reset_peak_rss
 
 
@@ -95,7 +95,7 @@ class CodeRun:
                            attn_implementation=c.attn_implementation), load_tokenizer(checkpoint))
 
     def generator(self, checkpoint: str):
-        from rzero.generation import make_generator
+        from rzero.engine.generation import make_generator
 
         self._generators.append(gen := make_generator(self.cfg, checkpoint))
         return gen

@@ -46,10 +46,10 @@ from rzero.code.rewards import (
 from rzero.code.runner import CodeRun, mean
 from rzero.code.votes import CodeVoter, accuracy_fields, vote_row
 from rzero.config import RZeroConfig
+from rzero.engine.generation import SamplingParams
+from rzero.engine.grpo import train_grpo
 from rzero.executor.prompts import solver_messages
 from rzero.executor.tasks import CodeTask
-from rzero.generation import SamplingParams
-from rzero.grpo import train_grpo
 from rzero.io import read_jsonl, write_jsonl_atomic
 from rzero.solver.dataset import kept as in_band
 from rzero.solver.dataset import p_hat_histogram
@@ -62,7 +62,7 @@ class RZeroCodeRun(CodeRun):
     # ------------------------------------------------------------ the phases
 
     def challenger_phase(self, k: int, start: str, frozen_solver: str) -> dict:
-        from rzero.replicas import frozen_solver as serve_frozen
+        from rzero.engine.replicas import frozen_solver as serve_frozen
 
         it = self.rundir.iter_dir(k)
         steps_log = it / "challenger_steps.jsonl"

@@ -7,7 +7,7 @@ math-verify on the last `\\boxed{}`.
     scoring.py    score_completion, score_benchmark, evaluate, write_results
 
 `rzero eval` (rzero/cli.py) scores a model from the command line. This package imports
-nothing from training (no trl, no rzero.grpo or rzero.loop).
+nothing from training (no trl, no rzero.engine.grpo or rzero.loop).
 """
 
 from rzero.evaluation.loaders import (

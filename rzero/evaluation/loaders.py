@@ -167,7 +167,7 @@ def _hub_answer(value: Any, source: HubSource) -> str:
 
 
 def _hub_cache_path(key: str) -> Path:
-    from rzero.models import cache_dir
+    from rzero.engine.models import cache_dir
 
     return cache_dir() / "benchmarks" / f"{key}.jsonl"
 

@@ -27,16 +27,16 @@ from typing import Any
 
 from tqdm.auto import tqdm
 
+from rzero.engine.generation import Generator, SamplingParams
 from rzero.evaluation.general import majority_general, problem_text, score_general
 from rzero.evaluation.loaders import load_benchmarks, split_samples
 from rzero.evaluation.synthetic import Item
-from rzero.generation import Generator, SamplingParams
 from rzero.io import write_json_atomic, write_text_atomic
 from rzero.labeling.answers import extract_boxed
 from rzero.labeling.equivalence import Direction, equivalent, equivalent_many
 from rzero.labeling.voting import majority_vote_many
+from rzero.prompts.solver import solver_chat
 from rzero.reporting import markdown_cell, markdown_table
-from rzero.solver.prompts import solver_chat
 
 logger = logging.getLogger(__name__)
 

@@ -23,8 +23,8 @@ from __future__ import annotations
 from collections.abc import Callable, Generator, Sequence
 from dataclasses import dataclass
 
-from rzero import generation
 from rzero.config import LabelingConfig
+from rzero.engine import generation
 from rzero.labeling.answers import extract_boxed, normalize_answer
 from rzero.labeling.equivalence import EquivalenceChecker, get_checker
 

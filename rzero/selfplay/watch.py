@@ -35,8 +35,8 @@ import sys
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
-from rzero import trackers
 from rzero.config import ConfigError, RunConfig, RZeroConfig
+from rzero.engine import trackers
 from rzero.io import write_json_atomic
 from rzero.labeling.filtering import in_band
 from rzero.rundir import RunDir, release_memory
@@ -62,7 +62,7 @@ __all__ = ["StopRun", "after_phase", "check_stop", "coerror_phase", "crossplay_p
 
 def preflight(cfg: RZeroConfig) -> None:
     """Before anything is written: the trackers of `run.report_to` are installed (and become
-    TRL's, `rzero.trackers.use`), and the co-error's calibration set loads."""
+    TRL's, `rzero.engine.trackers.use`), and the co-error's calibration set loads."""
     trackers.check_installed(cfg.run.report_to)
     trackers.use(cfg.run.report_to)
     if cfg.watch.coerror and not cfg.roles.shared:
@@ -218,7 +218,7 @@ def _with_model(run: RZeroRun, checkpoint: str, use: Callable[[Any], Any]) -> An
     """`use(generator)` for one checkpoint, then the generator is dropped and its memory
     returned, so these phases hold one model at a time (cross-play visits K + 1 of them);
     its generation time counts in the run's timing like any phase's."""
-    from rzero.generation import make_generator
+    from rzero.engine.generation import make_generator
 
     gen = make_generator(run.cfg, checkpoint)
     try:

@@ -6,10 +6,10 @@ import shutil
 from pathlib import Path
 from typing import Any
 
-from rzero import distributed
 from rzero.config import RZeroConfig
-from rzero.grpo import TrainStats, train_grpo
-from rzero.solver.prompts import solver_chat
+from rzero.engine import distributed
+from rzero.engine.grpo import TrainStats, train_grpo
+from rzero.prompts.solver import solver_chat
 from rzero.solver.rewards import SolverReward
 
 

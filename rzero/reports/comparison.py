@@ -6,7 +6,7 @@
 the shape of the seed's R-Zero vs Single-R-Zero table (§4.3). The paper's "steps 15/30/45/60"
 are solver GRPO steps at 15 per iteration, so a row is an iteration and its solver step is
 iteration x solver.steps. Iteration 0 is the base model. Below it, every variant's paired
-difference against the first run and against the base model, in words (rzero.contrasts).
+difference against the first run and against the base model, in words (rzero.reports.contrasts).
 Written as comparison.md, comparison.html (self-contained, the figure embedded),
 comparison.json and comparison.png.
 
@@ -27,7 +27,6 @@ from pathlib import Path
 from typing import Any
 
 from rzero.config import ConfigError
-from rzero.contrasts import contrast_table, variant_contrasts
 from rzero.io import write_bytes_atomic, write_json_atomic, write_text_atomic
 from rzero.reporting import (
     Panel,
@@ -41,6 +40,7 @@ from rzero.reporting import (
     markdown_cell,
     markdown_table,
 )
+from rzero.reports.contrasts import contrast_table, variant_contrasts
 from rzero.rundir import RunDir
 from rzero.stats import wilson_interval
 

@@ -8,7 +8,7 @@ the markers with `report.md`:
 - the solver's training reward per GRPO step;
 - evaluation per iteration, per benchmark, with 95 % Wilson intervals, and the increment
   curve: each iteration's change against the base with its paired 95 % interval;
-- the self-play audit (`rzero.run_audit`): the science card first, then the challenger's
+- the self-play audit (`rzero.reports.sections`): the science card first, then the challenger's
   trend, the evaluation table with its flags, role co-error, and the cross-iteration matrix
   as a heat map;
 - a sample of each iteration's labelled questions with their votes.
@@ -18,7 +18,6 @@ from __future__ import annotations
 
 from typing import Any
 
-from rzero import run_audit
 from rzero.config import RZeroConfig
 from rzero.reporting import (
     Html,
@@ -33,6 +32,7 @@ from rzero.reporting import (
     paragraph,
     preformatted,
 )
+from rzero.reports import sections
 from rzero.rundir import RunDir
 from rzero.stats import wilson_interval
 
@@ -147,10 +147,10 @@ def _audit_parts(run: RunDir, cfg: RZeroConfig) -> list[Any]:
     from rzero.selfplay.crossplay import heatmap_png
 
     parts: list[Any] = []
-    if trend := run_audit.trend_lines(run, cfg):
+    if trend := sections.trend_lines(run, cfg):
         parts += [heading("Challenger trend (slope per GRPO step, 95 % interval)", 2),
                   bullets([line.removeprefix("- ") for line in trend])]
-    header, rows, flags = run_audit.eval_rows(run, cfg)
+    header, rows, flags = sections.eval_rows(run, cfg)
     if rows:
         parts += [heading("Evaluation and the increment curve", 2),
                   paragraph("pass@1 with its 95 % Wilson interval; changes against the previous "
@@ -159,14 +159,14 @@ def _audit_parts(run: RunDir, cfg: RZeroConfig) -> list[Any]:
                   html_table(header, rows)]
         parts.append(bullets(flags) if flags else
                      paragraph("No falling or negative increment flagged."))
-    header, rows, notes = run_audit.coerror_rows(run, cfg)
+    header, rows, notes = sections.coerror_rows(run, cfg)
     if rows or notes:
         parts.append(heading("Role co-error on known answers (seed §6.2)", 2))
         if rows:
             parts.append(html_table(header, rows))
         if notes:
             parts.append(bullets(notes))
-    if (matrix := run_audit.crossplay(run, cfg)) is not None:
+    if (matrix := sections.crossplay(run, cfg)) is not None:
         parts += [heading("Cross-iteration matrix", 2),
                   paragraph("Solver i (0 = base) against pool j's labels: share of sampled "
                             "questions whose majority answer matches (pool j was labelled by "
@@ -175,16 +175,16 @@ def _audit_parts(run: RunDir, cfg: RZeroConfig) -> list[Any]:
                          "solver x pool agreement")]
         if matrix["flags"]:
             parts.append(bullets(matrix["flags"]))
-    header, rows, lines, warnings = run_audit.collapse_rows(run, cfg)
+    header, rows, lines, warnings = sections.collapse_rows(run, cfg)
     if rows or lines or warnings:
-        parts += [heading("Collapse watch", 2), paragraph(run_audit.COLLAPSE_INTRO)]
+        parts += [heading("Collapse watch", 2), paragraph(sections.COLLAPSE_INTRO)]
         if rows:
             parts.append(html_table(header, rows))
         if lines:
             parts.append(bullets(lines))
         if warnings:
-            parts += [paragraph(run_audit.WARNINGS_INTRO.replace("`", "")), bullets(warnings)]
-    if (best := run_audit.best_line(run, cfg)) is not None:
+            parts += [paragraph(sections.WARNINGS_INTRO.replace("`", "")), bullets(warnings)]
+    if (best := sections.best_line(run, cfg)) is not None:
         parts += [heading("Best solver", 2), paragraph(best.replace("`", ""))]
     return parts
 
@@ -193,8 +193,8 @@ def render_html(run: RunDir, cfg: RZeroConfig, summary: list[Any]) -> str:
     """The page; `summary` is the per-iteration table of `report.md` as (header, rows)."""
     header, rows = summary
     mode = "shared weights (Single-R-Zero)" if cfg.roles.shared else "separate weights (R-Zero)"
-    card_header, card = run_audit.science_card(run, cfg)
-    stop = run_audit.stop_line(run, cfg)
+    card_header, card = sections.science_card(run, cfg)
+    stop = sections.stop_line(run, cfg)
     parts: list[Any] = [
         paragraph(f"model {cfg.model.name}; {mode}; {cfg.run.iterations} iterations"),
         heading("Science card", 2),

@@ -213,8 +213,8 @@ class RunDir:
         they never hold a duplicated or missing row. A phase's row carries the warnings it
         recorded (``warning``: the loop's own, ``warnings``: the collapse watch's) and, when
         it stopped the run, ``stop``."""
-        from rzero.run_page import render_html
-        from rzero.run_report import render_report, summary_table
+        from rzero.reports.markdown import render_report, summary_table
+        from rzero.reports.page import render_html
 
         rows = []
         for k in range(0, cfg.run.iterations + 1):
@@ -259,7 +259,7 @@ class RunDir:
         """The phase's scalar metrics, by iteration, and its challenger steps, by global
         step, to the run's trackers (`run.report_to`); its warnings as text, and their
         count as ``watch/warnings``."""
-        from rzero.trackers import Trackers
+        from rzero.engine.trackers import Trackers
 
         if self._trackers is None:
             self._trackers = Trackers(cfg.run.report_to, self.path)

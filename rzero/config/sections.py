@@ -1,14 +1,14 @@
 """The config sections around the algorithm: sampling backends, the label audit, evaluation,
 the self-play watch, the code tier and the run itself (iterations, seed, launch, trackers);
 `rzero.config` holds the algorithm's own sections and `RZeroConfig`; fields are declared
-with `rzero.config_fields.option`."""
+with `rzero.config.fields.option`."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 from typing import ClassVar
 
-from rzero.config_fields import ConfigError, Section, option
+from rzero.config.fields import ConfigError, Section, option
 
 
 @dataclass(frozen=True)

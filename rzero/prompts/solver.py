@@ -1,11 +1,11 @@
 """The solver's prompt: the default few-shot chat, or a file given by `solver.prompt_file`
-(format in `rzero.templates`). The same prompt asks the frozen solver's votes, trains the
+(format in `rzero.prompts.templates`). The same prompt asks the frozen solver's votes, trains the
 solver and evaluates it, so all three see the question the same way."""
 
 from __future__ import annotations
 
-from rzero.generation import Chat
-from rzero.templates import read_template, to_chat
+from rzero.engine.generation import Chat
+from rzero.prompts.templates import read_template, to_chat
 
 
 def solver_chat(question: str, path: str | None = None) -> Chat:

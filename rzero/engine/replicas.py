@@ -10,7 +10,7 @@ round-robin over them.
 
 `replica_plan` (per replica: GPUs, port, URL, argv) is a pure function, so the exact
 commands are tested and can be printed; `SolverReplicas` only starts, watches and stops
-processes, through `rzero.serving`. Each replica runs in its own process group with its own
+processes, through `rzero.engine.serving`. Each replica runs in its own process group with its own
 log; stopping one (SIGTERM, then SIGKILL) also ends the engine workers vLLM spawns. A
 replica that exits is reported with its URL and log path (`check_alive`), never retried
 silently: a solver that cannot answer would quietly turn every challenger reward into "no
@@ -33,8 +33,7 @@ from pathlib import Path
 from typing import Any
 
 from rzero.config import RZeroConfig
-from rzero.io import write_text_atomic
-from rzero.serving import (
+from rzero.engine.serving import (
     PORT_ATTEMPTS,
     ServerError,
     free_port,
@@ -47,6 +46,7 @@ from rzero.serving import (
     vllm_serve_command,
     wait_healthy,
 )
+from rzero.io import write_text_atomic
 
 ENGINES = ("vllm", "transformers")
 
@@ -131,7 +131,7 @@ def vllm_server_args(cfg: RZeroConfig, *, on_gpu: bool) -> list[str]:
     the generation dtype, the run's seed (requests carry none on CPU), the KV cache, eager
     mode and the longest sequence. Without a KV cache size vLLM-CPU claims 92 % of the host's
     memory (gpu_memory_utilization) and fails to start beside anything else."""
-    from rzero.models import generation_dtype
+    from rzero.engine.models import generation_dtype
 
     g = cfg.generation
     args = ["--dtype", generation_dtype(cfg.model.generation_dtype, "cuda" if on_gpu else "cpu"),
@@ -198,7 +198,7 @@ class SolverReplicas:
         if (engine == "transformers" or a_path) and not Path(self.checkpoint).is_dir():
             raise ServerError(f"SolverReplicas: {self.checkpoint!r} is not a checkpoint "
                               "directory (`transformers serve` needs one; convert a GGUF "
-                              "first: rzero.models.resolve_model)")
+                              "first: rzero.engine.models.resolve_model)")
         # ports picked here may be taken by another process before a replica binds them;
         # start() then picks new ones (a port_base that was given is used as it is)
         self._pick_ports = port_base is None
@@ -326,7 +326,7 @@ def frozen_solver(cfg: RZeroConfig, checkpoint: str, run_files: Path) -> Iterato
     block: in-process, at the configured URLs, or (`generation.solver_replicas` > 0) as
     replicas this block starts and stops, since S_{k-1} changes every iteration. A request
     that fails because a replica died is reported with that replica's URL and log."""
-    from rzero.generation import GenerationError, OpenAIGenerator, frozen_solver_generator
+    from rzero.engine.generation import GenerationError, OpenAIGenerator, frozen_solver_generator
 
     g = cfg.generation
     if g.solver_replicas == 0:

@@ -20,13 +20,14 @@ from typing import Any, ClassVar
 
 import yaml
 
-from rzero.config_fields import (
+from rzero.config.fields import (
     ConfigError,
     Section,
     option,
     type_name,
 )
-from rzero.config_sections import (
+from rzero.config.schedule import role_schedule
+from rzero.config.sections import (
     AuditConfig,
     CodeConfig,
     EvalConfig,
@@ -105,7 +106,7 @@ class GRPOSection(Section):
                                   "pass.", min=0)
     temperature: float = option(1.0, "Rollout sampling temperature.", min=0.0, min_exclusive=True)
     prompt_file: str | None = option(None, "Text file replacing the role's prompt (format: "
-                                       "rzero/templates.py).")
+                                       "rzero/prompts/templates.py).")
     trl: dict[str, Any] = option({}, "Further TRL GRPOConfig options, passed straight through "
                                  "(e.g. {weight_decay: 0.01}); options this section sets "
                                  "itself are refused.")
@@ -297,8 +298,6 @@ class RZeroConfig:
             raise ConfigError("generation.backend='openai': set generation.base_urls to the "
                               "servers' .../v1 addresses")
         check_code_tier(self)
-        from rzero.plan import role_schedule  # arithmetic only; plan.py imports this module
-
         for role in (self.challenger, self.solver):
             try:
                 role_schedule(role, self.run.training_processes)
@@ -347,7 +346,7 @@ TRL_MANAGED = frozenset({
 
 
 def _check_trl_options(section: str, options: dict[str, Any]) -> None:
-    from rzero.grpo import trl_option_names  # only when a recipe sets TRL options
+    from rzero.engine.grpo import trl_option_names  # only when a recipe sets TRL options
 
     known, version = trl_option_names()
     for key in options:

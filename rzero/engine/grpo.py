@@ -5,7 +5,7 @@ so this module knows nothing about what is being rewarded.
 
 One GRPO step samples a rollout of `prompts_per_step` prompts x `group_size` completions
 once and scores it with one reward call, then makes `prompts_per_step / prompts_per_update`
-optimiser updates over mini-batches of it (`rzero.plan.role_schedule`), as the official
+optimiser updates over mini-batches of it (`rzero.config.schedule.role_schedule`), as the official
 R-Zero code does (32 challenger and 4 solver updates per 512-prompt rollout). In TRL's terms
 the rollout is the generation batch: `steps_per_generation` micro-batches per process, of
 which every `gradient_accumulation_steps` make one update, and `max_steps` counts updates.
@@ -20,7 +20,7 @@ TRL's default; a role's `trl:` mapping may override these, never the ones comput
 fields (`rzero.config.TRL_MANAGED`).
 
 On CPU, bf16 training means float32 master weights with bf16 compute (accelerate's
-autocast; `model.train_compute`), and TRL's rollouts go through `rzero.decoding` on a copy of
+autocast; `model.train_compute`), and TRL's rollouts go through `rzero.engine.decoding` on a copy of
 the weights in `model.generation_dtype` (see `rollouts_through_decode`).
 """
 
@@ -36,10 +36,10 @@ from typing import Any
 
 import torch
 
-from rzero import distributed, trackers
 from rzero.config import GenerationConfig, GRPOSection, ModelConfig
-from rzero.models import generation_dtype, train_compute
-from rzero.plan import role_schedule
+from rzero.config.schedule import role_schedule
+from rzero.engine import distributed, trackers
+from rzero.engine.models import generation_dtype, train_compute
 
 # rzero's value for each TRL option that changes what is optimised or sampled, so a TRL
 # upgrade that changes a default cannot change a run. A recipe's `trl:` mapping overrides
@@ -262,7 +262,7 @@ def train_grpo(model, tokenizer, rows: list[dict[str, Any]],
     rollouts = contextlib.nullcontext()
     if on_cpu and not args.use_vllm:
         # entered before the trainer exists: the sampling copy is made of the plain model
-        from rzero.decoding import rollouts_through_decode
+        from rzero.engine.decoding import rollouts_through_decode
 
         dtype = generation_dtype(model_cfg.generation_dtype, model_cfg.device)
         rollouts = rollouts_through_decode(model, getattr(torch, dtype))

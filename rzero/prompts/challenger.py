@@ -1,10 +1,10 @@
 """The challenger's prompt: the default few-shot chat, or a file given by
-`challenger.prompt_file` (format in `rzero.templates`)."""
+`challenger.prompt_file` (format in `rzero.prompts.templates`)."""
 
 from __future__ import annotations
 
-from rzero.generation import Chat
-from rzero.templates import read_template, to_chat
+from rzero.engine.generation import Chat
+from rzero.prompts.templates import read_template, to_chat
 
 
 def challenger_chat(path: str | None = None) -> Chat:

@@ -1,5 +1,5 @@
 """Scale-out (SPEC §6): training under accelerate; the frozen solver's replicas are in
-`rzero.serving`.
+`rzero.engine.serving`.
 
 The reference hardware is one 8-GPU node split in two: GPUs 0-3 train the challenger with
 TRL + accelerate + DeepSpeed ZeRO while GPUs 4-7 serve the frozen solver, one `vllm serve`
@@ -12,7 +12,7 @@ the URLs file, and more training processes with `accelerate launch --num_machine
 
 What decides *what* runs is a pure function, so the exact commands are tested and can be
 printed: `accelerate_command` (the training launch) here, `replica_plan` (per replica:
-GPUs, port, URL, argv) in `rzero.serving`.
+GPUs, port, URL, argv) in `rzero.engine.serving`.
 """
 
 from __future__ import annotations
@@ -23,8 +23,8 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from rzero.config import RZeroConfig, load_config
-from rzero.replicas import cuda_visible_devices
-from rzero.serving import python_module
+from rzero.engine.replicas import cuda_visible_devices
+from rzero.engine.serving import python_module
 
 DEFAULT_ACCELERATE_CONFIG = "configs/accelerate/deepspeed_zero2.yaml"
 ACCELERATE_LAUNCH = "accelerate.commands.launch"  # what the `accelerate launch` script runs

@@ -13,7 +13,7 @@ Facts about `transformers serve` (5.x) this module relies on:
 - a pinned server answers only requests whose `model` is exactly the string it was started
   with (here the checkpoint path), and returns 400 for any other name;
 - pointed at a GGUF file it fails: serve the converted checkpoint directory
-  (`rzero.models.resolve_model`).
+  (`rzero.engine.models.resolve_model`).
 
 The server runs in its own process group, so stopping it (SIGTERM, then SIGKILL after a grace
 period) also ends any worker processes it spawned (vLLM's engine core) and nothing else.
@@ -37,7 +37,7 @@ from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
-from rzero import watchdog
+from rzero.engine import watchdog
 
 CommandBuilder = Callable[[str, str, int], list[str]]
 """(checkpoint path, host, port) -> argv of a server process."""
@@ -166,7 +166,7 @@ def start_server(command: Sequence[str], log_path: Path,
                  env: Mapping[str, str] | None = None) -> subprocess.Popen:
     """Start a server process in its own session (so stopping its group ends its workers
     and nothing else), output appended to `log_path`; it dies with this process, and the
-    engine processes it starts die then too (`rzero.watchdog`)."""
+    engine processes it starts die then too (`rzero.engine.watchdog`)."""
     watchdog.ensure()
     with open(log_path, "ab") as log:
         log.write(f"$ {shlex.join(command)}\n".encode())
@@ -267,7 +267,7 @@ def serve_checkpoint(path: str | Path, port: int | None = None,
     path = str(path)
     if not Path(path).is_dir():
         raise ServerError(f"serve_checkpoint: {path!r} is not a checkpoint directory (a GGUF "
-                          "file must be converted first: rzero.models.resolve_model)")
+                          "file must be converted first: rzero.engine.models.resolve_model)")
     if env is None:  # a local checkpoint needs no hub; with no network vLLM waits ~20 s on it
         env = {"HF_HUB_OFFLINE": "1", **os.environ}
     attempts = 1 if port else PORT_ATTEMPTS

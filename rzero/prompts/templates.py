@@ -21,7 +21,7 @@ from __future__ import annotations
 from importlib import resources
 from pathlib import Path
 
-from rzero.generation import Chat
+from rzero.engine.generation import Chat
 
 
 def template_path(path: str | None, default: str) -> Path:

@@ -1,4 +1,4 @@
-"""`python -m rzero.watchdog PID`: when process PID dies, kill what it had started.
+"""`python -m rzero.engine.watchdog PID`: when process PID dies, kill what it had started.
 
 A model engine is several processes: vLLM's offline engine runs its engine core and workers
 as children of the process that built it, and a server replica runs its own engine core
@@ -85,7 +85,7 @@ def ensure() -> None:
     global _started_for
     if _started_for == os.getpid() or not Path("/proc/self/stat").exists():
         return
-    subprocess.Popen([sys.executable, "-m", "rzero.watchdog", str(os.getpid())],
+    subprocess.Popen([sys.executable, "-m", "rzero.engine.watchdog", str(os.getpid())],
                      stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
                      stderr=subprocess.DEVNULL, start_new_session=True, close_fds=True)
     _started_for = os.getpid()

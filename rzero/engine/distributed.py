@@ -55,7 +55,7 @@ def init() -> None:
     import torch.distributed as dist
     from accelerate import PartialState
 
-    from rzero.serving import die_with_parent
+    from rzero.engine.serving import die_with_parent
 
     # a rank whose launcher was SIGKILLed would otherwise wait at the next barrier for a
     # day (BARRIER_TIMEOUT); this way it is killed with the launcher, and so are the model

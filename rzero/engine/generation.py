@@ -4,7 +4,7 @@
 one user message) and returns n completions per prompt, in prompt order.
 
 - `HFGenerator`: in-process transformers. All prompt x sample sequences go, sorted by
-  length, through `rzero.decoding.decode` (a pre-allocated KV cache, sampling among the kept
+  length, through `rzero.engine.decoding.decode` (a pre-allocated KV cache, sampling among the kept
   tokens only, at most `batch_size` rows at once, refilled as rows finish), optionally in a
   lower-precision copy of the model (`dtype`); models `decode` does not cover (not on CPU,
   other architectures) use `model.generate` in length-sorted batches.
@@ -116,7 +116,7 @@ def as_chat(prompt: Prompt) -> Chat:
 class HFGenerator:
     """Batched sampling with an in-memory transformers model (the CPU default).
 
-    `dtype` is the dtype generation computes in (see `rzero.models.generation_dtype`); a
+    `dtype` is the dtype generation computes in (see `rzero.engine.models.generation_dtype`); a
     model held in another dtype is copied into it once, and the copy refreshed from the
     model's weights at every `generate`, so a model trained in between is sampled as it is.
     """
@@ -124,7 +124,7 @@ class HFGenerator:
     def __init__(self, model, tokenizer, batch_size: int = 40, dtype: str | None = None):
         import torch
 
-        from rzero.decoding import generation_copy
+        from rzero.engine.decoding import generation_copy
 
         self.model = model
         self.tokenizer = tokenizer
@@ -138,7 +138,7 @@ class HFGenerator:
     @classmethod
     def from_spec(cls, spec: str, *, batch_size: int = 40, dtype: str = "float32",
                   device: str = "auto") -> HFGenerator:
-        from rzero.models import load_model, load_tokenizer
+        from rzero.engine.models import load_model, load_tokenizer
 
         return cls(load_model(spec, dtype=dtype, device=device), load_tokenizer(spec),
                    batch_size=batch_size)
@@ -161,7 +161,7 @@ class HFGenerator:
 
     def generate(self, prompts: Sequence[Prompt], n: int,
                  params: SamplingParams) -> list[list[str]]:
-        from rzero.decoding import supports_decode
+        from rzero.engine.decoding import supports_decode
 
         if n < 1:
             raise ValueError(f"n={n}: need at least one sample per prompt")
@@ -184,7 +184,7 @@ class HFGenerator:
     def _decode(self, prompts: list[list[int]], params: SamplingParams) -> list[str]:
         import torch
 
-        from rzero.decoding import StopCheck, decode, length_order, sync_weights
+        from rzero.engine.decoding import StopCheck, decode, length_order, sync_weights
 
         if self.sampler is not self.model:
             sync_weights(self.model, self.sampler)
@@ -392,7 +392,7 @@ class VLLMGenerator:
             kwargs["max_model_len"] = max_model_len
         if max_num_batched_tokens is not None:  # the prefill chunk: longer prompts are split
             kwargs["max_num_batched_tokens"] = max_num_batched_tokens
-        from rzero import watchdog
+        from rzero.engine import watchdog
 
         watchdog.ensure()  # the engine core must not outlive this process, even by SIGKILL
         with _hub_offline_for(model_path):
@@ -467,7 +467,7 @@ def make_generator(cfg, model_spec: str, *, model=None, tokenizer=None) -> Gener
     """The backend the config asks for, serving `model_spec` (or the given in-memory model)."""
     gen = cfg.generation
     if gen.backend == "hf":
-        from rzero.models import generation_dtype
+        from rzero.engine.models import generation_dtype
 
         dtype = generation_dtype(cfg.model.generation_dtype, cfg.model.device)
         if model is not None:
@@ -481,7 +481,7 @@ def make_generator(cfg, model_spec: str, *, model=None, tokenizer=None) -> Gener
         return OpenAIGenerator(gen.base_urls, model_spec, api_key_env=gen.api_key_env,
                                concurrency=gen.concurrency, timeout=gen.timeout,
                                retries=gen.retries)
-    from rzero.models import generation_dtype, pick_device, resolve_model
+    from rzero.engine.models import generation_dtype, pick_device, resolve_model
 
     # the dtype vLLM computes in follows model.generation_dtype, as in-process sampling
     # does: `auto` is float32 on a CPU without bf16 matrix instructions, where vLLM's own

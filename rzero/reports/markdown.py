@@ -1,5 +1,5 @@
-"""`report.md` of a run: first the science card (seed §6.1's checklist, `rzero.run_audit`)
-and, when `run.stop_on` stopped the run, why; then the plan (`rzero.plan`: what each phase of
+"""`report.md` of a run: first the science card (seed §6.1's checklist, `rzero.reports.sections`)
+and, when `run.stop_on` stopped the run, why; then the plan (`rzero.reports.plan`: what each phase of
 an iteration samples, generates and updates, beside the official code's numbers where the
 recipe claims its schedule) and the prompt files used, then per iteration the challenger's,
 the pool's, the labelling's, the solver's and the evaluation's numbers, phase times and peak
@@ -11,12 +11,12 @@ from __future__ import annotations
 
 import hashlib
 
-from rzero import run_audit
 from rzero.config import RZeroConfig
-from rzero.plan import plan_markdown
+from rzero.prompts.templates import template_path
 from rzero.reporting import markdown_table
+from rzero.reports import sections
+from rzero.reports.plan import plan_markdown
 from rzero.rundir import PHASES, RunDir
-from rzero.templates import template_path
 
 
 def prompt_files(cfg: RZeroConfig) -> list[str]:
@@ -89,10 +89,10 @@ def render_report(run: RunDir, cfg: RZeroConfig) -> str:
     lab = cfg.labeling
     band = (f"{lab.band_low} <= p_hat <= {lab.band_high}" if lab.band_low is not None
             else f"|p_hat - 1/2| <= {lab.delta}")
-    card_header, card = run_audit.science_card(run, cfg)
+    card_header, card = sections.science_card(run, cfg)
     lines = [f"# R-Zero run: {run_dir.name}", "", "## Science card", "",
              markdown_table(card_header, card).rstrip(), ""]
-    if (stop := run_audit.stop_line(run, cfg)) is not None:
+    if (stop := sections.stop_line(run, cfg)) is not None:
         lines += ["## Stopped", "", stop, ""]
     lines += [plan_markdown(cfg, "config.yaml"),
              f"- model: `{cfg.model.name}`; {mode}; iterations: {cfg.run.iterations}",
@@ -123,33 +123,33 @@ def render_report(run: RunDir, cfg: RZeroConfig) -> str:
 
 
 def collapse_watch(run: RunDir, cfg: RZeroConfig) -> list[str]:
-    """The "Collapse watch" section (`run_audit.collapse_rows`). Empty when there is none
+    """The "Collapse watch" section (`sections.collapse_rows`). Empty when there is none
     of it."""
-    header, rows, lines, warnings = run_audit.collapse_rows(run, cfg)
+    header, rows, lines, warnings = sections.collapse_rows(run, cfg)
     if not (rows or lines or warnings):
         return []
-    out = ["", "## Collapse watch", "", run_audit.COLLAPSE_INTRO, ""]
+    out = ["", "## Collapse watch", "", sections.COLLAPSE_INTRO, ""]
     if rows:
         out.append(markdown_table(header, rows, align="llrrrrr").rstrip())
     if lines:
         out += [""] + [f"- {line}" for line in lines]
     if warnings:
-        out += ["", run_audit.WARNINGS_INTRO, ""]
+        out += ["", sections.WARNINGS_INTRO, ""]
         out += [f"- {w}" for w in warnings]
     return out
 
 
 def audit_sections(run: RunDir, cfg: RZeroConfig) -> list[str]:
-    """The self-play audit after the per-iteration numbers (`rzero.run_audit`)."""
+    """The self-play audit after the per-iteration numbers (`rzero.reports.sections`)."""
     from rzero.selfplay.crossplay import cross_matrix_markdown
 
     out: list[str] = []
-    if trend := run_audit.trend_lines(run, cfg):
+    if trend := sections.trend_lines(run, cfg):
         out += ["", "## Challenger trend", "",
                 "Least-squares slope against the global GRPO step, with its 95 % t interval "
                 "(SPEC §7: both should rise; steps are not independent, so read the interval "
                 "as a rough guide):", ""] + trend
-    header, rows, flags = run_audit.eval_rows(run, cfg)
+    header, rows, flags = sections.eval_rows(run, cfg)
     if rows:
         out += ["", "## Evaluation and the increment curve", "",
                 "pass@1 per benchmark with its 95 % Wilson interval; for each iteration after "
@@ -160,7 +160,7 @@ def audit_sections(run: RunDir, cfg: RZeroConfig) -> list[str]:
         out += [""] + [f"- {f}" for f in flags] if flags else ["", "No falling or negative "
                                                               "increment flagged."]
     out += collapse_watch(run, cfg)
-    header, rows, notes = run_audit.coerror_rows(run, cfg)
+    header, rows, notes = sections.coerror_rows(run, cfg)
     if rows or notes:
         out += ["", "## Role co-error", "",
                 "The challenger model and the solver model answer the same calibration items "
@@ -170,13 +170,13 @@ def audit_sections(run: RunDir, cfg: RZeroConfig) -> list[str]:
         if rows:
             out.append(markdown_table(header, rows, align="llrlllrl").rstrip())
         out += [""] + [f"- {n}" for n in notes] if notes else []
-    if (matrix := run_audit.crossplay(run, cfg)) is not None:
+    if (matrix := sections.crossplay(run, cfg)) is not None:
         out += ["", "## Cross-iteration matrix", "",
                 "Solver i (0 = base) votes on a sample of pool j's labelled questions; a cell "
                 "is the share whose majority answer matches pool j's label, with its Wilson "
                 "interval and n. Pool j was labelled by solver j - 1.", "",
                 cross_matrix_markdown(matrix).rstrip()]
         out += [""] + [f"- {f}" for f in matrix["flags"]] if matrix["flags"] else []
-    if (best := run_audit.best_line(run, cfg)) is not None:
+    if (best := sections.best_line(run, cfg)) is not None:
         out += ["", "## Best solver", "", best]
     return out

@@ -1,0 +1,45 @@
+"""The run's configuration: one YAML recipe, validated into `RZeroConfig` (SPEC §6).
+
+    fields.py    ConfigError; `option` (a field's default, help, choices, range); `Section`
+    sections.py  the sections: model, roles, challenger, solver, labeling, generation, audit,
+                 eval, watch, code, run
+    schema.py    RZeroConfig (the sections together and their cross-section checks), the
+                 fingerprint that guards resume, loading with --set overrides, --fields
+
+This package imports nothing else of rzero, so a recipe loads without torch or TRL.
+`from rzero.config import ...` is the public face; the names below are all it offers.
+"""
+
+from rzero.config.fields import ConfigError, Section, option
+from rzero.config.schema import (
+    FINGERPRINTED_WHEN_SET,
+    NOT_FINGERPRINTED,
+    TRL_MANAGED,
+    ChallengerConfig,
+    GRPOSection,
+    LabelingConfig,
+    ModelConfig,
+    RolesConfig,
+    RZeroConfig,
+    SolverConfig,
+    config_from_dict,
+    describe_fields,
+    fingerprinted,
+    load_config,
+)
+from rzero.config.sections import (
+    AuditConfig,
+    CodeConfig,
+    EvalConfig,
+    GenerationConfig,
+    RunConfig,
+    WatchConfig,
+)
+
+__all__ = [
+    "FINGERPRINTED_WHEN_SET", "NOT_FINGERPRINTED", "TRL_MANAGED", "AuditConfig",
+    "ChallengerConfig", "CodeConfig", "ConfigError", "EvalConfig", "GRPOSection",
+    "GenerationConfig", "LabelingConfig", "ModelConfig", "RZeroConfig", "RolesConfig",
+    "RunConfig", "Section", "SolverConfig", "WatchConfig", "config_from_dict",
+    "describe_fields", "fingerprinted", "load_config", "option",
+]

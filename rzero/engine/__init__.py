@@ -1,0 +1,1 @@
+"""The machinery that runs models, knowing no algorithm."""

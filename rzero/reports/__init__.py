@@ -1,0 +1,1 @@
+"""The run's reports, rebuilt from its folder."""
