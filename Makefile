@@ -55,8 +55,11 @@ test: setup $(ENGINE_STAMP)
 test-fast: setup
 	$(VENV)/bin/pytest -q -m "not slow" $(PYTEST_ARGS)
 
+# ruff, the import contracts of pyproject.toml ([tool.importlinter]) and the cycle check
 lint: setup
 	$(VENV)/bin/ruff check rzero tests bench scripts
+	$(VENV)/bin/lint-imports
+	$(PY) scripts/import_cycles.py rzero
 
 bench: setup
 	$(PY) bench/generation.py

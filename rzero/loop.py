@@ -11,10 +11,13 @@
         co-error (opt.)    both roles answer known items: do their errors coincide?
     cross-play (optional, at the end): every solver votes on every pool
 
-Each phase is a short method calling its role's module; `rzero.rundir.RunDir` keeps the run
-folder (markers, resume, metrics, report): a committed phase is skipped, an interrupted one
-redone. The self-play audit (`rzero.selfplay.watch`) adds its numbers and warnings to each
-marker before it commits and measures the last two phases; `run.stop_on` ends a run cleanly.
+Each phase is a short method calling its role's module; `rzero.rundir.PhaseRunner` runs it
+in the run folder (markers, resume, timing): a committed phase is skipped, an interrupted
+one redone. The loop hands the runner its hooks: the self-play audit
+(`rzero.selfplay.watch`) adds its numbers and warnings to each marker before it commits,
+the trackers and the report (`rzero.reports.rebuild`) follow each commit, and a warning
+named in `run.stop_on` ends the run cleanly (`watch.StopRun`, caught in `run`). The
+co-error and cross-play phases are the audit's measurements, run as phases of this loop.
 
 Departures from the paper, each deliberate:
 - Shared weights (`roles.shared`, Single-R-Zero): the one model's challenger phase is
@@ -26,30 +29,29 @@ Departures from the paper, each deliberate:
 
 from __future__ import annotations
 
-import time
+import json
+import random
+import sys
+from collections.abc import Callable
 from contextlib import ExitStack
 from functools import partial
 from pathlib import Path
 from typing import Any
 
-from rzero import preflight
+from rzero import preflight, reports
 from rzero.config import RZeroConfig
-from rzero.engine import distributed, trackers
-from rzero.engine.models import compute_dtypes, load_model, load_tokenizer, resolve_model
-from rzero.evaluation import evaluate, load_benchmarks, write_results
-from rzero.faults import crash_point
-from rzero.io import write_jsonl_atomic
+from rzero.engine import distributed
+from rzero.engine.models import load_model, load_tokenizer, resolve_model
+from rzero.evaluation import evaluate, load_benchmark, load_benchmarks, write_results
+from rzero.io import write_json_atomic, write_jsonl_atomic
 from rzero.labeling.equivalence import use_settings
 from rzero.labeling.voting import FrozenSolver
 from rzero.prompts.solver import solver_chat
-from rzero.rundir import RunDir, Timing, peak_rss_gib, release_memory, reset_peak_rss
+from rzero.rundir import PhaseRunner, RunDir, TrackerLog, release_memory
 from rzero.selfplay import watch
-
-TRAINING_PHASES = ("challenger", "solver")  # run on every training process
-
-
-def mean(values: list[float]) -> float:
-    return sum(values) / len(values) if values else 0.0  # 0 for no values, as the report shows
+from rzero.selfplay.coerror import role_co_error
+from rzero.selfplay.crossplay import cross_iteration_matrix
+from rzero.stats import mean
 
 
 class RZeroRun:
@@ -58,27 +60,29 @@ class RZeroRun:
         self.cfg = cfg
         self.rundir = RunDir(run_dir)
         distributed.on_main(preflight.check, cfg)  # outside inputs, before anything is written
-        watch.preflight(cfg)  # the trackers and the calibration set, likewise
         distributed.on_main(self.rundir.prepare, cfg, fresh)
         distributed.on_main(self.rundir.verify, cfg, full=cfg.run.verify == "full")
         # one grader (labeling.equivalence) for votes, solver reward and evaluation
         use_settings(timeout_s=cfg.labeling.equivalence_timeout, direction=cfg.labeling.equivalence)
-        self.timing = Timing()
+        self.trackers = TrackerLog(cfg, self.rundir.path)
+        self.phases = PhaseRunner(
+            cfg, self.rundir,
+            before_commit=[partial(watch.after_phase, cfg, self.rundir)],
+            after_commit=[self.trackers, lambda k, phase, marker: reports.rebuild(self.rundir,
+                                                                                 cfg)],
+            on_marker=[lambda marker: watch.check_stop(marker, cfg.run)])
+        self.timing = self.phases.timing
         # the main process converts the embedded model once; the others then find it cached
         distributed.on_main(resolve_model, cfg.model.name)
         self.base = resolve_model(cfg.model.name)
-        self._generators: list = []  # the current phase's, closed when it ends
 
     def load(self, checkpoint: str):  # -> (model, tokenizer)
         c = self.cfg.model
         return (load_model(checkpoint, dtype=c.dtype, device=c.device,
                            attn_implementation=c.attn_implementation), load_tokenizer(checkpoint))
 
-    def generator(self, checkpoint: str):
-        from rzero.engine.generation import make_generator
-
-        self._generators.append(gen := make_generator(self.cfg, checkpoint))
-        return gen
+    def generator(self, checkpoint: str):  # closed when the phase ends
+        return self.phases.generator(checkpoint)
 
     def held_out(self) -> list[str]:  # every evaluation item (not only eval.limit's)
         e = self.cfg.eval
@@ -103,8 +107,7 @@ class RZeroRun:
                 serve_frozen(self.cfg, self.rundir.resolve(frozen_solver), it)), share=False)
             frozen = None
             if solver is not None:
-                self._generators.append(solver)
-                frozen = self.frozen(solver)
+                frozen = self.frozen(self.phases.track(solver))
             result = train_challenger(model, tokenizer, self.cfg, frozen, k, it / "challenger",
                                       it / "challenger_steps.jsonl")
         self.timing.optimizer += result.stats.seconds_optimizer - result.reward_seconds
@@ -174,85 +177,154 @@ class RZeroRun:
         return {"metrics": {key: v for key, v in report.get("summary", {}).items()
                             if isinstance(v, (int, float))}}
 
-    def _run_phase(self, k: int, phase: str, fn, *args: str) -> dict[str, Any]:
-        """Skip a committed phase; else run it, measure it and commit its marker. Returns
-        the marker with its checkpoint resolved against this run directory."""
-        done = distributed.on_main(self.rundir.marker, k, phase)
-        if done is None:
-            def work() -> tuple[dict, float]:
-                reset_peak_rss()
-                trackers.enter_phase(self.rundir.path, k, phase)  # where TRL's logs go
-                self._generators = []
-                t0 = time.perf_counter()
-                try:
-                    info = {**fn(k, *args), "compute": compute_dtypes(self.cfg)}
-                finally:
-                    for g in self._generators:  # an engine's processes end with its phase
-                        g.close()
-                if self._generators:
-                    info["engines"] = sorted({g.engine for g in self._generators})
-                if phase in TRAINING_PHASES:
-                    info["launch"] = distributed.launch_info()
-                self.timing.generation += sum(g.stats.seconds for g in self._generators)
-                self._generators = []
-                release_memory()  # the phase's models and buffers, before the next phase's
-                peak = peak_rss_gib()
-                if peak is not None:
-                    info["peak_rss_gib"] = round(peak, 3)
-                return info, time.perf_counter() - t0
+    # ------------------------------------------------------------ the self-play audit's phases
 
-            def commit(info: dict, seconds: float) -> dict:
-                crash_point(f"{phase}:commit")
-                info = watch.after_phase(self.cfg, self.rundir, k, phase, info)
-                self.timing.record(f"{k}/{phase}", seconds, info.get("peak_rss_gib"))
-                return self.rundir.commit(self.cfg, k, phase, info, seconds)
+    def _with_model(self, checkpoint: str, use: Callable[[Any], Any]) -> Any:
+        """`use(generator)` for one checkpoint, then the generator is dropped and its memory
+        returned, so these phases hold one model at a time (cross-play visits K + 1 of them);
+        its generation time counts in the run's timing like any phase's."""
+        from rzero.engine.generation import make_generator  # not a phase generator: one at a time
 
-            if phase in TRAINING_PHASES:
-                # every training process trains; the main one commits, the others get it
-                done = distributed.on_main(commit, *work())
-            else:
-                done = distributed.on_main(lambda: commit(*work()))
-        watch.check_stop(done, self.cfg.run)  # a committed stop fires again on a rerun
-        if "checkpoint" in done:
-            done = {**done, "checkpoint": self.rundir.resolve(done["checkpoint"])}
-        return done
+        gen = make_generator(self.cfg, checkpoint)
+        try:
+            return use(gen)
+        finally:
+            self.timing.generation += gen.stats.seconds
+            gen.close()
+            del gen
+            release_memory()
+
+
+    def _answers(self, checkpoint: str, name: str, items: list[dict]) -> dict[str, bool]:
+        """Item id -> right or wrong, for one model answering greedily with the solver prompt."""
+        cfg = self.cfg
+        res = self._with_model(checkpoint, lambda gen: evaluate(
+            gen, {name: items}, max_new_tokens=cfg.eval.max_new_tokens, seed=cfg.run.seed,
+            prompt_path=cfg.solver.prompt_file, direction=cfg.labeling.equivalence))
+        return {r["id"]: bool(r["correct"][0]) for r in res["items"]}
+
+
+    def _from_eval(self, k: int, name: str, ids: list[str]) -> dict[str, bool] | None:
+        """The solver's verdicts on `ids` from iteration k's eval.json when it scored all of them
+        greedily with the same budget, so the co-error does not answer them twice."""
+        path = self.rundir.iter_dir(k) / "eval" / "eval.json"
+        if not path.is_file():
+            return None
+        res = json.loads(path.read_text())
+        s = res.get("settings", {})
+        if s.get("num_samples") != 1 or s.get("max_new_tokens") != self.cfg.eval.max_new_tokens:
+            return None
+        found = {r["id"]: bool(r["correct"][0]) for r in res["items"]
+                 if r["benchmark"] == name and len(r["correct"]) == 1}
+        return found if all(i in found for i in ids) else None
+
+
+    def coerror_phase(self, k: int, challenger: str, solver: str) -> dict[str, Any]:
+        """Role co-error of iteration k (seed §6.2): Q_k and S_k answer the first
+        `watch.coerror_items` items of `watch.coerror_benchmark`; `role_co_error` overall and by
+        item kind. The solver's answers come from this iteration's evaluation when it scored
+        those items the same way."""
+        w = self.cfg.watch
+        name, items = load_benchmark(w.coerror_benchmark)
+        items = items[:w.coerror_items]
+        ids = [i["id"] for i in items]
+        a = self._answers(challenger, name, items)
+        b = self._from_eval(k, name, ids)
+        reused = b is not None
+        b = b if b is not None else self._answers(solver, name, items)
+        kinds = [str(i.get("kind", name)) for i in items]
+        result = role_co_error([a[i] for i in ids], [b[i] for i in ids], kinds)
+        write_json_atomic(self.rundir.iter_dir(k) / "coerror.json",
+                          {**result, "benchmark": name, "items": [
+                              {"id": i, "kind": kind, "challenger_correct": a[i],
+                               "solver_correct": b[i]} for i, kind in zip(ids, kinds, strict=True)]})
+        o = result["overall"]
+        return {"benchmark": name, "challenger": self.rundir.relative(challenger),
+                "solver": self.rundir.relative(solver), "solver_from_eval": reused,
+                "coerror": {key: result[key] for key in ("overall", "by_kind", "flags")},
+                "metrics": {"n": o["n"], "challenger_accuracy": o["challenger_accuracy"],
+                            "solver_accuracy": o["solver_accuracy"], "joint_error": o["joint_error"],
+                            "independent": o["independent"]} | result["watch"]}
+
+
+    def crossplay_phase(self, k: int) -> dict[str, Any]:
+        """The cross-iteration matrix at the end of the run: solvers S_0 (the base) .. S_K each
+        vote (m samples, the labelling's settings) on `watch.crossplay_items` labelled questions
+        sampled from every pool j; cell (i, j) is the share whose majority answer is equivalent
+        to pool j's label."""
+        cfg, rd = self.cfg, self.rundir
+        solvers = {0: self.base} | {i: rd.resolve(m["checkpoint"]) for i in range(1, k + 1)
+                                  if (m := rd.marker(i, "solver")) is not None}
+        pools: dict[int, list[dict[str, Any]]] = {}
+        for j in range(1, k + 1):
+            if rd.marker(j, "labelling") is None:
+                continue
+            labelled = [r for r in rd.rows(j, "labelled") if r["label"] is not None]
+            rng = random.Random(f"{cfg.run.seed}:crossplay:{j}")
+            pools[j] = rng.sample(labelled, min(cfg.watch.crossplay_items, len(labelled)))
+        questions = [r["question"] for j in pools for r in pools[j]]
+        answers: dict[tuple[int, int], list[str | None]] = {}
+        for i, checkpoint in solvers.items():
+            _, votes = self._with_model(checkpoint, lambda gen, i=i: self.frozen(gen).vote(
+                questions, cfg.run.seed * 7 + 1_000 * i))
+            labels = iter(v.label for v in votes)
+            for j in pools:
+                answers[(i, j)] = [next(labels) for _ in pools[j]]
+        matrix = cross_iteration_matrix(answers, {j: [r["label"] for r in rows]
+                                                  for j, rows in pools.items()})
+        write_json_atomic(rd.iter_dir(k) / "crossplay.json", {
+            "matrix": matrix, "solvers": {str(i): rd.relative(c) for i, c in solvers.items()},
+            "pools": {str(j): [{"question": r["question"], "label": r["label"],
+                                "answers": {str(i): answers[(i, j)][n] for i in solvers}}
+                               for n, r in enumerate(rows)] for j, rows in pools.items()}})
+        cells = [c for row in matrix["agreement"] for c in row if c is not None and c["n"]]
+        return {"crossplay": matrix, "metrics": {
+            "cells": len(cells), "questions": len(questions),
+            "mean_agreement": sum(c["rate"] for c in cells) / len(cells) if cells else 0.0}}
 
     # ------------------------------------------------------------ the algorithm
 
-    @watch.stops_cleanly  # a warning in run.stop_on ends the run there, all committed
     def run(self) -> Path:
+        """The iterations; a warning named in `run.stop_on` ends the run after its phase as
+        at the end of the last iteration: what was committed stays, the trackers close."""
+        try:
+            self.iterate()
+        except watch.StopRun as stop:
+            print(f"run stopped {stop}", file=sys.stderr, flush=True)
+        self.trackers.close()
+        return self.rundir.path
+
+    def iterate(self) -> None:
         cfg = self.cfg
+        run_phase = self.phases.run
         challenger = solver = self.base
         if cfg.eval.enabled:
-            self._run_phase(0, "eval", self.eval_phase, self.base)
+            run_phase(0, "eval", self.eval_phase, self.base)
         for k in range(1, cfg.run.iterations + 1):
             # -- challenger phase: train Q_k against the frozen solver
             if cfg.roles.train_challenger:
                 start = solver if cfg.roles.shared else challenger
-                challenger = self._run_phase(k, "challenger", self.challenger_phase,
+                challenger = run_phase(k, "challenger", self.challenger_phase,
                                              start, solver)["checkpoint"]
             # -- question pool from the (trained) challenger
-            self._run_phase(k, "pool", self.pool_phase, challenger)
+            run_phase(k, "pool", self.pool_phase, challenger)
             # -- labelling by the current solver (shared: the one model, as it is now)
             labeller = challenger if cfg.roles.shared and cfg.roles.train_challenger else solver
-            self._run_phase(k, "labelling", self.labelling_phase, labeller)
+            run_phase(k, "labelling", self.labelling_phase, labeller)
             # -- solver phase on the kept questions
-            solver = self._run_phase(k, "solver", self.solver_phase, labeller)["checkpoint"]
+            solver = run_phase(k, "solver", self.solver_phase, labeller)["checkpoint"]
             if cfg.roles.shared:
                 challenger = solver
             # -- evaluation, audit, the roles' co-error on known answers (shared: one model)
             if cfg.eval.enabled:
-                self._run_phase(k, "eval", self.eval_phase, solver)
+                run_phase(k, "eval", self.eval_phase, solver)
             if cfg.audit.enabled:
-                self._run_phase(k, "audit", self.audit_phase)
+                run_phase(k, "audit", self.audit_phase)
             if cfg.watch.coerror and not cfg.roles.shared:
-                self._run_phase(k, "coerror", partial(watch.coerror_phase, self), challenger,
-                                solver)
+                run_phase(k, "coerror", self.coerror_phase, challenger, solver)
         # -- cross-play: every solver S_0..S_K votes on every pool
         if cfg.watch.crossplay:
-            self._run_phase(cfg.run.iterations, "crossplay", partial(watch.crossplay_phase, self))
-        self.rundir.close()
-        return self.rundir.path
+            run_phase(cfg.run.iterations, "crossplay", self.crossplay_phase)
 
 
 def run_iterations(cfg: RZeroConfig, run_dir: str | Path, *, fresh: bool = False) -> RZeroRun:

@@ -35,6 +35,22 @@ def check(cfg: RZeroConfig) -> None:
             load_benchmarks(cfg.eval.benchmarks, limit=cfg.eval.limit)
         except BenchmarkError as exc:
             raise ConfigError(f"eval.benchmarks={cfg.eval.benchmarks!r}: {exc}") from None
+    if cfg.run.task == "math" and cfg.watch.coerror and not cfg.roles.shared:
+        from rzero.evaluation import BenchmarkError, load_benchmark
+
+        try:  # the co-error's calibration set
+            load_benchmark(cfg.watch.coerror_benchmark)
+        except BenchmarkError as exc:
+            raise ConfigError(f"watch.coerror_benchmark={cfg.watch.coerror_benchmark!r}: "
+                              f"{exc}") from None
+    from rzero.engine import trackers
+
+    trackers.check_installed(cfg.run.report_to)
+    if cfg.challenger.trl or cfg.solver.trl:
+        from rzero.engine.grpo import check_trl_options  # imports torch: only when needed
+
+        for role in (cfg.challenger, cfg.solver):
+            check_trl_options(role)
 
 
 def check_engines(cfg: RZeroConfig) -> None:

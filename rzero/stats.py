@@ -19,7 +19,7 @@ seed, so a report rebuilt from the same files shows the same numbers.
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import asdict, dataclass
 from typing import Any
 
@@ -32,6 +32,7 @@ __all__ = [
     "Slope",
     "clopper_pearson_interval",
     "mcnemar_exact_p",
+    "mean",
     "paired_difference",
     "phi_coefficient",
     "slope_interval",
@@ -40,6 +41,13 @@ __all__ = [
 ]
 
 _BOOT_CHUNK = 1000  # bootstrap replicates drawn at once: [chunk, n] indices in memory
+
+
+def mean(values: Iterable[float], empty: float | None = 0.0) -> float | None:
+    """The arithmetic mean of `values`; `empty` (0 unless asked otherwise: the reports show
+    0 for a phase with nothing to average) when there are none."""
+    vals = [float(v) for v in values]
+    return sum(vals) / len(vals) if vals else empty
 
 
 def _z(confidence: float) -> float:

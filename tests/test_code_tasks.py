@@ -17,8 +17,8 @@ from rzero.executor.parsing import (
 )
 from rzero.executor.prompts import proposer_messages, solver_messages
 from rzero.executor.rewards import (
-    ProposerReward,
-    SolverReward,
+    ExecutorProposerReward,
+    ExecutorSolverReward,
     format_reward,
     learnability,
     solver_verdict,
@@ -264,38 +264,38 @@ def test_solver_reward_scores_each_task_type():
                    "<input>(4, 1)</input>",  # 4 + 1 = 5 too: right
                    [{"role": "assistant", "content": "<input>(0, 0)</input>"}]]
     tasks = [deduction, deduction, deduction, abduction, abduction]
-    rewards = SolverReward()(None, completions, task=[t.to_json() for t in tasks])
+    rewards = ExecutorSolverReward()(None, completions, task=[t.to_json() for t in tasks])
     assert rewards == [1.0, 0.0, 0.0, 1.0, 0.0]
 
 
 def test_solver_reward_format_penalty_for_no_answer():
     task = CodeTask(kind="deduction", program=ADD, input="(2, 3)", output="5").to_json()
-    reward = SolverReward(format_penalty=True)
+    reward = ExecutorSolverReward(format_penalty=True)
     assert reward(None, ["<output>4</output>", "5"], task=[task, task]) == [0.0, -1.0]
 
 
 def test_solver_reward_pickles():
-    reward = pickle.loads(pickle.dumps(SolverReward(format_penalty=True)))
+    reward = pickle.loads(pickle.dumps(ExecutorSolverReward(format_penalty=True)))
     assert reward.format_penalty and reward.__name__ == "code_solver"
 
 
 def test_proposer_reward_is_learnability_of_the_solver_rate():
     # the solver is right in 3 of 8 samples: r̄ = 3/8 -> 1 - 0.375 = 0.625
     solver = ScriptedSolver(["<output>5</output>"] * 3 + ["<output>6</output>"] * 5)
-    reward = ProposerReward(solver, num_samples=8)
+    reward = ExecutorProposerReward(solver, num_samples=8)
     proposal = f"```python\n{ADD}\n```\n<input>(2, 3)</input>"
     assert reward(None, [proposal], kind=["deduction"]) == [pytest.approx(0.625)]
 
 
 def test_proposer_reward_penalises_invalid_and_unparsable_proposals():
-    reward = ProposerReward(ScriptedSolver(["<output>5</output>"]), num_samples=1)
+    reward = ExecutorProposerReward(ScriptedSolver(["<output>5</output>"]), num_samples=1)
     invalid = "```python\nimport os\ndef f(x):\n    return x\n```\n<input>1</input>"
     assert reward(None, [invalid, "no code"], kind=["deduction"] * 2) == [-0.5, -1.0]
 
 
 def test_proposer_reward_adds_valid_proposals_to_the_buffer():
     buffer = TaskBuffer()
-    reward = ProposerReward(ScriptedSolver(["<output>5</output>"]), num_samples=1, buffer=buffer)
+    reward = ExecutorProposerReward(ScriptedSolver(["<output>5</output>"]), num_samples=1, buffer=buffer)
     reward(None, [f"```python\n{ADD}\n```\n<input>(2, 3)</input>"], kind=["abduction"])
     assert len(buffer) == 2 and buffer.triplets[-1].output == "5"
 
@@ -305,7 +305,7 @@ def test_proposer_reward_scores_induction_on_held_out_pairs():
     # samples: r̄ = 1/2 -> 1 - 0.5 = 0.5
     right, wrong = "```python\ndef f(x):\n    return x + 1\n```", "```python\ndef f(x):\n" \
                                                                "    return 2\n```"
-    reward = ProposerReward(ScriptedSolver([right, wrong]), num_samples=2)
+    reward = ExecutorProposerReward(ScriptedSolver([right, wrong]), num_samples=2)
     proposal = "<input>1</input><input>2</input><input>3</input><message>Add one.</message>"
     rewards = reward(None, [proposal], kind=["induction"],
                      program=["def f(x):\n    return x + 1"])
@@ -313,6 +313,6 @@ def test_proposer_reward_scores_induction_on_held_out_pairs():
 
 
 def test_proposer_reward_pickles():
-    reward = ProposerReward(ScriptedSolver(["x"]), num_samples=1, buffer=TaskBuffer())
+    reward = ExecutorProposerReward(ScriptedSolver(["x"]), num_samples=1, buffer=TaskBuffer())
     copy = pickle.loads(pickle.dumps(reward))
     assert copy.buffer.triplets == [IDENTITY] and copy.sample_solver.samples == ["x"]

@@ -17,7 +17,7 @@ from rzero.code.votes import (
 )
 from rzero.config import load_config
 from rzero.engine.generation import GenerationStats
-from rzero.executor.rewards import SolverReward
+from rzero.executor.rewards import ExecutorSolverReward
 from rzero.executor.tasks import CodeTask, outputs_equal
 from rzero.labeling.equivalence import Check
 from rzero.labeling.voting import majority_vote_many
@@ -198,7 +198,7 @@ def test_proposer_by_type_counts_valid_and_averages_r_bar_of_valid_only():
 def test_solver_log_counts_solves_per_type():
     ded = CodeTask(kind="deduction", program=ADD, input="(1, 2)", output="3").to_json()
     abd = CodeTask(kind="abduction", program=ADD, input="(1, 2)", output="3").to_json()
-    log = SolverLog(SolverReward())
+    log = SolverLog(ExecutorSolverReward())
     rewards = log([[]] * 4, ["<output>3</output>", "<output>4</output>",
                              "<input>(0, 3)</input>", "<input>(5, 5)</input>"],
                   task=[ded, ded, abd, abd])

@@ -20,8 +20,8 @@ from rzero.challenger.rewards import ChallengerReward
 from rzero.config import load_config
 from rzero.engine import distributed
 from rzero.engine.generation import GenerationStats
-from rzero.labeling.answers import completion_text
 from rzero.labeling.voting import FrozenSolver
+from rzero.prompts.chat import completion_text
 from rzero.rundir import RunDir
 
 

@@ -7,8 +7,8 @@ from rzero.engine.generation import (
     OpenAIGenerator,
     SamplingParams,
     cut_at_stop,
-    first_box_end,
 )
+from rzero.prompts.boxed import first_box_end
 
 
 @pytest.fixture(scope="module")

@@ -4,14 +4,16 @@ fingerprint ignores the watch, and the trackers receive the loop's metrics. No m
 the run directories are written by hand."""
 
 import json
+import os
 import sys
 import types
 
 import pytest
 
+from rzero import preflight, reports
 from rzero.config import load_config
 from rzero.io import write_json_atomic, write_jsonl_atomic
-from rzero.rundir import RunDir
+from rzero.rundir import RunDir, TrackerLog
 from rzero.selfplay import watch
 
 
@@ -140,8 +142,19 @@ def test_watch_stop_on_and_trackers_are_outside_the_fingerprint():
 # ---------------------------------------------------------------- rebuild, best, trackers
 
 
+_LOGS: dict = {}
+
+
 def commit(run: RunDir, cfg, k: int, phase: str, info: dict) -> None:
-    run.commit(cfg, k, phase, info, 1.0)
+    """A commit as the math loop makes it: the marker, then its hooks (trackers, report)."""
+    marker = run.commit(cfg, k, phase, info, 1.0)
+    log = _LOGS.setdefault(run.path, TrackerLog(cfg, run.path))
+    log(k, phase, marker)
+    reports.rebuild(run, cfg)
+
+
+def close(run: RunDir) -> None:
+    _LOGS.pop(run.path).close()
 
 
 def test_rebuild_copies_warnings_and_records_the_best_solver(tmp_path, capsys):
@@ -198,7 +211,7 @@ def test_the_loop_metrics_and_warnings_reach_wandb(tmp_path, monkeypatch):
     commit(run, cfg, 1, "challenger", {"metrics": {"mean_reward": 0.25},
                                        "steps": [step(1, 0.25, 0.5, 0.9)],
                                        "warnings": ["diversity: x"]})
-    run.close()
+    close(run)
     assert fake.inits[0]["project"] == "rzero"
     assert {"challenger/mean_reward": 0.25, "watch/warnings": 1.0,
             "iteration": 1} == fake.logged[0]
@@ -213,7 +226,7 @@ def test_tensorboard_gets_the_phase_metrics(tmp_path):
     run = RunDir(tmp_path / "run")
     run.prepare(cfg)
     commit(run, cfg, 1, "pool", {"metrics": {"kept": 3}, "warnings": ["band: y"]})
-    run.close()
+    close(run)
     assert list((run.path / "tensorboard").glob("events.out.tfevents.*"))
 
 
@@ -224,31 +237,27 @@ def test_a_tracker_that_is_not_installed_is_refused_before_the_run(tmp_path, mon
     monkeypatch.setattr("importlib.util.find_spec", lambda name: None if name == "trackio"
                         else object())
     with pytest.raises(ConfigError, match="trackio is not installed"):
-        watch.preflight(cfg_with(**{"run.report_to": "[trackio]"}))
+        preflight.check(cfg_with(**{"run.report_to": "[trackio]"}))
 
 
-def test_trl_gets_the_run_trackers_and_this_runs_logging_dir(tmp_path):
+def test_trl_logs_go_to_this_runs_logging_dir_only_when_the_run_reports(tmp_path, monkeypatch):
     from rzero.engine import trackers
 
-    watch.preflight(cfg_with(**{"run.report_to": "[tensorboard]"}))
-    try:
-        assert trackers.trl_report_to() == ["tensorboard"]
-        env = trackers.phase_environment(tmp_path / "run", 2, "solver")
-        logs = tmp_path / "run/tensorboard/trl/iter_02_solver"
-        assert env["TENSORBOARD_LOGGING_DIR"] == str(logs)
-    finally:
-        trackers.use([])
+    env = trackers.phase_environment(tmp_path / "run", 2, "solver")
+    logs = tmp_path / "run/tensorboard/trl/iter_02_solver"
+    assert env["TENSORBOARD_LOGGING_DIR"] == str(logs)
+    monkeypatch.delenv("TENSORBOARD_LOGGING_DIR", raising=False)
+    trackers.enter_phase(tmp_path / "run", 2, "solver", [])
+    assert "TENSORBOARD_LOGGING_DIR" not in os.environ
+    trackers.enter_phase(tmp_path / "run", 2, "solver", ["tensorboard"])
+    assert os.environ["TENSORBOARD_LOGGING_DIR"] == str(logs)
 
 
 def test_grpo_config_reports_to_the_run_trackers(tmp_path):
     from rzero.config import SolverConfig
-    from rzero.engine import trackers
     from rzero.engine.grpo import grpo_config
 
     role = SolverConfig(steps=1, group_size=2, prompts_per_step=1)
     assert grpo_config(role, tmp_path, seed=0).report_to == []
-    trackers.use(["tensorboard"])
-    try:
-        assert grpo_config(role, tmp_path, seed=0).report_to == ["tensorboard"]
-    finally:
-        trackers.use([])
+    assert grpo_config(role, tmp_path, seed=0,
+                       report_to=["tensorboard"]).report_to == ["tensorboard"]

@@ -33,7 +33,7 @@ from rzero.reporting import (
     paragraph,
     preformatted,
 )
-from rzero.stats import wilson_interval  # one definition, shared by every report
+from rzero.stats import mean, wilson_interval  # one definition, shared by every report
 
 VERDICTS = ("correct", "wrong", "ill_posed", "unjudged")
 # p_hat buckets: [lo, hi) except the last, which is closed so that p_hat = 1 is counted.
@@ -98,7 +98,7 @@ def build_report(items: Sequence[dict[str, Any]], judge: dict[str, Any],
                  and it["iteration"] == iteration and it["step"] == step]
         per_step.append({"iteration": iteration, "step": step,
                          "global_step": group[0].get("global_step"),
-                         "mean_p_hat": _mean(it["p_hat"] for it in group),
+                         "mean_p_hat": mean(it["p_hat"] for it in group),
                          **summarize(it["verdict"] for it in group)})
 
     per_iteration = []
@@ -151,11 +151,6 @@ def _flat_summary(overall: dict[str, Any], per_iteration: list[dict[str, Any]],
         if key in extra:
             out[key] = extra[key]
     return out
-
-
-def _mean(values: Iterable[float]) -> float | None:
-    vals = list(values)
-    return sum(vals) / len(vals) if vals else None
 
 
 # ---------------------------------------------------------------- rendering

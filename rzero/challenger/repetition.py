@@ -26,6 +26,8 @@ floating-point rounding (tests/test_repetition.py, bench/repetition.py).
 
 from __future__ import annotations
 
+import re
+from collections import Counter
 from collections.abc import Sequence
 from typing import Literal
 
@@ -324,3 +326,44 @@ def near_duplicates(questions: Sequence[str], held_out: Sequence[str],
     closest = np.maximum(sim[:n, n:], sim[n:, :n].T).max(axis=1)  # [Q]
     return [" ".join(q.split()) in exact or bool(c >= min_bleu)
             for q, c in zip(questions, closest, strict=True)]
+
+
+# ---------------------------------------------------------------- question diversity
+# what the challenger's step log and the self-play watch (`rzero.selfplay.collapse`) both
+# measure on a batch of questions, beside the BLEU clusters above
+
+_TOKEN = re.compile(r"\w+|[^\w\s]")
+_NUMBER = re.compile(r"\d+(?:[.,]\d+)*")
+_SPACE = re.compile(r"\s+")
+
+
+# ---------------------------------------------------------------- questions
+
+
+def distinct_n(texts: Sequence[str], n: int) -> float:
+    """distinct-n = |distinct n-grams| / |n-grams| over all texts together (Li et al. 2016).
+
+    Tokens: lower-cased words and single punctuation marks. A text shorter than n adds no
+    n-gram; no n-gram at all gives 0. The value falls as the batch grows (common n-grams
+    repeat), so compare it between batches of one size.
+    """
+    if n < 1:
+        raise ValueError(f"n must be >= 1, got {n}")
+    grams: Counter[tuple[str, ...]] = Counter()
+    for text in texts:
+        tokens = _TOKEN.findall(text.lower())
+        grams.update(tuple(tokens[i:i + n]) for i in range(len(tokens) - n + 1))
+    total = sum(grams.values())
+    return len(grams) / total if total else 0.0
+
+
+def question_structure(question: str) -> str:
+    """The question with its numbers masked: each digit run (with ``.5`` or ``,000`` parts)
+    becomes ``#``, lower-cased, whitespace collapsed. Two questions with one structure differ
+    at most in their numbers, case and spacing."""
+    return _SPACE.sub(" ", _NUMBER.sub("#", question.lower())).strip()
+
+
+def structure_count(questions: Sequence[str]) -> int:
+    """Number of distinct `question_structure`s: a template with new numbers counts once."""
+    return len({question_structure(q) for q in questions})

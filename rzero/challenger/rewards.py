@@ -39,13 +39,19 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
 
-from rzero.challenger.repetition import BleuVariant, repetition_penalties
+from rzero.challenger.repetition import (
+    BleuVariant,
+    distinct_n,
+    repetition_penalties,
+    structure_count,
+)
 from rzero.config import ChallengerConfig
 from rzero.engine import distributed
 from rzero.faults import crash_point
-from rzero.labeling.answers import completion_text, extract_boxed, extract_question
+from rzero.labeling.answers import extract_boxed, extract_question
 from rzero.labeling.voting import FrozenSolver
-from rzero.selfplay.collapse import distinct_n, structure_count
+from rzero.prompts.chat import completion_text
+from rzero.stats import mean
 
 __all__ = [
     "ChallengerReward",
@@ -368,9 +374,8 @@ def step_summary(rows: list[dict[str, Any]]) -> dict[str, float]:
     """
     valid = [r for r in rows if r["valid"]]
 
-    def mean(key: str) -> float:
-        vals = [r[key] for r in valid if r[key] is not None]
-        return sum(vals) / len(vals) if vals else 0.0
+    def mean_of(key: str) -> float:
+        return mean(r[key] for r in valid if r[key] is not None)
 
     questions = [r["question"] for r in valid]
     batch = len(rows)
@@ -379,11 +384,11 @@ def step_summary(rows: list[dict[str, Any]]) -> dict[str, float]:
         "step": rows[0]["step"] if rows else 0,
         "completions": len(rows),
         "valid_rate": len(valid) / len(rows) if rows else 0.0,
-        "mean_p_hat": mean("p_hat"),
-        "mean_r_unc": mean("r_unc"),
-        "mean_r_rep": mean("r_rep"),
+        "mean_p_hat": mean_of("p_hat"),
+        "mean_r_unc": mean_of("r_unc"),
+        "mean_r_rep": mean_of("r_rep"),
         "mean_reward": sum(r["reward"] for r in rows) / len(rows) if rows else 0.0,
-        "mean_parse_rate": mean("parse_rate"),
+        "mean_parse_rate": mean_of("parse_rate"),
         "questions": len(questions),
         "cluster_ratio": clusters / len(questions) if questions else 0.0,
         "distinct_2": distinct_n(questions, 2),

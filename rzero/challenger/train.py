@@ -55,7 +55,8 @@ def train_challenger(model, tokenizer, cfg: RZeroConfig, solver: FrozenSolver | 
     work = out_dir.with_name(".trainer_challenger")
     stats = train_grpo(model, tokenizer, rows, [reward], cfg.challenger, work,
                        seed=cfg.run.seed + iteration, model_cfg=cfg.model,
-                       generation_cfg=cfg.generation, desc=f"iter {iteration} challenger",
+                       generation_cfg=cfg.generation,
+                       report_to=cfg.run.report_to, desc=f"iter {iteration} challenger",
                        save_to=out_dir)
     if distributed.is_main():
         shutil.rmtree(work, ignore_errors=True)

@@ -14,7 +14,7 @@
                          induction: the answer program passes the held-out pairs)
         evaluation       (optional) the math evaluation of the new solver
 
-Rewards, validity and judging are `rzero.executor`'s (`ProposerReward`, `SolverReward`); this
+Rewards, validity and judging are `rzero.executor`'s (`ExecutorProposerReward`, `ExecutorSolverReward`); this
 module logs them per task type and runs them through `rzero.engine.grpo.train_grpo`.
 
 Departures from AZR, each deliberate:
@@ -26,7 +26,7 @@ Departures from AZR, each deliberate:
   prompt, finer than TRR++'s per type, and no advantage ever mixes task types or roles. The
   wrapper's KL term (`beta`) and PPO clip apply.
 - r̄ comes from fresh samples of a frozen copy of the solver at the start of the proposer
-  phase (`ProposerReward`), not from the solver rollouts of the same step.
+  phase (`ExecutorProposerReward`), not from the solver rollouts of the same step.
 - The proposer prompts (and their buffer references) are drawn at the start of the phase;
   proposals that become valid during it serve the pool and later phases.
 - Solver tasks are the latest `code.tasks_per_type` valid proposals of the iteration per type,
@@ -44,17 +44,18 @@ from pathlib import Path
 from typing import Any
 
 from rzero.code.rewards import refusal_counts
-from rzero.code.runner import CodeRun, mean
+from rzero.code.runner import CodeRun
 from rzero.config import LabelingConfig, RZeroConfig
 from rzero.engine.generation import Generator
 from rzero.engine.grpo import train_grpo
 from rzero.executor.buffer import TaskBuffer
 from rzero.executor.prompts import Messages, proposer_messages, solver_messages
-from rzero.executor.rewards import ProposerReward, SolverReward, completion_text
+from rzero.executor.rewards import ExecutorProposerReward, ExecutorSolverReward
 from rzero.executor.tasks import CodeTask
 from rzero.io import write_jsonl_atomic
 from rzero.labeling.voting import vote_params
-from rzero.stats import wilson_interval
+from rzero.prompts.chat import completion_text
+from rzero.stats import mean, wilson_interval
 
 
 class GeneratorSampler:
@@ -95,13 +96,13 @@ def proposer_by_type(rows: Sequence[dict[str, Any]], kinds: Sequence[str]) -> di
 
 
 class ProposerLog:
-    """TRL reward of the proposer phase: `ProposerReward`, with one row per completion
+    """TRL reward of the proposer phase: `ExecutorProposerReward`, with one row per completion
     appended to `log_path` (kind, valid, reason, r̄, reward, task) and a per-type summary of
     each step passed to `on_step`."""
 
     __name__ = "azr_proposer"
 
-    def __init__(self, reward: ProposerReward, log_path: Path, iteration: int, steps: int,
+    def __init__(self, reward: ExecutorProposerReward, log_path: Path, iteration: int, steps: int,
                  kinds: Sequence[str], on_step: Callable[[dict[str, Any]], None]):
         self.reward = reward
         self.log_path = log_path
@@ -129,12 +130,12 @@ class ProposerLog:
 
 
 class SolverLog:
-    """TRL reward of the solver phase: `SolverReward` (the executor's verdict), with the solve
+    """TRL reward of the solver phase: `ExecutorSolverReward` (the executor's verdict), with the solve
     rate of each step per task type kept in `steps` and counted in `counts`."""
 
     __name__ = "azr_solver"
 
-    def __init__(self, reward: SolverReward):
+    def __init__(self, reward: ExecutorSolverReward):
         self.reward = reward
         self.steps: list[dict[str, Any]] = []
         self.counts: dict[str, list[int]] = {}  # kind -> [rollouts, solved]
@@ -200,13 +201,14 @@ class AZRRun(CodeRun):
         model, tokenizer = self.load(start)
         with serve_frozen(cfg, self.rundir.resolve(frozen_solver), it) as solver:
             sampler = GeneratorSampler(solver, cfg.labeling, cfg.run.seed * 100_003 + k * 1_009)
-            reward = ProposerReward(sampler, num_samples=cfg.code.solver_samples, buffer=buffer,
+            reward = ExecutorProposerReward(sampler, num_samples=cfg.code.solver_samples, buffer=buffer,
                                     format_penalty=cfg.code.format_penalty, **self.sandbox)
             log = ProposerLog(reward, steps_log, k, cfg.challenger.steps, cfg.code.task_types,
                               summaries.append)
             work = it / ".trainer_challenger"
             train_grpo(model, tokenizer, rows, [log], cfg.challenger, work, seed=cfg.run.seed + k,
                        model_cfg=cfg.model, generation_cfg=cfg.generation,
+                       report_to=cfg.run.report_to,
                        desc=f"iter {k} proposer", save_to=it / "challenger")
             shutil.rmtree(work, ignore_errors=True)
         logged = self.rundir.rows(k, "challenger_steps")
@@ -249,11 +251,12 @@ class AZRRun(CodeRun):
         out = self.rundir.iter_dir(k) / "solver"
         rows = [{"prompt": solver_messages(CodeTask.from_json(r["task"])), "task": r["task"]}
                 for r in pool]
-        log = SolverLog(SolverReward(format_penalty=self.cfg.code.format_penalty, **self.sandbox))
+        log = SolverLog(ExecutorSolverReward(format_penalty=self.cfg.code.format_penalty, **self.sandbox))
         work = out.with_name(".trainer_solver")
         train_grpo(*self.load(start), rows, [log], self.cfg.solver, work,
                    seed=self.cfg.run.seed + 1000 + k, model_cfg=self.cfg.model,
-                   generation_cfg=self.cfg.generation, desc=f"iter {k} solver", save_to=out)
+                   generation_cfg=self.cfg.generation,
+                       report_to=self.cfg.run.report_to, desc=f"iter {k} solver", save_to=out)
         shutil.rmtree(work, ignore_errors=True)
         metrics: dict[str, Any] = {"train_tasks": len(pool),
                                    "mean_reward": mean([s["mean_reward"] for s in log.steps])}
@@ -285,7 +288,7 @@ class AZRRun(CodeRun):
                 proposer = solver
             if cfg.eval.enabled:
                 self.run_phase(k, "eval", self.eval_phase, solver)
-        self.rundir.close()
+        self.close()
         return self.rundir.path
 
 

@@ -1,4 +1,5 @@
-"""`report.md` and `report.html` of a code-tier run, rebuilt from its markers at every commit.
+"""`report.md` and `report.html` of a code-tier run, rebuilt from its markers after every
+commit (`rebuild`, the code loops' hook; metrics.jsonl and best.json are `rzero.reports`').
 
 R-Zero on code: per iteration the challenger's, pool's, labelling's and solver's numbers;
 the exact label accuracy of every challenger step with its 95 % Wilson interval; the same by
@@ -13,11 +14,12 @@ from __future__ import annotations
 
 from typing import Any
 
-from rzero.code.runner import CodeRunDir
 from rzero.config import RZeroConfig
 from rzero.executor.tasks import CodeTask, call_text
+from rzero.io import write_text_atomic
 from rzero.reporting import heading, html_page, html_table, markdown_table, preformatted
-from rzero.rundir import PHASES
+from rzero.reports import write_metrics
+from rzero.rundir import PHASES, RunDir
 
 Table = tuple[str, list[str], list[list[Any]]]
 EXAMPLES = 4  # labelled tasks (R-Zero) or valid proposals per type (AZR) shown per iteration
@@ -41,7 +43,7 @@ def accuracy(d: dict[str, Any] | None) -> str:
     return interval(d.get("correct"), d.get("n_labelled"), d.get("ci_low"), d.get("ci_high"))
 
 
-def _markers(run: CodeRunDir, cfg: RZeroConfig) -> dict[int, dict[str, dict]]:
+def _markers(run: RunDir, cfg: RZeroConfig) -> dict[int, dict[str, dict]]:
     return {k: {p: m for p in PHASES if (m := run.marker(k, p)) is not None}
             for k in range(0, cfg.run.iterations + 1)}
 
@@ -49,7 +51,7 @@ def _markers(run: CodeRunDir, cfg: RZeroConfig) -> dict[int, dict[str, dict]]:
 # ---------------------------------------------------------------- R-Zero on code
 
 
-def rzero_code_tables(run: CodeRunDir, cfg: RZeroConfig) -> list[Table]:
+def rzero_code_tables(run: RunDir, cfg: RZeroConfig) -> list[Table]:
     marks = _markers(run, cfg)
     summary, steps, buckets = [], [], []
     for k in range(1, cfg.run.iterations + 1):
@@ -85,7 +87,7 @@ def rzero_code_tables(run: CodeRunDir, cfg: RZeroConfig) -> list[Table]:
                                                    "label accuracy [95 % CI]"], buckets)]
 
 
-def rzero_code_examples(run: CodeRunDir, cfg: RZeroConfig) -> list[tuple[str, str, str]]:
+def rzero_code_examples(run: RunDir, cfg: RZeroConfig) -> list[tuple[str, str, str]]:
     """(title, program, votes line) of the first labelled tasks of each iteration's pool."""
     out = []
     for k in run.iterations():
@@ -104,7 +106,7 @@ def rzero_code_examples(run: CodeRunDir, cfg: RZeroConfig) -> list[tuple[str, st
 # ---------------------------------------------------------------- Absolute Zero
 
 
-def azr_tables(run: CodeRunDir, cfg: RZeroConfig) -> list[Table]:
+def azr_tables(run: RunDir, cfg: RZeroConfig) -> list[Table]:
     marks = _markers(run, cfg)
     per_type, steps, refusals = [], [], []
     for k in range(1, cfg.run.iterations + 1):
@@ -141,7 +143,7 @@ def azr_tables(run: CodeRunDir, cfg: RZeroConfig) -> list[Table]:
         ("Why proposals were refused (most common)", ["iter", "reason", "count"], refusals)]
 
 
-def azr_examples(run: CodeRunDir, cfg: RZeroConfig) -> list[tuple[str, str, str]]:
+def azr_examples(run: RunDir, cfg: RZeroConfig) -> list[tuple[str, str, str]]:
     """(title, program, detail) of valid proposals of the last proposer phase, per type."""
     done = [k for k in run.iterations() if run.marker(k, "challenger") is not None]
     if not done:
@@ -191,7 +193,7 @@ def _intro(cfg: RZeroConfig) -> list[str]:
             f"- {sandbox}"]
 
 
-def _times(run: CodeRunDir, cfg: RZeroConfig) -> tuple[list[str], list[str]]:
+def _times(run: RunDir, cfg: RZeroConfig) -> tuple[list[str], list[str]]:
     times, warnings = [], []
     for k, marks in _markers(run, cfg).items():
         parts = [f"{p} {m['seconds']:.0f}" + (f" ({m['peak_rss_gib']:.1f} GiB peak)"
@@ -203,14 +205,14 @@ def _times(run: CodeRunDir, cfg: RZeroConfig) -> tuple[list[str], list[str]]:
     return times, warnings
 
 
-def _content(run: CodeRunDir, cfg: RZeroConfig):
+def _content(run: RunDir, cfg: RZeroConfig):
     if cfg.run.task == "azr":
         return "Absolute Zero run", azr_tables(run, cfg), azr_examples(run, cfg)
     return ("R-Zero on code run", rzero_code_tables(run, cfg),
             rzero_code_examples(run, cfg))
 
 
-def render_markdown(run: CodeRunDir, cfg: RZeroConfig) -> str:
+def render_markdown(run: RunDir, cfg: RZeroConfig) -> str:
     title, tables, examples = _content(run, cfg)
     lines = [f"# {title}: {run.path.name}", "", *_intro(cfg), ""]
     for name, header, rows in tables:
@@ -232,7 +234,7 @@ def render_markdown(run: CodeRunDir, cfg: RZeroConfig) -> str:
     return "\n".join(lines)
 
 
-def render_html(run: CodeRunDir, cfg: RZeroConfig) -> str:
+def render_html(run: RunDir, cfg: RZeroConfig) -> str:
     title, tables, examples = _content(run, cfg)
     # the intro's Markdown list items as plain paragraphs (no bullets or backticks in HTML)
     parts: list[Any] = [line.removeprefix("- ").replace("`", "") for line in _intro(cfg)]
@@ -248,3 +250,12 @@ def render_html(run: CodeRunDir, cfg: RZeroConfig) -> str:
     if warnings:
         parts += [heading("Warnings"), *warnings]
     return html_page(f"{title}: {run.path.name}", parts)
+
+
+def rebuild(run: RunDir, cfg: RZeroConfig) -> None:
+    """`metrics.jsonl` (one row per committed phase and per GRPO step of either role, as
+    ``challenger_step`` / ``solver_step``), `best.json` once a solver was evaluated (the
+    math evaluation's best), `report.md` and `report.html`, from the markers."""
+    write_metrics(run, cfg)
+    write_text_atomic(run.path / "report.md", render_markdown(run, cfg))
+    write_text_atomic(run.path / "report.html", render_html(run, cfg))

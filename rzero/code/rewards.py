@@ -31,8 +31,8 @@ from rzero.code.votes import CodeVoter, accuracy_fields, exact_label_accuracy, v
 from rzero.config import RZeroConfig
 from rzero.executor.parsing import parse_answer, parse_program_proposal
 from rzero.executor.prompts import Messages, proposer_messages
-from rzero.executor.rewards import completion_text
 from rzero.executor.tasks import IDENTITY, CodeTask, call_text, outputs_equal, validate_triplets
+from rzero.prompts.chat import completion_text
 
 
 def challenger_prompt() -> Messages:

@@ -43,7 +43,7 @@ from rzero.code.rewards import (
     refusal_counts,
     task_text,
 )
-from rzero.code.runner import CodeRun, mean
+from rzero.code.runner import CodeRun
 from rzero.code.votes import CodeVoter, accuracy_fields, vote_row
 from rzero.config import RZeroConfig
 from rzero.engine.generation import SamplingParams
@@ -53,6 +53,7 @@ from rzero.executor.tasks import CodeTask
 from rzero.io import read_jsonl, write_jsonl_atomic
 from rzero.solver.dataset import kept as in_band
 from rzero.solver.dataset import p_hat_histogram
+from rzero.stats import mean
 
 POOL_CHUNK = 32  # proposals sampled per generate call
 LABEL_CHUNK = 16  # tasks voted on per generate call
@@ -76,6 +77,7 @@ class RZeroCodeRun(CodeRun):
             train_grpo(model, tokenizer, [{"prompt": challenger_prompt()}], [reward],
                        self.cfg.challenger, work, seed=self.cfg.run.seed + k,
                        model_cfg=self.cfg.model, generation_cfg=self.cfg.generation,
+                       report_to=self.cfg.run.report_to,
                        desc=f"iter {k} challenger", save_to=it / "challenger")
             shutil.rmtree(work, ignore_errors=True)
         rows = read_jsonl(steps_log)
@@ -150,7 +152,8 @@ class RZeroCodeRun(CodeRun):
         work = out.with_name(".trainer_solver")
         train_grpo(*self.load(start), rows, [reward], self.cfg.solver, work,
                    seed=self.cfg.run.seed + 1000 + k, model_cfg=self.cfg.model,
-                   generation_cfg=self.cfg.generation, desc=f"iter {k} solver", save_to=out)
+                   generation_cfg=self.cfg.generation,
+                       report_to=self.cfg.run.report_to, desc=f"iter {k} solver", save_to=out)
         shutil.rmtree(work, ignore_errors=True)
         return {"checkpoint": self.rundir.relative(out), "start": self.rundir.relative(start),
                 "train_steps": reward.steps,
@@ -191,7 +194,7 @@ class RZeroCodeRun(CodeRun):
                 self.run_phase(k, "eval", self.eval_phase, solver)
             if cfg.audit.enabled:
                 self.run_phase(k, "audit", self.audit_phase)
-        self.rundir.close()
+        self.close()
         return self.rundir.path
 
 

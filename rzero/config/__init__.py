@@ -14,14 +14,7 @@ from rzero.config.fields import ConfigError, Section, option
 from rzero.config.schema import (
     FINGERPRINTED_WHEN_SET,
     NOT_FINGERPRINTED,
-    TRL_MANAGED,
-    ChallengerConfig,
-    GRPOSection,
-    LabelingConfig,
-    ModelConfig,
-    RolesConfig,
     RZeroConfig,
-    SolverConfig,
     config_from_dict,
     describe_fields,
     fingerprinted,
@@ -29,15 +22,21 @@ from rzero.config.schema import (
 )
 from rzero.config.sections import (
     AuditConfig,
+    ChallengerConfig,
     CodeConfig,
     EvalConfig,
     GenerationConfig,
+    GRPOSection,
+    LabelingConfig,
+    ModelConfig,
+    RolesConfig,
     RunConfig,
+    SolverConfig,
     WatchConfig,
 )
 
 __all__ = [
-    "FINGERPRINTED_WHEN_SET", "NOT_FINGERPRINTED", "TRL_MANAGED", "AuditConfig",
+    "FINGERPRINTED_WHEN_SET", "NOT_FINGERPRINTED", "AuditConfig",
     "ChallengerConfig", "CodeConfig", "ConfigError", "EvalConfig", "GRPOSection",
     "GenerationConfig", "LabelingConfig", "ModelConfig", "RZeroConfig", "RolesConfig",
     "RunConfig", "Section", "SolverConfig", "WatchConfig", "config_from_dict",

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from rzero.config.schema import GRPOSection
+    from rzero.config.sections import GRPOSection
 
 
 @dataclass(frozen=True)

@@ -29,8 +29,9 @@ from contextlib import contextmanager
 import torch
 from transformers.cache_utils import Cache, CacheLayerMixin, DynamicCache
 
-from rzero.engine.generation import cut_at_stop, first_box_end
 from rzero.engine.sampling import next_tokens
+from rzero.prompts.boxed import first_box_end
+from rzero.prompts.generator import cut_at_stop
 
 # compact the batch when this share of its rows has finished, and let waiting prompts join
 # when this share of the batch is free (a compaction copies the cache once, about one step's

@@ -25,90 +25,16 @@ import weakref
 from collections.abc import Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
-from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import Any
 
-Message = dict[str, str]
-Chat = list[Message]
-Prompt = Chat | str
-
-
-@dataclass(frozen=True)
-class SamplingParams:
-    temperature: float = 1.0  # 0 means greedy
-    top_p: float = 1.0
-    top_k: int = 0  # 0 disables top-k
-    max_new_tokens: int = 256
-    seed: int | None = 0
-    min_new_tokens: int = 0  # suppress end-of-sequence before this many tokens (benchmarks)
-    stop: tuple[str, ...] = ()  # end a completion after any of these strings (kept in the text)
-    stop_after_boxed: bool = False  # end a completion once its first \\boxed{...} is closed
-
-
-@dataclass
-class GenerationStats:
-    """Wall time spent inside the model and tokens produced, for overhead accounting."""
-    seconds: float = 0.0
-    new_tokens: int = 0
-    calls: int = 0
-    lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
-
-    def add(self, seconds: float, new_tokens: int) -> None:
-        with self.lock:
-            self.seconds += seconds
-            self.new_tokens += new_tokens
-            self.calls += 1
-
-
-def first_box_end(text: str) -> int | None:
-    """Index just past the closing brace of the first `\\boxed{…}` in `text`, or None while
-    it is not closed (escaped braces do not count)."""
-    start = text.find("\\boxed{")
-    if start < 0:
-        return None
-    depth, i = 0, start + len("\\boxed")
-    while i < len(text):
-        c = text[i]
-        if c == "\\":
-            i += 2
-            continue
-        if c == "{":
-            depth += 1
-        elif c == "}":
-            depth -= 1
-            if depth == 0:
-                return i + 1
-        i += 1
-    return None
-
-
-def cut_at_stop(text: str, stops: Sequence[str] = (), boxed: bool = False) -> str:
-    """`text` up to and including the first stop string or closed first box, whichever
-    comes first (the stop is kept, as transformers' `stop_strings` keeps it)."""
-    ends = [i + len(s) for s in stops if (i := text.find(s)) >= 0]
-    if boxed and (end := first_box_end(text)) is not None:
-        ends.append(end)
-    return text[:min(ends)] if ends else text
-
-
-class GenerationError(RuntimeError):
-    """A backend failed; the message names the backend and, for servers, the URL."""
-
-
-class Generator(Protocol):
-    stats: GenerationStats
-    engine: str  # what samples: "hf", "vllm", "openai", or the servers behind the URLs
-
-    def generate(self, prompts: Sequence[Prompt], n: int,
-                 params: SamplingParams) -> list[list[str]]: ...
-
-    def close(self) -> None:
-        """Release what the backend holds outside this process (an engine's processes)."""
-
-
-def as_chat(prompt: Prompt) -> Chat:
-    return [{"role": "user", "content": prompt}] if isinstance(prompt, str) else list(prompt)
-
+from rzero.prompts.chat import Chat, Prompt, as_chat
+from rzero.prompts.generator import (  # noqa: F401  (the seam, re-exported for backends' users)
+    GenerationError,
+    GenerationStats,
+    Generator,
+    SamplingParams,
+    cut_at_stop,
+)
 
 # ---------------------------------------------------------------- in-process transformers
 

@@ -17,7 +17,7 @@ acts; with several, the later updates are off-policy and the clip range matters.
 
 Every TRL option that changes the algorithm is set here (`ALGORITHM_OPTIONS`), not left to
 TRL's default; a role's `trl:` mapping may override these, never the ones computed from its
-fields (`rzero.config.TRL_MANAGED`).
+fields (`managed_options`, checked by `check_trl_options` before a run starts).
 
 On CPU, bf16 training means float32 master weights with bf16 compute (accelerate's
 autocast; `model.train_compute`), and TRL's rollouts go through `rzero.engine.decoding` on a copy of
@@ -29,16 +29,16 @@ from __future__ import annotations
 import contextlib
 import shutil
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import torch
 
-from rzero.config import GenerationConfig, GRPOSection, ModelConfig
+from rzero.config import ConfigError, GenerationConfig, GRPOSection, ModelConfig
 from rzero.config.schedule import role_schedule
-from rzero.engine import distributed, trackers
+from rzero.engine import distributed
 from rzero.engine.models import generation_dtype, train_compute
 
 # rzero's value for each TRL option that changes what is optimised or sampled, so a TRL
@@ -148,16 +148,33 @@ def trl_option_names() -> tuple[frozenset[str], str]:
 
 def grpo_config(role: GRPOSection, output_dir: str | Path, *, seed: int,
                 model_cfg: ModelConfig | None = None,
-                generation_cfg: GenerationConfig | None = None, deepspeed: str | None = None):
+                generation_cfg: GenerationConfig | None = None, deepspeed: str | None = None,
+                report_to: Sequence[str] = ()):
     """TRL's GRPOConfig for one role's phase: the role's schedule and fields, the run's
-    precision and rollout backend, `ALGORITHM_OPTIONS`, then the role's `trl:` options
-    (which may override `ALGORITHM_OPTIONS` but not the rest)."""
+    precision, rollout backend and trackers (`run.report_to`), `ALGORITHM_OPTIONS`, then
+    the role's `trl:` options (which may override `ALGORITHM_OPTIONS` but not the rest)."""
     from trl import GRPOConfig
 
+    options = {**managed_options(role, output_dir, seed=seed, model_cfg=model_cfg,
+                                 generation_cfg=generation_cfg, deepspeed=deepspeed,
+                                 report_to=report_to),
+               "dataloader_num_workers": 0, "shuffle_dataset": True, "log_completions": False,
+               **ALGORITHM_OPTIONS}
+    # a recipe's own TRL options win over ALGORITHM_OPTIONS (top_p, loss_type, ...); the
+    # preflight refuses the ones `managed_options` sets (`check_trl_options`)
+    return GRPOConfig(**{**options, **role.trl})
+
+
+def managed_options(role: GRPOSection, output_dir: str | Path, *, seed: int = 0,
+                    model_cfg: ModelConfig | None = None,
+                    generation_cfg: GenerationConfig | None = None,
+                    deepspeed: str | None = None, report_to: Sequence[str] = ()) -> dict[str, Any]:
+    """The GRPOConfig options rzero sets from the role's fields and the run's settings; a
+    recipe's `trl:` section may not set these (`check_trl_options`)."""
     model_cfg = model_cfg or ModelConfig()
     gen = generation_cfg or GenerationConfig()
     sch = role_schedule(role, distributed.world_size())
-    options: dict[str, Any] = dict(
+    return dict(
         output_dir=str(output_dir),
         # one rollout of prompts_per_step x G per GRPO step (TRL's generation batch), split
         # into updates_per_step optimiser updates of `accumulation` micro-batches each
@@ -186,16 +203,25 @@ def grpo_config(role: GRPOSection, output_dir: str | Path, *, seed: int,
         deepspeed=deepspeed,
         logging_steps=1,
         save_strategy="no",
-        report_to=trackers.trl_report_to(),  # the run's trackers (run.report_to)
+        report_to=list(report_to),
         disable_tqdm=True,
-        dataloader_num_workers=0,
-        shuffle_dataset=True,
-        log_completions=False,
-        **ALGORITHM_OPTIONS,
     )
-    # a recipe's own TRL options win over ALGORITHM_OPTIONS (top_p, loss_type, ...); the
-    # config refuses the ones this function sets from the role's fields
-    return GRPOConfig(**{**options, **role.trl})
+
+
+def check_trl_options(role: GRPOSection) -> None:
+    """ConfigError for a `trl:` option of `role` that TRL's GRPOConfig does not have, or that
+    rzero sets itself from a field of the role (`managed_options`; gradient_checkpointing is
+    model.gradient_checkpointing, passed as activation_checkpointing)."""
+    known, version = trl_option_names()
+    managed = set(managed_options(role, "unused")) | {"gradient_checkpointing"}
+    section = role.section
+    for key in role.trl:
+        if key in managed:
+            raise ConfigError(f"{section}.trl.{key}: set by rzero itself; use the "
+                              f"'{section}' field of that meaning instead (rzero config --fields)")
+        if key not in known:
+            raise ConfigError(f"{section}.trl.{key}: not an option of TRL's GRPOConfig "
+                              f"(trl {version}); check the spelling")
 
 
 def train_grpo(model, tokenizer, rows: list[dict[str, Any]],
@@ -203,7 +229,7 @@ def train_grpo(model, tokenizer, rows: list[dict[str, Any]],
                role: GRPOSection, output_dir: str | Path, *, seed: int = 0,
                model_cfg: ModelConfig | None = None,
                generation_cfg: GenerationConfig | None = None, deepspeed: str | None = None,
-               log: Callable[[dict[str, float]], None] | None = None,
+               report_to: Sequence[str] = (), log: Callable[[dict[str, float]], None] | None = None,
                desc: str = "grpo", save_to: str | Path | None = None) -> TrainStats:
     """Train `model` in place with GRPO on `rows` (each has a 'prompt' chat plus columns that
     the reward functions receive as keyword lists), with the settings of one role's section
@@ -224,7 +250,7 @@ def train_grpo(model, tokenizer, rows: list[dict[str, Any]],
         raise ValueError("train_grpo: no training rows")
     model_cfg = model_cfg or ModelConfig()
     args = grpo_config(role, output_dir, seed=seed, model_cfg=model_cfg,
-                       generation_cfg=generation_cfg, deepspeed=deepspeed)
+                       generation_cfg=generation_cfg, deepspeed=deepspeed, report_to=report_to)
     on_cpu = not torch.cuda.is_available()
     if args.bf16 and on_cpu and any(p.dtype != torch.float32 for p in model.parameters()):
         # bf16 on CPU is autocast over float32 weights; bf16 weights would round away an

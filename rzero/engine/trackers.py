@@ -4,9 +4,9 @@ Two streams reach the same trackers:
 
 - the loop's own: every committed phase's scalar metrics (by iteration), the challenger's
   GRPO steps (by global step) and the collapse watch's warnings, through `Trackers`
-  (`RunDir.log_tracker` holds one);
+  (`rzero.rundir.TrackerLog` holds one, a hook after each commit);
 - TRL's training logs (loss, KL, reward per update): `grpo.grpo_config` passes
-  `trl_report_to()` as GRPOConfig's ``report_to``, and `phase_environment` points
+  `run.report_to` (handed down by each role's trainer) as GRPOConfig's ``report_to``, and `phase_environment` points
   transformers' tracker callbacks at this run (they read their settings from environment
   variables: ``TENSORBOARD_LOGGING_DIR``, ``WANDB_PROJECT``/``WANDB_DIR``/``WANDB_NAME``,
   ``TRACKIO_PROJECT``).
@@ -29,9 +29,6 @@ from rzero.config import ConfigError
 TRACKERS = ("tensorboard", "wandb", "trackio")
 PROJECT = "rzero"  # the wandb/trackio project, unless WANDB_PROJECT/TRACKIO_PROJECT say else
 
-_report_to: list[str] = []  # what `use` set for this process: TRL's report_to
-
-
 def check_installed(names: Sequence[str]) -> None:
     """ConfigError naming the tracker and the fix when one of `names` is not importable."""
     module = {"tensorboard": "tensorboard", "wandb": "wandb", "trackio": "trackio"}
@@ -39,16 +36,6 @@ def check_installed(names: Sequence[str]) -> None:
         if importlib.util.find_spec(module[name]) is None:
             raise ConfigError(f"run.report_to={list(names)!r}: {name} is not installed; "
                               f"`pip install {name}` or drop it from run.report_to")
-
-
-def use(names: Sequence[str]) -> None:
-    """Make `names` this process's trackers for TRL (`trl_report_to`)."""
-    _report_to[:] = list(names)
-
-
-def trl_report_to() -> list[str]:
-    """GRPOConfig's ``report_to``: the run's trackers (empty outside a run)."""
-    return list(_report_to)
 
 
 def phase_environment(run_dir: Path, k: int, phase: str) -> dict[str, str]:
@@ -64,10 +51,11 @@ def phase_environment(run_dir: Path, k: int, phase: str) -> dict[str, str]:
             "TRACKIO_PROJECT": os.environ.get("TRACKIO_PROJECT", PROJECT)}
 
 
-def enter_phase(run_dir: Path, k: int, phase: str) -> None:
-    """Set `phase_environment` in this process (transformers reads it when a trainer is
-    made, so a phase sets it before training)."""
-    if _report_to:
+def enter_phase(run_dir: Path, k: int, phase: str, names: Sequence[str]) -> None:
+    """Set `phase_environment` in this process when the run reports to trackers (`names`:
+    `run.report_to`; transformers reads it when a trainer is made, so a phase sets it
+    before training)."""
+    if names:
         os.environ.update(phase_environment(run_dir, k, phase))
 
 

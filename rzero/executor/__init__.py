@@ -8,14 +8,14 @@
   buffer      TaskBuffer seeded with the identity triplet
   parsing     reading ```python fences and <input>/<output>/<message> tags
   prompts     proposer and solver chat prompts per task type
-  rewards     learnability, solver verdict, format penalties; ProposerReward, SolverReward
+  rewards     learnability, solver verdict, format penalties; ExecutorProposerReward, ExecutorSolverReward
 """
 
 from rzero.executor.buffer import TaskBuffer
 from rzero.executor.prompts import proposer_messages, solver_messages
 from rzero.executor.rewards import (
-    ProposerReward,
-    SolverReward,
+    ExecutorProposerReward,
+    ExecutorSolverReward,
     SolverSampler,
     format_reward,
     learnability,
@@ -40,8 +40,8 @@ from rzero.executor.tasks import (
 )
 
 __all__ = [
-    "IDENTITY", "TASK_TYPES", "CodeTask", "ExecResult", "Limits", "ProposerReward",
-    "SolverReward", "SolverSampler", "TaskBuffer", "check_deterministic", "format_reward",
+    "IDENTITY", "TASK_TYPES", "CodeTask", "ExecResult", "Limits", "ExecutorProposerReward",
+    "ExecutorSolverReward", "SolverSampler", "TaskBuffer", "check_deterministic", "format_reward",
     "judge", "learnability", "outputs_equal", "proposer_messages", "run_many", "run_program",
     "sandbox_probe", "solver_messages", "solver_verdict", "validate_induction",
     "validate_triplets",

@@ -2,7 +2,7 @@
 
 Formulas, one function each: `learnability` (proposer, AZR eq. 4), `solver_verdict`
 (solver, AZR eq. 5), `format_reward` (AZR eq. 6's penalties). The callables
-`ProposerReward` and `SolverReward` have TRL's reward shape,
+`ExecutorProposerReward` and `ExecutorSolverReward` have TRL's reward shape,
 `(prompts, completions, **columns) -> list[float | None]`, and pickle when what they hold
 (the solver sampler, the buffer) pickles.
 
@@ -29,6 +29,7 @@ from rzero.executor.tasks import (
     validate_induction,
     validate_triplets,
 )
+from rzero.prompts.chat import completion_text
 
 
 def learnability(r_bar: float) -> float:
@@ -70,18 +71,7 @@ class SolverSampler(Protocol):
     def __call__(self, prompts: list[Messages], num_samples: int) -> list[list[str]]: ...
 
 
-def completion_text(completion: Any) -> str:
-    """TRL gives a string (standard format) or a list of messages (conversational)."""
-    if isinstance(completion, str):
-        return completion
-    if isinstance(completion, dict):
-        return str(completion.get("content", ""))
-    if isinstance(completion, list) and completion:
-        return str(completion[-1].get("content", ""))
-    return ""
-
-
-class SolverReward:
+class ExecutorSolverReward:
     """TRL reward for the solver: `solver_verdict` of each answer on its row's `task`.
 
     Dataset column `task`: `CodeTask.to_json()`. With `format_penalty`, a completion with
@@ -110,7 +100,7 @@ class SolverReward:
                 for v, a in zip(verdicts, answers, strict=True)]
 
 
-class ProposerReward:
+class ExecutorProposerReward:
     """TRL reward for the proposer: `learnability` of each valid proposal, AZR's penalties
     for the rest; valid proposals go into `buffer` (AZR keeps them whatever their reward).
 

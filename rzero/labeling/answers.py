@@ -16,15 +16,12 @@ from __future__ import annotations
 
 import re
 from functools import lru_cache
-from typing import Any
 
-__all__ = ["completion_text", "extract_boxed", "extract_question", "normalize_answer"]
+from rzero.prompts.boxed import BRACE_TOKEN, closing_brace
+
+__all__ = ["extract_boxed", "extract_question", "normalize_answer"]
 
 _BOX_COMMANDS = ("\\boxed", "\\fbox")
-# A backslash escape (``\{``, ``\}``, ``\\``) or a bare brace. Matching the escape as one
-# token is what keeps ``\{`` out of the depth count, with no look-behind and no
-# backtracking (runs of backslashes are consumed two at a time).
-_BRACE_TOKEN = re.compile(r"\\.|[{}]", re.DOTALL)
 _SPACE = frozenset(" \t\r\n\f\v")
 
 
@@ -59,16 +56,8 @@ def _box_argument(text: str, start: int) -> str | None:
     if i >= n:
         return None
     if text[i] == "{":
-        depth = 0
-        for match in _BRACE_TOKEN.finditer(text, i):
-            token = match.group()
-            if token == "{":
-                depth += 1
-            elif token == "}":
-                depth -= 1
-                if depth == 0:
-                    return text[i + 1 : match.start()].strip() or None
-        return None  # unbalanced
+        end = closing_brace(text, i)
+        return None if end is None else text[i + 1 : end].strip() or None  # None: unbalanced
     if i == start and not (text[i].isdigit() or text[i] in "\\-+."):
         return None  # ``\boxed}`` or ``\boxed$``: no argument
     j = i
@@ -82,7 +71,7 @@ def _box_argument(text: str, start: int) -> str | None:
 
 def _braces_balanced(s: str) -> bool:
     depth = 0
-    for match in _BRACE_TOKEN.finditer(s):
+    for match in BRACE_TOKEN.finditer(s):
         token = match.group()
         if token == "{":
             depth += 1
@@ -173,9 +162,3 @@ def _squeeze_spaces(s: str) -> str:
     return "".join(out)
 
 
-def completion_text(completion: Any) -> str:
-    """The text of one completion: TRL passes conversational completions as
-    [{'role': 'assistant', 'content': ...}], plain ones as a string."""
-    if isinstance(completion, str):
-        return completion
-    return "".join(m.get("content", "") for m in completion)

@@ -24,9 +24,10 @@ from collections.abc import Callable, Generator, Sequence
 from dataclasses import dataclass
 
 from rzero.config import LabelingConfig
-from rzero.engine import generation
 from rzero.labeling.answers import extract_boxed, normalize_answer
 from rzero.labeling.equivalence import EquivalenceChecker, get_checker
+from rzero.prompts import generator
+from rzero.prompts.chat import Prompt
 
 __all__ = ["FrozenSolver", "Votes", "majority_vote", "majority_vote_many", "sample_and_vote",
            "vote_params"]
@@ -172,10 +173,10 @@ def majority_vote_many(
 
 
 def sample_and_vote(
-    solver: generation.Generator,
-    prompts: Sequence[generation.Prompt],
+    solver: generator.Generator,
+    prompts: Sequence[Prompt],
     num_votes: int,
-    params: generation.SamplingParams,
+    params: generator.SamplingParams,
     *,
     budget_s: float | None = None,
 ) -> tuple[list[list[str | None]], list[Votes]]:
@@ -190,9 +191,9 @@ def sample_and_vote(
     return answers, majority_vote_many(answers, budget_s=budget_s)
 
 
-def vote_params(labeling: LabelingConfig, seed: int) -> generation.SamplingParams:
+def vote_params(labeling: LabelingConfig, seed: int) -> generator.SamplingParams:
     """How the frozen solver samples its m votes (paper: temperature 1.0, top_k 40)."""
-    return generation.SamplingParams(temperature=labeling.temperature, top_p=labeling.top_p,
+    return generator.SamplingParams(temperature=labeling.temperature, top_p=labeling.top_p,
                                      top_k=labeling.top_k,
                                      max_new_tokens=labeling.max_new_tokens, seed=seed)
 
@@ -203,8 +204,8 @@ class FrozenSolver:
     a question, and the run's labelling settings. The challenger's reward and the labelling
     of the pool both vote through it, so both ask the same way."""
 
-    generator: generation.Generator
-    prompt: Callable[[str], generation.Prompt]
+    generator: generator.Generator
+    prompt: Callable[[str], Prompt]
     labeling: LabelingConfig
 
     def vote(self, questions: Sequence[str],

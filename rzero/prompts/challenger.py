@@ -3,7 +3,7 @@
 
 from __future__ import annotations
 
-from rzero.engine.generation import Chat
+from rzero.prompts.chat import Chat
 from rzero.prompts.templates import read_template, to_chat
 
 

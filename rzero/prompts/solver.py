@@ -4,7 +4,7 @@ solver and evaluates it, so all three see the question the same way."""
 
 from __future__ import annotations
 
-from rzero.engine.generation import Chat
+from rzero.prompts.chat import Chat
 from rzero.prompts.templates import read_template, to_chat
 
 

@@ -21,7 +21,7 @@ from __future__ import annotations
 from importlib import resources
 from pathlib import Path
 
-from rzero.engine.generation import Chat
+from rzero.prompts.chat import Chat
 
 
 def template_path(path: str | None, default: str) -> Path:

@@ -1,18 +1,21 @@
-"""The run folder (SPEC §5): its layout, phase markers, resume checks.
+"""The run folder (SPEC §5) and the one phase runner every loop uses.
 
     folder.py  RunDir: config.yaml and its fingerprint, iter_KK folders, markers written
-               last, verify (sizes / SHA-256 against the markers)
+               last, verify (sizes / SHA-256 against the markers); renders nothing
+    phases.py  PhaseRunner: resume-or-run, timing, peak memory, generator lifetimes, the
+               commit crash point and the loop's hooks around each commit; TrackerLog
 """
 
-from rzero.rundir.folder import (
-    PHASES,
-    RunDir,
-    RunDirConflict,
+from rzero.rundir.folder import PHASES, RunDir, RunDirConflict
+from rzero.rundir.phases import (
+    TRAINING_PHASES,
+    PhaseRunner,
     Timing,
+    TrackerLog,
     peak_rss_gib,
     release_memory,
     reset_peak_rss,
 )
 
-__all__ = ["PHASES", "RunDir", "RunDirConflict", "Timing", "peak_rss_gib", "release_memory",
-           "reset_peak_rss"]
+__all__ = ["PHASES", "TRAINING_PHASES", "PhaseRunner", "RunDir", "RunDirConflict", "Timing",
+           "TrackerLog", "peak_rss_gib", "release_memory", "reset_peak_rss"]

@@ -1,11 +1,12 @@
-"""A run directory: its config and fingerprint, iteration folders, phase markers, and the
-files rebuilt from them (`metrics.jsonl`, `report.md`, TensorBoard).
+"""A run directory: its config and fingerprint, iteration folders and phase markers; the
+files rebuilt from the markers (`metrics.jsonl`, `report.md`, ...) are `rzero.reports`'.
 
     RUN_DIR/config.yaml            the resolved config (its fingerprint guards resume)
     RUN_DIR/iter_KK/phases/P.json  the marker of phase P of iteration KK, written last
     RUN_DIR/metrics.jsonl          one row per committed phase and challenger GRPO step,
                                    with the warnings the phase recorded
-    RUN_DIR/report.md, report.html the run's report and its curves, rebuilt at every commit
+    RUN_DIR/report.md, report.html the run's report and its curves, rebuilt after every
+                                   commit (`rzero.reports.rebuild`, a hook of the loop)
     RUN_DIR/best.json              the solver with the best held-out evaluation average
 
 A phase is committed by writing its marker atomically after its outputs, so a marker
@@ -18,12 +19,10 @@ fingerprint, so a changed config is refused even when `config.yaml` was deleted.
 
 from __future__ import annotations
 
-import gc
 import hashlib
 import json
 import shutil
 import sys
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -34,7 +33,6 @@ from rzero.io import (
     DamagedFileError,
     read_jsonl,
     write_json_atomic,
-    write_jsonl_atomic,
     write_text_atomic,
 )
 
@@ -58,7 +56,6 @@ class RunDir:
 
     def __init__(self, path: str | Path):
         self.path = Path(path)
-        self._trackers = None
 
     # ------------------------------------------------------------ layout
 
@@ -161,9 +158,10 @@ class RunDir:
 
     def commit(self, cfg: RZeroConfig, k: int, phase: str, info: dict[str, Any],
                seconds: float) -> dict[str, Any]:
-        """Write the phase's marker (the commit point), then rebuild metrics and report.
-        The marker records the size and SHA-256 of every file the phase wrote (`OUTPUTS`),
-        so a resume can tell that they are still what was committed."""
+        """Write the phase's marker (the commit point), and nothing else: the phase runner
+        (`rzero.rundir.phases`) calls the loop's hooks after it. The marker records the
+        size and SHA-256 of every file the phase wrote (`OUTPUTS`), so a resume can tell
+        that they are still what was committed."""
         files = {}
         for out in (self.iter_dir(k) / name for name in OUTPUTS[phase]):
             for f in sorted(out.rglob("*")) if out.is_dir() else [out]:
@@ -172,8 +170,6 @@ class RunDir:
         info = {"phase": phase, "iteration": k, "seconds": round(seconds, 3),
                 "fingerprint": cfg.fingerprint(), **info, "outputs": files}
         write_json_atomic(self.marker_path(k, phase), info)
-        self.log_tracker(cfg, k, info)
-        self.rebuild(cfg)
         return info
 
     def verify(self, cfg: RZeroConfig, *, full: bool = False) -> list[str]:
@@ -208,34 +204,6 @@ class RunDir:
             return [line]
         return []
 
-    def rebuild(self, cfg: RZeroConfig) -> None:
-        """`metrics.jsonl`, `report.md`, `report.html` and `best.json` from the markers, so
-        they never hold a duplicated or missing row. A phase's row carries the warnings it
-        recorded (``warning``: the loop's own, ``warnings``: the collapse watch's) and, when
-        it stopped the run, ``stop``."""
-        from rzero.reports.markdown import render_report, summary_table
-        from rzero.reports.page import render_html
-
-        rows = []
-        for k in range(0, cfg.run.iterations + 1):
-            for phase in PHASES:
-                m = self.marker(k, phase)
-                if m is None:
-                    continue
-                for step in m.get("steps", []):
-                    rows.append({"iteration": k, "phase": "challenger_step", **step})
-                rows.append({"iteration": k, "phase": phase, "seconds": m["seconds"],
-                             **m.get("metrics", {}),
-                             **{key: m[key] for key in ("warning", "warnings", "stop")
-                                if m.get(key)}})
-        write_jsonl_atomic(self.path / "metrics.jsonl", rows)
-        best = self.best_solver(cfg)
-        if best is not None:
-            write_json_atomic(self.path / "best.json", best)
-        write_text_atomic(self.path / "report.md", render_report(self, cfg))
-        write_text_atomic(self.path / "report.html",
-                          render_html(self, cfg, summary_table(self, cfg)))
-
     def best_solver(self, cfg: RZeroConfig) -> dict[str, Any] | None:
         """The evaluated solver with the highest held-out evaluation average (iteration 0 is
         the base model; a tie goes to the earlier iteration), or None before any evaluation.
@@ -255,30 +223,6 @@ class RunDir:
                                      "highest; ties go to the earlier iteration"}
         return best
 
-    def log_tracker(self, cfg: RZeroConfig, k: int, info: dict[str, Any]) -> None:
-        """The phase's scalar metrics, by iteration, and its challenger steps, by global
-        step, to the run's trackers (`run.report_to`); its warnings as text, and their
-        count as ``watch/warnings``."""
-        from rzero.engine.trackers import Trackers
-
-        if self._trackers is None:
-            self._trackers = Trackers(cfg.run.report_to, self.path)
-        phase = info["phase"]
-        self._trackers.scalars({f"{phase}/{key}": v for key, v in info.get("metrics", {}).items()}
-                               | {"watch/warnings": len(info.get("warnings", []))}, k, "iteration")
-        for row in info.get("steps", []):
-            gstep = (k - 1) * cfg.challenger.steps + int(row["step"])
-            self._trackers.scalars({f"challenger_step/{key}": v for key, v in row.items()
-                                    if key != "step"}, gstep, "global_step")
-        lines = list(info.get("warnings", [])) + ([info["warning"]] if info.get("warning") else [])
-        self._trackers.text(f"warnings/{phase}", lines, k)
-        self._trackers.flush()
-
-    def close(self) -> None:
-        if self._trackers is not None:
-            self._trackers.close()
-            self._trackers = None
-
 
 def sha256(path: Path) -> str:
     digest = hashlib.sha256()
@@ -286,56 +230,3 @@ def sha256(path: Path) -> str:
         for block in iter(lambda: f.read(1 << 20), b""):
             digest.update(block)
     return digest.hexdigest()
-
-
-# ---------------------------------------------------------------- time and memory
-
-
-@dataclass
-class Timing:
-    """Where the wall time went, for the overhead ratio of bench/iteration.py."""
-    generation: float = 0.0  # inside model.generate (rollouts, votes, pool, eval)
-    optimizer: float = 0.0  # GRPO steps minus their reward calls
-    phases: dict[str, float] = field(default_factory=dict)
-    peak_rss_gib: dict[str, float] = field(default_factory=dict)  # per phase, this process
-
-    def record(self, key: str, seconds: float, peak_rss_gib: float | None) -> None:
-        """One committed phase (`key` is ``k/phase``): its time and peak memory."""
-        self.phases[key] = seconds
-        if peak_rss_gib is not None:
-            self.peak_rss_gib[key] = peak_rss_gib
-
-
-def release_memory() -> None:
-    """Collect garbage and hand freed heap pages back to the OS (glibc keeps them otherwise,
-    so the next phase's models would stack on the last phase's high-water mark)."""
-    gc.collect()
-    try:
-        import ctypes
-
-        ctypes.CDLL("libc.so.6").malloc_trim(0)
-    except (OSError, AttributeError):
-        pass  # not glibc
-
-
-def reset_peak_rss() -> None:
-    """Start a new peak-memory window (Linux: writing 5 to clear_refs resets VmHWM)."""
-    try:
-        Path("/proc/self/clear_refs").write_text("5")
-    except OSError:
-        pass  # not Linux, or not permitted: the peak is then the process's peak so far
-
-
-def peak_rss_gib() -> float | None:
-    """Peak resident memory of this process since the last `reset_peak_rss`, in GiB."""
-    try:
-        for line in Path("/proc/self/status").read_text().splitlines():
-            if line.startswith("VmHWM:"):
-                return int(line.split()[1]) / 2**20  # kB -> GiB
-    except OSError:
-        pass
-    try:
-        import resource
-    except ImportError:
-        return None
-    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2**20  # kB on Linux

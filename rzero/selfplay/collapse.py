@@ -39,9 +39,17 @@ from typing import Any
 
 import numpy as np
 
-from rzero.challenger.repetition import BleuVariant, bleu_distance_matrix, cluster_labels
+from rzero.challenger.repetition import (
+    BleuVariant,
+    bleu_distance_matrix,
+    cluster_labels,
+    distinct_n,
+    question_structure,
+    structure_count,
+)
 from rzero.config import RunConfig, WatchConfig
 from rzero.labeling.filtering import label_key
+from rzero.stats import mean
 
 __all__ = [
     "ANSWER_TYPES",
@@ -64,43 +72,6 @@ __all__ = [
 WARNINGS = ("diversity", "structure", "wording", "well_formed", "parse", "fragmentation",
             "band", "label_mode", "label_accuracy", "co_error", "increment")
 ANSWER_TYPES = ("integer", "fraction", "decimal", "expression", "text", "none")
-
-_TOKEN = re.compile(r"\w+|[^\w\s]")
-_NUMBER = re.compile(r"\d+(?:[.,]\d+)*")
-_SPACE = re.compile(r"\s+")
-
-
-# ---------------------------------------------------------------- questions
-
-
-def distinct_n(texts: Sequence[str], n: int) -> float:
-    """distinct-n = |distinct n-grams| / |n-grams| over all texts together (Li et al. 2016).
-
-    Tokens: lower-cased words and single punctuation marks. A text shorter than n adds no
-    n-gram; no n-gram at all gives 0. The value falls as the batch grows (common n-grams
-    repeat), so compare it between batches of one size.
-    """
-    if n < 1:
-        raise ValueError(f"n must be >= 1, got {n}")
-    grams: Counter[tuple[str, ...]] = Counter()
-    for text in texts:
-        tokens = _TOKEN.findall(text.lower())
-        grams.update(tuple(tokens[i:i + n]) for i in range(len(tokens) - n + 1))
-    total = sum(grams.values())
-    return len(grams) / total if total else 0.0
-
-
-def question_structure(question: str) -> str:
-    """The question with its numbers masked: each digit run (with ``.5`` or ``,000`` parts)
-    becomes ``#``, lower-cased, whitespace collapsed. Two questions with one structure differ
-    at most in their numbers, case and spacing."""
-    return _SPACE.sub(" ", _NUMBER.sub("#", question.lower())).strip()
-
-
-def structure_count(questions: Sequence[str]) -> int:
-    """Number of distinct `question_structure`s: a template with new numbers counts once."""
-    return len({question_structure(q) for q in questions})
-
 
 def question_diversity(questions: Sequence[str], *, tau: float = 0.5,
                        variant: BleuVariant = "sacrebleu", sample: int | None = 2048,
@@ -198,9 +169,6 @@ def answer_fragmentation(rows: Sequence[Mapping[str, Any]]) -> dict[str, float]:
     Rows with no ``parse_rate`` (a malformed GRPO completion never voted on) are skipped;
     no rows: every mean is 0."""
     voted = [r for r in rows if r.get("parse_rate") is not None]
-
-    def mean(values: list[float]) -> float:
-        return sum(values) / len(values) if values else 0.0
 
     return {"rows": len(voted),
             "mean_num_groups": mean([r["num_groups"] for r in voted]),

@@ -14,7 +14,12 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from rzero.stats import PairedDifference, paired_difference, stratified_paired_difference
+from rzero.stats import (
+    PairedDifference,
+    mean,
+    paired_difference,
+    stratified_paired_difference,
+)
 
 __all__ = ["align_eval_items", "increment_curve", "paired_scores"]
 
@@ -109,7 +114,7 @@ def align_eval_items(results: Sequence[Mapping[str, Any]]) -> dict[str, list[lis
 def _mean(values: Sequence[float]) -> float:
     if len(values) == 0:
         raise ValueError("increment_curve: a benchmark with no items")
-    return sum(float(v) for v in values) / len(values)
+    return mean(values)
 
 
 def _flags(k: int, prev: dict[str, PairedDifference], base: dict[str, PairedDifference],

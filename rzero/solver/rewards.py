@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 from rzero.faults import crash_point
-from rzero.labeling.answers import completion_text, extract_boxed
+from rzero.labeling.answers import extract_boxed
 from rzero.labeling.equivalence import Direction, equivalent
+from rzero.prompts.chat import completion_text
 
 FORMS = ("accuracy", "reference")
 

@@ -25,7 +25,8 @@ def train_solver(model, tokenizer, cfg: RZeroConfig, kept: list[dict[str, Any]],
     reward = SolverReward(cfg.solver.reward, direction=cfg.labeling.equivalence)
     stats = train_grpo(model, tokenizer, rows, [reward], cfg.solver, work,
                        seed=cfg.run.seed + 1000 + iteration, model_cfg=cfg.model,
-                       generation_cfg=cfg.generation, log=log.append,
+                       generation_cfg=cfg.generation,
+                       report_to=cfg.run.report_to, log=log.append,
                        desc=f"iter {iteration} solver", save_to=out_dir)
     if distributed.is_main():
         shutil.rmtree(work, ignore_errors=True)
