@@ -48,6 +48,16 @@ def write_jsonl_atomic(path: str | Path, rows: Iterable[dict[str, Any]]) -> None
     write_text_atomic(path, "".join(json.dumps(r, ensure_ascii=False) + "\n" for r in rows))
 
 
+def append_jsonl(path: str | Path, rows: Iterable[dict[str, Any]]) -> None:
+    """Append `rows` to a JSONL log in one write (creating its folder): a step log grows
+    during its phase, and a kill mid-write leaves at most a torn last line, which
+    `read_jsonl(..., torn_tail_ok=True)` drops."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with path.open("a", encoding="utf-8") as f:
+        f.write("".join(json.dumps(r, ensure_ascii=False) + "\n" for r in rows))
+
+
 class DamagedFileError(ValueError):
     """A file the run wrote that cannot be read back; the message names file and line."""
 

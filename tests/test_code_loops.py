@@ -305,3 +305,48 @@ def test_auditing_an_azr_run_says_there_is_nothing_to_audit(azr_run):
 
     with pytest.raises(ConfigError, match="no pseudo-labels to audit"):
         audit_run(azr_run, RunDir(azr_run).config().audit)
+
+
+# -- the shared phase runner ------------------------------------------------------------
+
+
+def _iterate(run_dir: Path, overrides: list[str], kill_at: str | None = None):
+    import os
+    import subprocess
+    import sys
+
+    env = {**os.environ, "PYTHONUNBUFFERED": "1"}
+    env.pop("RZERO_KILL_AT", None)
+    if kill_at:
+        env["RZERO_KILL_AT"] = kill_at
+    args = [sys.executable, "-m", "rzero", "iterate", "--run-dir", str(run_dir)]
+    for o in overrides:
+        args += ["--set", o]
+    return subprocess.run(args, env=env, capture_output=True, text=True, timeout=900)
+
+
+def test_a_code_phase_killed_after_its_outputs_is_redone_on_resume(code_checkpoint,
+                                                                    rzero_code_run, tmp_path):
+    # the code tier runs on the math loop's phase runner: SIGKILL between a phase's outputs
+    # and its marker (the `PHASE:commit` crash point) leaves the phase uncommitted, and the
+    # rerun redoes it and finishes, with the pool the uninterrupted run wrote
+    overrides = code_overrides(code_checkpoint, "rzero_code")
+    run_dir = tmp_path / "run"
+    killed = _iterate(run_dir, overrides, kill_at="pool:commit")
+    assert killed.returncode == -9, killed.stderr[-2000:]
+    assert (run_dir / "iter_01" / "pool.jsonl").is_file()  # the outputs were written
+    assert RunDir(run_dir).marker(1, "challenger") is not None
+    assert RunDir(run_dir).marker(1, "pool") is None  # ... and the marker was not
+    resumed = _iterate(run_dir, overrides)
+    assert resumed.returncode == 0, resumed.stderr[-2000:]
+    done = RunDir(run_dir)
+    for phase in ("challenger", "pool", "labelling", "solver"):
+        marker = done.marker(1, phase)
+        assert marker is not None, phase
+        assert marker["peak_rss_gib"] > 0 and "compute" in marker, phase  # measured alike
+    assert rows(run_dir / "iter_01" / "pool.jsonl") == rows(rzero_code_run / "iter_01" /
+                                                             "pool.jsonl")
+    # the tracker folders of the math loop: TRL's logs of each training phase, this run's
+    assert (run_dir / "tensorboard" / "trl" / "iter_01_challenger").is_dir()
+    phases = [r["phase"] for r in rows(run_dir / "metrics.jsonl")]
+    assert phases.count("pool") == 1  # the redone phase is one row, not two

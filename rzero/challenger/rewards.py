@@ -31,7 +31,6 @@ Where the official R-Zero code departs from the paper, and how to select it here
 
 from __future__ import annotations
 
-import json
 import math
 import time
 from collections.abc import Callable, Sequence
@@ -48,6 +47,7 @@ from rzero.challenger.repetition import (
 from rzero.config import ChallengerConfig
 from rzero.engine import distributed
 from rzero.faults import crash_point
+from rzero.io import append_jsonl
 from rzero.labeling.answers import extract_boxed, extract_question
 from rzero.labeling.voting import FrozenSolver
 from rzero.prompts.chat import completion_text
@@ -351,9 +351,7 @@ class ChallengerReward:
                            p_hat=v.p_hat, num_groups=v.num_groups, top2_margin=v.top2_margin,
                            parse_rate=v.parse_rate, r_unc=parts[i].uncertainty,
                            r_rep=parts[i].repetition)
-        self.log_path.parent.mkdir(parents=True, exist_ok=True)
-        with self.log_path.open("a") as f:
-            f.write("".join(json.dumps(r, ensure_ascii=False) + "\n" for r in rows))
+        append_jsonl(self.log_path, rows)
         if self.on_step is not None:
             self.on_step(step_summary(rows))
         return [p.reward for p in parts]

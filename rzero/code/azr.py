@@ -52,7 +52,7 @@ from rzero.executor.buffer import TaskBuffer
 from rzero.executor.prompts import Messages, proposer_messages, solver_messages
 from rzero.executor.rewards import ExecutorProposerReward, ExecutorSolverReward
 from rzero.executor.tasks import CodeTask
-from rzero.io import write_jsonl_atomic
+from rzero.io import append_jsonl, write_jsonl_atomic
 from rzero.labeling.voting import vote_params
 from rzero.prompts.chat import completion_text
 from rzero.stats import mean, wilson_interval
@@ -119,8 +119,7 @@ class ProposerLog:
                      global_step=(self.iteration - 1) * self.steps + self.step,
                      completion=completion_text(c)[:4000], **record)
                 for c, record in zip(completions, self.reward.records, strict=True)]
-        with self.log_path.open("a") as f:
-            f.write("".join(json.dumps(r, ensure_ascii=False) + "\n" for r in rows))
+        append_jsonl(self.log_path, rows)
         self.on_step({"step": self.step, "completions": len(rows),
                       "valid_rate": sum(r["valid"] for r in rows) / len(rows),
                       "mean_reward": mean([r["reward"] for r in rows]),

@@ -45,7 +45,7 @@ def accuracy(d: dict[str, Any] | None) -> str:
 
 def _markers(run: RunDir, cfg: RZeroConfig) -> dict[int, dict[str, dict]]:
     return {k: {p: m for p in PHASES if (m := run.marker(k, p)) is not None}
-            for k in range(0, cfg.run.iterations + 1)}
+            for k in run.iterations()}
 
 
 # ---------------------------------------------------------------- R-Zero on code
@@ -54,7 +54,7 @@ def _markers(run: RunDir, cfg: RZeroConfig) -> dict[int, dict[str, dict]]:
 def rzero_code_tables(run: RunDir, cfg: RZeroConfig) -> list[Table]:
     marks = _markers(run, cfg)
     summary, steps, buckets = [], [], []
-    for k in range(1, cfg.run.iterations + 1):
+    for k in run.trained_iterations():
         m = {p: x.get("metrics", {}) for p, x in marks[k].items()}
         if not m:
             continue
@@ -109,7 +109,7 @@ def rzero_code_examples(run: RunDir, cfg: RZeroConfig) -> list[tuple[str, str, s
 def azr_tables(run: RunDir, cfg: RZeroConfig) -> list[Table]:
     marks = _markers(run, cfg)
     per_type, steps, refusals = [], [], []
-    for k in range(1, cfg.run.iterations + 1):
+    for k in run.trained_iterations():
         m = {p: x.get("metrics", {}) for p, x in marks[k].items()}
         if not m:
             continue

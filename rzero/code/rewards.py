@@ -17,7 +17,6 @@ no reward; it is only recorded, so the run can report how often ỹ was right.
 
 from __future__ import annotations
 
-import json
 import time
 from collections import Counter
 from collections.abc import Callable, Sequence
@@ -32,6 +31,7 @@ from rzero.config import RZeroConfig
 from rzero.executor.parsing import parse_answer, parse_program_proposal
 from rzero.executor.prompts import Messages, proposer_messages
 from rzero.executor.tasks import IDENTITY, CodeTask, call_text, outputs_equal, validate_triplets
+from rzero.io import append_jsonl
 from rzero.prompts.chat import completion_text
 
 
@@ -120,9 +120,7 @@ class CodeChallengerReward:
             task = proposals[i].task
             rows[i].update(task=task.to_json(), valid=True, **vote_row(task, a, v),
                            r_unc=parts[i].uncertainty, r_rep=parts[i].repetition)
-        self.log_path.parent.mkdir(parents=True, exist_ok=True)
-        with self.log_path.open("a") as f:
-            f.write("".join(json.dumps(r, ensure_ascii=False) + "\n" for r in rows))
+        append_jsonl(self.log_path, rows)
         if self.on_step is not None:
             self.on_step(step_summary(rows))
         self.seconds += time.perf_counter() - t0

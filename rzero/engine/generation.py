@@ -27,6 +27,7 @@ from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 from typing import Any
 
+from rzero.engine.serving import offline_env
 from rzero.prompts.chat import Chat, Prompt, as_chat
 from rzero.prompts.generator import (  # noqa: F401  (the seam, re-exported for backends' users)
     GenerationError,
@@ -363,7 +364,7 @@ def _shutdown_engine(llm) -> None:
 def _hub_offline_for(model_path: str) -> Iterator[None]:
     """HF_HUB_OFFLINE=1 while a local directory's engine starts (its workers inherit it);
     the variable is put back as it was afterwards."""
-    if not os.path.isdir(model_path) or "HF_HUB_OFFLINE" in os.environ:
+    if "HF_HUB_OFFLINE" in os.environ or "HF_HUB_OFFLINE" not in offline_env(model_path):
         yield
         return
     os.environ["HF_HUB_OFFLINE"] = "1"

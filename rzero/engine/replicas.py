@@ -38,6 +38,7 @@ from rzero.engine.serving import (
     ServerError,
     free_port,
     log_size,
+    offline_env,
     port_taken,
     server_error,
     start_server,
@@ -262,11 +263,8 @@ class SolverReplicas:
         try:
             for spec, log_path in zip(self.specs, self.log_paths, strict=True):
                 # unbuffered: the logs show each request as it arrives, not at exit
-                env = {**os.environ, "CUDA_VISIBLE_DEVICES": spec.cuda_visible_devices,
-                       "PYTHONUNBUFFERED": "1"}
-                if Path(self.checkpoint).is_dir():
-                    # a local checkpoint needs no hub; with no network vLLM waits ~20 s on it
-                    env.setdefault("HF_HUB_OFFLINE", "1")
+                env = {**offline_env(self.checkpoint),
+                       "CUDA_VISIBLE_DEVICES": spec.cuda_visible_devices, "PYTHONUNBUFFERED": "1"}
                 self.processes.append(start_server(spec.command, log_path, env))
             wait_healthy(self.processes, [self._root(s) for s in self.specs], self.model,
                          [s.command for s in self.specs], self.log_paths,

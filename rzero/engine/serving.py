@@ -57,6 +57,16 @@ class ServedModel:
     log_path: Path
 
 
+def offline_env(model_path: str | Path, env: Mapping[str, str] | None = None) -> dict[str, str]:
+    """`env` (default: this process's environment) with HF_HUB_OFFLINE=1 when `model_path` is
+    a local directory and the variable is not set already: a local checkpoint needs no hub,
+    and with no network vLLM waits ~20 s on it at every start."""
+    out = dict(os.environ if env is None else env)
+    if Path(model_path).is_dir():
+        out.setdefault("HF_HUB_OFFLINE", "1")
+    return out
+
+
 def free_port(host: str = "127.0.0.1") -> int:
     """A TCP port that is free on `host` right now (the OS picks it; a race is possible)."""
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
@@ -268,8 +278,8 @@ def serve_checkpoint(path: str | Path, port: int | None = None,
     if not Path(path).is_dir():
         raise ServerError(f"serve_checkpoint: {path!r} is not a checkpoint directory (a GGUF "
                           "file must be converted first: rzero.engine.models.resolve_model)")
-    if env is None:  # a local checkpoint needs no hub; with no network vLLM waits ~20 s on it
-        env = {"HF_HUB_OFFLINE": "1", **os.environ}
+    if env is None:
+        env = offline_env(path)
     attempts = 1 if port else PORT_ATTEMPTS
     with ExitStack() as stack:
         for attempt in range(1, attempts + 1):

@@ -50,7 +50,7 @@ def summary_table(run: RunDir, cfg: RZeroConfig) -> tuple[list[str], list[list[s
     if base is not None:
         rows.append(["0 (base)", *[""] * 8, f"{base['metrics']['average']:.3f}",
                      f"{base['seconds']:.0f}"])
-    for k in range(1, cfg.run.iterations + 1):
+    for k in run.trained_iterations():
         m = {p: run.marker(k, p) for p in PHASES}
         if not any(m.values()):
             continue
@@ -70,7 +70,7 @@ def summary_table(run: RunDir, cfg: RZeroConfig) -> tuple[list[str], list[list[s
 def compute_line(run: RunDir, cfg: RZeroConfig) -> str:
     """The dtypes the run computed in, as its phase markers recorded them (the config's
     "auto" resolved on the machine that ran the phase)."""
-    seen = [m["compute"] for k in range(cfg.run.iterations + 1) for p in PHASES
+    seen = [m["compute"] for k in run.iterations() for p in PHASES
             if (m := run.marker(k, p)) is not None and "compute" in m]
     if not seen:
         return "- compute: no phase recorded yet"
@@ -102,10 +102,10 @@ def render_report(run: RunDir, cfg: RZeroConfig) -> str:
              *prompt_files(cfg), ""]
     header, rows = summary_table(run, cfg)
     lines.append(markdown_table(header, rows))
-    warnings = [x["warning"] for k in range(1, cfg.run.iterations + 1) for p in PHASES
+    warnings = [x["warning"] for k in run.trained_iterations() for p in PHASES
                 if (x := run.marker(k, p)) and x.get("warning")]
     lines += ["", "Phase times (s) and peak resident memory:", ""]
-    for k in range(0, cfg.run.iterations + 1):
+    for k in run.iterations():
         parts = [f"{p} {m['seconds']:.0f}"
                  + (f" ({m['peak_rss_gib']:.1f} GiB peak)" if m.get("peak_rss_gib") else "")
                  for p in PHASES if (m := run.marker(k, p)) is not None]

@@ -41,7 +41,7 @@ SAMPLE_QUESTIONS = 6  # labelled questions shown per iteration
 
 def _challenger_panels(run: RunDir, cfg: RZeroConfig) -> list[Panel]:
     reward, valid = [], []
-    for k in range(1, cfg.run.iterations + 1):
+    for k in run.trained_iterations():
         steps = (run.marker(k, "challenger") or {}).get("steps", [])
         x = [(k - 1) * cfg.challenger.steps + int(s["step"]) for s in steps]
         reward.append(Series(f"iteration {k}", x, [s["mean_reward"] for s in steps]))
@@ -55,7 +55,7 @@ def _challenger_panels(run: RunDir, cfg: RZeroConfig) -> list[Panel]:
 def _pool_panels(run: RunDir, cfg: RZeroConfig) -> list[Panel]:
     hist, ks, kept = [], [], []
     m = cfg.labeling.num_votes
-    for k in range(1, cfg.run.iterations + 1):
+    for k in run.trained_iterations():
         lab = run.marker(k, "labelling")
         if lab is None:
             continue
@@ -73,7 +73,7 @@ def _pool_panels(run: RunDir, cfg: RZeroConfig) -> list[Panel]:
 
 def _solver_panel(run: RunDir, cfg: RZeroConfig) -> Panel:
     series = []
-    for k in range(1, cfg.run.iterations + 1):
+    for k in run.trained_iterations():
         log = (run.marker(k, "solver") or {}).get("train_log", [])
         x = [(k - 1) * cfg.solver.steps + i + 1 for i in range(len(log))]
         series.append(Series(f"iteration {k}", x, [r["reward"] for r in log]))
@@ -85,7 +85,7 @@ def _solver_panel(run: RunDir, cfg: RZeroConfig) -> Panel:
 def eval_table(run: RunDir, cfg: RZeroConfig) -> dict[str, list[tuple[int, float, int]]]:
     """benchmark -> [(iteration, pass@1, n)] from the eval markers."""
     table: dict[str, list[tuple[int, float, int]]] = {}
-    for k in range(0, cfg.run.iterations + 1):
+    for k in run.iterations():
         metrics = (run.marker(k, "eval") or {}).get("metrics", {})
         for key, value in metrics.items():
             if key.endswith("/pass@1"):
@@ -101,14 +101,14 @@ def _eval_panel(run: RunDir, cfg: RZeroConfig) -> Panel:
                             for _, p, n in rows), strict=True) if rows else ((), ())
         series.append(Series(name, [k for k, _, _ in rows], [p for _, p, _ in rows],
                              list(lows), list(highs)))
-    ticks = list(range(0, cfg.run.iterations + 1))
+    ticks = list(range(0, cfg.run.iterations + 1))  # the axis of the whole run, as planned
     return Panel("evaluation: pass@1 with 95 % Wilson intervals (0 = base model)", "iteration",
                  "pass@1", series, ylim=(0, 1), xticks=ticks)
 
 
 def _questions(run: RunDir, cfg: RZeroConfig) -> list[Html]:
     parts: list[Html] = []
-    for k in range(1, cfg.run.iterations + 1):
+    for k in run.trained_iterations():
         if run.marker(k, "labelling") is None:
             continue
         rows = run.rows(k, "labelled")[:SAMPLE_QUESTIONS]
@@ -125,7 +125,7 @@ def _increment_panel(run: RunDir, cfg: RZeroConfig) -> Panel:
     """Each iteration's change of pass@1 against the base, per benchmark and on average, with
     its paired 95 % bootstrap interval (0 = no change)."""
     series: dict[str, tuple[list[int], list[float], list[float], list[float]]] = {}
-    for k in range(1, cfg.run.iterations + 1):
+    for k in run.trained_iterations():
         inc = (run.marker(k, "eval") or {}).get("increment") or {}
         for name, d in inc.get("vs_base", {}).items():
             xs, ys, lo, hi = series.setdefault(name, ([], [], [], []))
@@ -135,7 +135,7 @@ def _increment_panel(run: RunDir, cfg: RZeroConfig) -> Panel:
             hi.append(d["ci_high"])
     if len(series) == 2:  # one benchmark: its average is itself, drawn over it
         series.pop("average", None)
-    ticks = list(range(1, cfg.run.iterations + 1))
+    ticks = list(range(1, cfg.run.iterations + 1))  # the axis of the whole run, as planned
     return Panel("increment curve: pass@1 minus the base's, paired 95 % intervals", "iteration",
                  "change against the base",
                  [Series(name, *v, fmt="s--" if name == "average" else "o-")

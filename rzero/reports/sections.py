@@ -1,5 +1,5 @@
 """The self-play audit's part of a run's report (SPEC §9, seed §6.1–6.2), as plain values
-that `run_report.py` writes as Markdown and `run_page.py` as HTML:
+that `markdown.py` writes as Markdown and `page.py` as HTML:
 
     science_card      seed §6.1's checklist filled in from the config and the markers:
                       anchor, external signal, controls, increment curve, judge quality,
@@ -45,7 +45,7 @@ def _delta(d: dict[str, Any] | None) -> str:
 
 
 def _evals(run: RunDir, cfg: RZeroConfig) -> dict[int, dict[str, Any]]:
-    return {k: m for k in range(0, cfg.run.iterations + 1)
+    return {k: m for k in run.iterations()
             if (m := run.marker(k, "eval")) is not None}
 
 
@@ -105,7 +105,7 @@ def _increment_verdict(run: RunDir, cfg: RZeroConfig) -> str:
 
 
 def _judge(run: RunDir, cfg: RZeroConfig) -> str:
-    audits = [(k, m) for k in range(1, cfg.run.iterations + 1)
+    audits = [(k, m) for k in run.trained_iterations()
               if (m := run.marker(k, "audit")) is not None]
     if not audits:
         return ("no judge: the pseudo-labels were not audited (audit.enabled is off), so their "
@@ -134,7 +134,7 @@ def _independence(run: RunDir, cfg: RZeroConfig) -> str:
     text = (f"separate weights, both from the same base model {cfg.model.name} (shared "
             f"pretraining, tokenizer and architecture), both trained on labels from one "
             f"majority vote")
-    co = [(k, m) for k in range(1, cfg.run.iterations + 1)
+    co = [(k, m) for k in run.trained_iterations()
           if (m := run.marker(k, "coerror")) is not None]
     if not co:
         return text + ("; co-error not measured (watch.coerror is off)" if not cfg.watch.coerror
@@ -194,7 +194,7 @@ def science_card(run: RunDir, cfg: RZeroConfig) -> Table:
 def stop_line(run: RunDir, cfg: RZeroConfig) -> str | None:
     """Why the run stopped (the first committed phase whose warnings the current
     `run.stop_on` names), or None."""
-    for k in range(0, cfg.run.iterations + 1):
+    for k in run.iterations():
         for phase in PHASES:
             m = run.marker(k, phase)
             if m is not None and (reasons := stop_of(m, cfg.run)):
@@ -214,7 +214,7 @@ def trend_lines(run: RunDir, cfg: RZeroConfig) -> list[str]:
     from rzero.stats import slope_interval
 
     steps = []
-    for k in range(1, cfg.run.iterations + 1):
+    for k in run.trained_iterations():
         for s in (run.marker(k, "challenger") or {}).get("steps", []):
             steps.append(((k - 1) * cfg.challenger.steps + int(s["step"]), s))
     if len({x for x, _ in steps}) < 2:
@@ -283,12 +283,12 @@ def coerror_rows(run: RunDir, cfg: RZeroConfig) -> tuple[list[str], list[list[st
     """(header, rows, notes): per iteration the overall co-error; each item kind's for the
     last iteration measured."""
     rows, notes = [], []
-    last = max((k for k in range(1, cfg.run.iterations + 1) if run.marker(k, "coerror")),
+    last = max((k for k in run.trained_iterations() if run.marker(k, "coerror")),
                default=None)
     if cfg.roles.shared:
         notes.append("Shared weights: the challenger and the solver are one model, so their "
                      "errors coincide by construction; co-error is not measured.")
-    for k in range(1, cfg.run.iterations + 1):
+    for k in run.trained_iterations():
         m = run.marker(k, "coerror")
         if m is None:
             continue
@@ -331,7 +331,7 @@ def collapse_rows(run: RunDir,
         return fmt.format(v) if isinstance(v, (int, float)) else "–"
 
     rows, lines, warnings = [], [], []
-    for k in range(0, cfg.run.iterations + 1):
+    for k in run.iterations():
         for phase in PHASES:
             m = run.marker(k, phase)
             if m is None:

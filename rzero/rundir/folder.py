@@ -74,6 +74,10 @@ class RunDir:
                 found.append(int(suffix))
         return sorted(found)
 
+    def trained_iterations(self) -> list[int]:
+        """`iterations` from 1: those of the loop (0 holds only the base model's evaluation)."""
+        return [k for k in self.iterations() if k >= 1]
+
     def relative(self, path: str | Path) -> str:
         """`path` as a marker stores it: ``run:REL`` inside RUN_DIR, else as given."""
         p = Path(path)
@@ -177,7 +181,7 @@ class RunDir:
         also SHA-256 with `full`). At the first mismatch that phase and every phase after it
         are uncommitted (their markers removed) so the loop redoes them. Returns what was
         found, one line each."""
-        order = [(k, p) for k in range(0, cfg.run.iterations + 1) for p in PHASES]
+        order = [(k, p) for k in self.iterations() for p in PHASES]
         for n, (k, phase) in enumerate(order):
             m = self.marker(k, phase)
             if m is None:
@@ -209,7 +213,7 @@ class RunDir:
         the base model; a tie goes to the earlier iteration), or None before any evaluation.
         ``checkpoint`` is stored as the markers store it (`resolve` reads it)."""
         best = None
-        for k in range(0, cfg.run.iterations + 1):
+        for k in self.iterations():
             m = self.marker(k, "eval")
             if m is None or "average" not in m.get("metrics", {}):
                 continue
