@@ -25,6 +25,7 @@ from pathlib import Path
 import yaml
 
 from rzero.config import ConfigError, RZeroConfig, config_from_dict
+from rzero.loop import run_iterations
 from rzero.reports.comparison import compare
 from rzero.rundir import RunDir
 
@@ -69,7 +70,6 @@ def parse_variants(text: str) -> list[str]:
 def ablate(cfg: RZeroConfig, variants: list[str] | tuple[str, ...], out_dir: str | Path,
            fresh: bool = False) -> Path:
     """Run each variant in OUT/<variant> (resuming), then compare; returns comparison.md."""
-    from rzero.loop import run_iterations  # torch and trl: only when variants run
 
     if not variants:
         raise ConfigError(f"ablate: no variants given; choose from {', '.join(VARIANTS)}")

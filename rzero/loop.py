@@ -39,9 +39,13 @@ from pathlib import Path
 from typing import Any
 
 from rzero import preflight, reports
+from rzero.audit import audit_run
+from rzero.challenger.train import sample_pool, train_challenger
 from rzero.config import RZeroConfig
 from rzero.engine import distributed
+from rzero.engine.generation import make_generator
 from rzero.engine.models import load_model, load_tokenizer, resolve_model
+from rzero.engine.replicas import frozen_solver as serve_frozen
 from rzero.evaluation import evaluate, load_benchmark, load_benchmarks, write_results
 from rzero.io import write_json_atomic, write_jsonl_atomic
 from rzero.labeling.equivalence import use_settings
@@ -51,6 +55,8 @@ from rzero.rundir import PhaseRunner, RunDir, TrackerLog, release_memory
 from rzero.selfplay import watch
 from rzero.selfplay.coerror import role_co_error
 from rzero.selfplay.crossplay import cross_iteration_matrix
+from rzero.solver.dataset import label_pool, p_hat_histogram
+from rzero.solver.train import train_solver
 from rzero.stats import mean
 
 
@@ -96,8 +102,6 @@ class RZeroRun:
     # ------------------------------------------------------------ the phases
 
     def challenger_phase(self, k: int, start: str, frozen_solver: str) -> dict:
-        from rzero.challenger.train import train_challenger
-        from rzero.engine.replicas import frozen_solver as serve_frozen
 
         it = self.rundir.iter_dir(k)
         model, tokenizer = self.load(start)
@@ -116,7 +120,6 @@ class RZeroRun:
                 "frozen_solver": self.rundir.relative(frozen_solver)}
 
     def pool_phase(self, k: int, challenger: str) -> dict:
-        from rzero.challenger.train import sample_pool
 
         pool, counts = sample_pool(self.generator(challenger), self.cfg,
                                    self.cfg.run.seed * 7919 + k, held_out=self.held_out())
@@ -125,7 +128,6 @@ class RZeroRun:
         return {"challenger": self.rundir.relative(challenger), "metrics": counts}
 
     def labelling_phase(self, k: int, solver: str) -> dict:
-        from rzero.solver.dataset import label_pool, p_hat_histogram
 
         questions = [r["question"] for r in self.rundir.rows(k, "pool")]
         rows = label_pool(self.frozen(self.generator(solver)), questions,
@@ -140,7 +142,6 @@ class RZeroRun:
                 "p_hat_histogram": p_hat_histogram(rows, self.cfg.labeling.num_votes)}
 
     def solver_phase(self, k: int, start: str) -> dict:
-        from rzero.solver.train import train_solver
 
         kept = [r for r in self.rundir.rows(k, "labelled") if r["kept"]]
         if not kept:
@@ -170,7 +171,6 @@ class RZeroRun:
                 "checkpoint": self.rundir.relative(solver)}
 
     def audit_phase(self, k: int) -> dict:
-        from rzero.audit import audit_run
 
         report = audit_run(self.rundir, self.cfg.audit, model_spec=self.cfg.model.name,
                            direction=self.cfg.labeling.equivalence)
@@ -183,7 +183,6 @@ class RZeroRun:
         """`use(generator)` for one checkpoint, then the generator is dropped and its memory
         returned, so these phases hold one model at a time (cross-play visits K + 1 of them);
         its generation time counts in the run's timing like any phase's."""
-        from rzero.engine.generation import make_generator  # not a phase generator: one at a time
 
         gen = make_generator(self.cfg, checkpoint)
         try:

@@ -19,6 +19,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
+from rzero.audit.executor import audit_with_executor
 from rzero.audit.judge import (
     PROMPT_VERSION,
     Judge,
@@ -32,6 +33,13 @@ from rzero.audit.judge import (
 from rzero.audit.report import build_report, write_report
 from rzero.audit.sampling import AuditItem, select_items
 from rzero.config import AuditConfig, ConfigError
+from rzero.engine.models import generation_dtype, resolve_model
+from rzero.engine.replicas import vllm_server_args
+from rzero.engine.serving import (
+    serve_checkpoint,
+    transformers_serve_command,
+    vllm_serve_command,
+)
 from rzero.io import write_jsonl_atomic
 from rzero.labeling.equivalence import Direction
 from rzero.rundir import RunDir
@@ -182,7 +190,6 @@ def audit_run(run_dir: RunDir | str | Path, cfg: AuditConfig, *, model_spec: str
     if not run.path.is_dir():
         raise FileNotFoundError(f"audit: run directory {str(run.path)!r} does not exist")
     if cfg.judge == "executor":  # a rzero_code run: every label checked exactly
-        from rzero.audit.executor import audit_with_executor
 
         return audit_with_executor(run)
     if run.config().run.task == "azr":
@@ -202,12 +209,6 @@ def audit_run(run_dir: RunDir | str | Path, cfg: AuditConfig, *, model_spec: str
                            direction)
 
     # ---- embedded default: serve the base model itself, audit, stop it
-    from rzero.engine.models import generation_dtype, resolve_model
-    from rzero.engine.serving import (
-        serve_checkpoint,
-        transformers_serve_command,
-        vllm_serve_command,
-    )
 
     spec = model_spec or run.config().model.name
     note = EMBEDDED_NOTE.format(spec=spec)
@@ -231,7 +232,6 @@ def audit_run(run_dir: RunDir | str | Path, cfg: AuditConfig, *, model_spec: str
     run_cfg = run.config()
     vllm = run_cfg.generation.backend == "vllm"
     if vllm:
-        from rzero.engine.replicas import vllm_server_args
 
         command = functools.partial(vllm_serve_command, extra_args=vllm_server_args(
             run_cfg, on_gpu=model_cfg.device.startswith("cuda")))

@@ -48,6 +48,7 @@ from rzero.code.runner import CodeRun
 from rzero.config import LabelingConfig, RZeroConfig
 from rzero.engine.generation import Generator
 from rzero.engine.grpo import train_grpo
+from rzero.engine.replicas import frozen_solver as serve_frozen
 from rzero.executor.buffer import TaskBuffer
 from rzero.executor.prompts import Messages, proposer_messages, solver_messages
 from rzero.executor.rewards import ExecutorProposerReward, ExecutorSolverReward
@@ -187,7 +188,6 @@ class AZRRun(CodeRun):
     # ------------------------------------------------------------ the phases
 
     def challenger_phase(self, k: int, start: str, frozen_solver: str) -> dict:
-        from rzero.engine.replicas import frozen_solver as serve_frozen
 
         cfg, it = self.cfg, self.rundir.iter_dir(k)
         steps_log = it / "challenger_steps.jsonl"

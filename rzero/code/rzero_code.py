@@ -35,6 +35,7 @@ from pathlib import Path
 
 from tqdm.auto import tqdm
 
+from rzero.audit import audit_run
 from rzero.code.rewards import (
     CodeChallengerReward,
     PseudoLabelReward,
@@ -48,6 +49,7 @@ from rzero.code.votes import CodeVoter, accuracy_fields, vote_row
 from rzero.config import RZeroConfig
 from rzero.engine.generation import SamplingParams
 from rzero.engine.grpo import train_grpo
+from rzero.engine.replicas import frozen_solver as serve_frozen
 from rzero.executor.prompts import solver_messages
 from rzero.executor.tasks import CodeTask
 from rzero.io import read_jsonl, write_jsonl_atomic
@@ -63,7 +65,6 @@ class RZeroCodeRun(CodeRun):
     # ------------------------------------------------------------ the phases
 
     def challenger_phase(self, k: int, start: str, frozen_solver: str) -> dict:
-        from rzero.engine.replicas import frozen_solver as serve_frozen
 
         it = self.rundir.iter_dir(k)
         steps_log = it / "challenger_steps.jsonl"
@@ -162,7 +163,6 @@ class RZeroCodeRun(CodeRun):
                             "true_rate": mean([s["true_rate"] for s in reward.steps])}}
 
     def audit_phase(self, k: int) -> dict:
-        from rzero.audit import audit_run
 
         report = audit_run(self.rundir, self.cfg.audit)
         return {"metrics": {key: v for key, v in report.get("summary", {}).items()

@@ -19,6 +19,8 @@ from collections.abc import Callable
 from datetime import timedelta
 from typing import Any
 
+from rzero.engine.serving import die_with_parent
+
 # non-training phases (a pool of 8000 questions, labelling, evaluation) can take hours
 # while the other ranks wait at a barrier; the default 30-minute timeout would kill them
 BARRIER_TIMEOUT = timedelta(hours=24)
@@ -55,7 +57,6 @@ def init() -> None:
     import torch.distributed as dist
     from accelerate import PartialState
 
-    from rzero.engine.serving import die_with_parent
 
     # a rank whose launcher was SIGKILLed would otherwise wait at the next barrier for a
     # day (BARRIER_TIMEOUT); this way it is killed with the launcher, and so are the model

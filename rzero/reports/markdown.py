@@ -17,6 +17,7 @@ from rzero.reporting import markdown_table
 from rzero.reports import sections
 from rzero.reports.plan import plan_markdown
 from rzero.rundir import PHASES, RunDir
+from rzero.selfplay.crossplay import cross_matrix_markdown
 
 
 def prompt_files(cfg: RZeroConfig) -> list[str]:
@@ -141,7 +142,6 @@ def collapse_watch(run: RunDir, cfg: RZeroConfig) -> list[str]:
 
 def audit_sections(run: RunDir, cfg: RZeroConfig) -> list[str]:
     """The self-play audit after the per-iteration numbers (`rzero.reports.sections`)."""
-    from rzero.selfplay.crossplay import cross_matrix_markdown
 
     out: list[str] = []
     if trend := sections.trend_lines(run, cfg):

@@ -34,6 +34,7 @@ from rzero.reporting import (
 )
 from rzero.reports import sections
 from rzero.rundir import RunDir
+from rzero.selfplay.crossplay import heatmap_png
 from rzero.stats import wilson_interval
 
 SAMPLE_QUESTIONS = 6  # labelled questions shown per iteration
@@ -144,7 +145,6 @@ def _increment_panel(run: RunDir, cfg: RZeroConfig) -> Panel:
 
 
 def _audit_parts(run: RunDir, cfg: RZeroConfig) -> list[Any]:
-    from rzero.selfplay.crossplay import heatmap_png
 
     parts: list[Any] = []
     if trend := sections.trend_lines(run, cfg):

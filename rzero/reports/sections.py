@@ -29,7 +29,7 @@ from typing import Any
 from rzero.config import RZeroConfig
 from rzero.rundir import PHASES, RunDir
 from rzero.selfplay.watch import stop_of
-from rzero.stats import wilson_interval
+from rzero.stats import slope_interval, wilson_interval
 
 Table = tuple[list[str], list[list[str]]]
 
@@ -211,7 +211,6 @@ def stop_line(run: RunDir, cfg: RZeroConfig) -> str | None:
 def trend_lines(run: RunDir, cfg: RZeroConfig) -> list[str]:
     """The challenger's reward and well-formed rate against the global GRPO step, over every
     step so far and per iteration (slope, 95 % t interval; needs 3 steps for an interval)."""
-    from rzero.stats import slope_interval
 
     steps = []
     for k in run.trained_iterations():

@@ -24,6 +24,7 @@ from typing import Any
 
 from rzero.config import RZeroConfig
 from rzero.engine import distributed, trackers
+from rzero.engine.generation import make_generator
 from rzero.engine.models import compute_dtypes
 from rzero.faults import crash_point
 from rzero.rundir.folder import RunDir
@@ -49,7 +50,6 @@ class PhaseRunner:
 
     def generator(self, checkpoint: str):
         """A generator (`generation.backend`) of `checkpoint`, closed when the phase ends."""
-        from rzero.engine.generation import make_generator  # the backends load lazily
 
         return self.track(make_generator(self.cfg, checkpoint))
 
