@@ -346,6 +346,9 @@ def test_a_code_phase_killed_after_its_outputs_is_redone_on_resume(code_checkpoi
         assert marker["peak_rss_gib"] > 0 and "compute" in marker, phase  # measured alike
     assert rows(run_dir / "iter_01" / "pool.jsonl") == rows(rzero_code_run / "iter_01" /
                                                              "pool.jsonl")
+    # the self-play watch ran before the commit: the challenger's trends and warnings
+    challenger = done.marker(1, "challenger")
+    assert "trend" in challenger and "warnings" in challenger
     # the tracker folders of the math loop: TRL's logs of each training phase, this run's
     assert (run_dir / "tensorboard" / "trl" / "iter_01_challenger").is_dir()
     phases = [r["phase"] for r in rows(run_dir / "metrics.jsonl")]

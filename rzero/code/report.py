@@ -201,7 +201,8 @@ def _times(run: RunDir, cfg: RZeroConfig) -> tuple[list[str], list[str]]:
                  for p, m in marks.items()]
         if parts:
             times.append(f"iteration {k}: " + ", ".join(parts))
-        warnings += [m["warning"] for m in marks.values() if m.get("warning")]
+        warnings += [w for m in marks.values()
+                     for w in ([m["warning"]] if m.get("warning") else []) + m.get("warnings", [])]
     return times, warnings
 
 

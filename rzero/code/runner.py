@@ -2,8 +2,10 @@
 
 `CodeRun` holds the run's `rzero.rundir.RunDir` (config fingerprint, iteration folders,
 markers written last, resume checks) and the math loop's `PhaseRunner` (resume-or-run,
-timing, peak memory, the commit crash point, tracker folders), with the code tier's own
-report (`rzero.code.report.rebuild`) as the hook after each commit. The phase names are the
+timing, peak memory, the commit crash point, tracker folders), with the self-play watch
+before each commit (the challenger's trends and step warnings, the evaluation's increment
+curve, the stop rules; `rzero.selfplay.watch.after_phase`) and the code tier's own report
+(`rzero.code.report.rebuild`) after it. The phase names are the
 math loop's, so the layout is the same: challenger (the proposer's GRPO phase), pool,
 labelling, solver, eval, audit. It runs in one process (the config refuses several
 training GPUs for the code tier).
@@ -12,6 +14,7 @@ training GPUs for the code tier).
 from __future__ import annotations
 
 from collections.abc import Callable
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -49,6 +52,7 @@ class CodeRun:
         self.trackers = TrackerLog(cfg, self.rundir.path)
         self.phases = PhaseRunner(
             cfg, self.rundir,
+            before_commit=[partial(watch.after_phase, cfg, self.rundir)],
             after_commit=[self.trackers, lambda k, phase, marker: rebuild(self.rundir, cfg)],
             on_marker=[lambda marker: watch.check_stop(marker, cfg.run)])
         self.timing = self.phases.timing

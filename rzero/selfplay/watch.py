@@ -55,13 +55,16 @@ __all__ = ["StopRun", "after_phase", "check_stop", "stop_of"]
 def after_phase(cfg: RZeroConfig, run: RunDir, k: int, phase: str,
                 info: dict[str, Any]) -> dict[str, Any]:
     """`info` (the phase's marker-to-be) with the audit's numbers, ``warnings`` and, when
-    one of them is named in `run.stop_on`, ``stop``."""
+    one of them is named in `run.stop_on`, ``stop``. The pool's and the labelling's
+    measures read math questions and their votes, so a code-tier run (`run.task` rzero_code
+    or azr) gets the challenger's, the evaluation's and the audit's, and the stop."""
     where = f"iteration {k} {phase}"
+    math = cfg.run.task == "math"
     if phase == "challenger":
         _challenger(cfg, k, info)
-    elif phase == "pool":
+    elif phase == "pool" and math:
         _pool(cfg, run, k, info)
-    elif phase == "labelling":
+    elif phase == "labelling" and math:
         _labelling(cfg, run, k, info)
     elif phase == "eval":
         _eval(cfg, run, k, info)
