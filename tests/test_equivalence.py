@@ -126,6 +126,23 @@ def test_a_deadline_below_the_limit_is_a_budget_cut_and_not_cached():
         assert c.stats().budget_cuts == 1
 
 
+def test_a_budget_pays_for_a_worker_still_starting_even_at_the_full_limit():
+    # a budget equal to the limit is still a budget: the replacement worker's start-up
+    # (about half a second) comes out of it, so the call ends within the budget
+    with EquivalenceChecker(timeout_s=2.0, inner_timeout_s=None) as c:
+        c.equivalent("1", "1.0")  # worker up
+        c._worker._kill(restart=True)  # a replacement is starting, as after a cut
+        start = time.perf_counter()
+        [cut] = c.check_many([(r"10^{10^{10}}", "7")], deadlines=[2.0])
+        elapsed = time.perf_counter() - start
+        assert cut.source == "budget" and elapsed < 2.0 + 0.25
+        assert cut.seconds == pytest.approx(elapsed, abs=0.1)
+        # without a budget, start-up is not charged: the full limit runs and times out
+        c._worker._kill(restart=True)
+        [full] = c.check_many([(r"10^{10^{10}}", "7")])
+        assert full.source == "timeout"
+
+
 def test_works_from_a_non_main_thread(checker):
     results = []
     thread = threading.Thread(target=lambda: results.append(checker.equivalent("6/8", "0.75")))

@@ -177,7 +177,8 @@ class EquivalenceChecker:
         """Like `equivalent_many`, with provenance and optional per-pair deadlines.
 
         `deadlines[i]` (seconds) caps pair i below `timeout_s`, so a caller can spend a
-        per-question time budget; a pair cut by its deadline (or with none left) is
+        per-question time budget (waiting on a worker that is still starting is charged to
+        it, even where a deadline equals the limit); a pair cut by its deadline (or with none left) is
         "not equivalent" with source ``"budget"`` and is not cached, since it never got
         the full limit. Fast-path and cached pairs cost no budget.
         """
@@ -211,7 +212,11 @@ class EquivalenceChecker:
                     todo[key] = (verify_request(a, b, direction), deadline, [i])
             if todo:
                 keys = list(todo)
-                results = self._worker.run([todo[k][0] for k in keys], [todo[k][1] for k in keys])
+                results = self._worker.run(
+                    [todo[k][0] for k in keys],
+                    [todo[k][1] for k in keys],
+                    budget=deadlines is not None,
+                )
                 for key, done in zip(keys, results, strict=True):
                     result = Check(done.equivalent, done.source, done.seconds)
                     if result.source in ("math_verify", "timeout"):

@@ -110,19 +110,22 @@ class WorkerProcess:
         self._conn: Any = None
         self._ready = False
 
-    def run(self, requests: list[tuple], deadlines: list[float]) -> list[WorkerResult]:
+    def run(
+        self, requests: list[tuple], deadlines: list[float], *, budget: bool = False
+    ) -> list[WorkerResult]:
         """Send `requests` in one batch; enforce each deadline as results stream back.
 
         Requests come from `verify_request` (or the test hook `sleep_request`).
 
-        A deadline below `timeout_s` is a caller's budget: it also pays for waiting on a
-        worker that is still starting, and running out of it is a "budget" cut, not a
-        timeout. At the full limit, start-up time is not charged to the request.
+        With `budget` (or where a deadline is below `timeout_s`) the deadlines are a
+        caller's budget: it also pays for waiting on a worker that is still starting, and
+        running out of it before the full limit is a "budget" cut, not a timeout. Without
+        one, start-up time is not charged to the request.
         """
         out: list[WorkerResult] = []
         i = 0
         while i < len(requests):
-            budgeted = deadlines[i] < self.timeout_s
+            budgeted = budget or deadlines[i] < self.timeout_s
             begun = time.monotonic()
             conn = self._ensure(wait_s=deadlines[i] if budgeted else None)
             waited = time.monotonic() - begun if budgeted else 0.0
@@ -160,7 +163,7 @@ class WorkerProcess:
                 ran = time.monotonic() - started
                 elapsed = charged + ran
                 if message is None:
-                    full_limit = deadlines[k] >= self.timeout_s
+                    full_limit = deadlines[k] - charged >= self.timeout_s
                     self._counts["timeouts" if full_limit else "budget_cuts"] += 1
                     if full_limit:
                         log.warning(
