@@ -6,8 +6,10 @@ weights are random, or briefly trained here so the model emits R-Zero's formats.
 
 from __future__ import annotations
 
+import os
 import random
 import socket
+import subprocess
 import sys
 from collections.abc import Iterator
 from pathlib import Path
@@ -37,6 +39,20 @@ def tiny_overrides(model: Path, **extra) -> list[str]:
     }
     sets.update(extra)
     return [f"{k}={v}" for k, v in sets.items()]
+
+
+def iterate_cli(run_dir: Path, overrides: list[str], kill_at: str | None = None,
+                timeout: float = 900) -> subprocess.CompletedProcess:
+    """`rzero iterate --run-dir RUN_DIR --set ...` in a subprocess, SIGKILLed at the crash
+    point `kill_at` (RZERO_KILL_AT, `rzero.faults`) when given."""
+    env = {**os.environ, "PYTHONUNBUFFERED": "1"}
+    env.pop("RZERO_KILL_AT", None)
+    if kill_at:
+        env["RZERO_KILL_AT"] = kill_at
+    args = [sys.executable, "-m", "rzero", "iterate", "--run-dir", str(run_dir)]
+    for o in overrides:
+        args += ["--set", o]
+    return subprocess.run(args, env=env, capture_output=True, text=True, timeout=timeout)
 
 
 _FAKE_MODEL_SERVER = """

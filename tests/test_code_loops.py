@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 import torch
-from conftest import tiny_llama
+from conftest import iterate_cli, tiny_llama
 from safetensors.torch import load_file
 
 from rzero.config import ConfigError, load_config
@@ -310,21 +310,6 @@ def test_auditing_an_azr_run_says_there_is_nothing_to_audit(azr_run):
 # -- the shared phase runner ------------------------------------------------------------
 
 
-def _iterate(run_dir: Path, overrides: list[str], kill_at: str | None = None):
-    import os
-    import subprocess
-    import sys
-
-    env = {**os.environ, "PYTHONUNBUFFERED": "1"}
-    env.pop("RZERO_KILL_AT", None)
-    if kill_at:
-        env["RZERO_KILL_AT"] = kill_at
-    args = [sys.executable, "-m", "rzero", "iterate", "--run-dir", str(run_dir)]
-    for o in overrides:
-        args += ["--set", o]
-    return subprocess.run(args, env=env, capture_output=True, text=True, timeout=900)
-
-
 def test_a_code_phase_killed_after_its_outputs_is_redone_on_resume(code_checkpoint,
                                                                     rzero_code_run, tmp_path):
     # the code tier runs on the math loop's phase runner: SIGKILL between a phase's outputs
@@ -332,12 +317,12 @@ def test_a_code_phase_killed_after_its_outputs_is_redone_on_resume(code_checkpoi
     # rerun redoes it and finishes, with the pool the uninterrupted run wrote
     overrides = code_overrides(code_checkpoint, "rzero_code")
     run_dir = tmp_path / "run"
-    killed = _iterate(run_dir, overrides, kill_at="pool:commit")
+    killed = iterate_cli(run_dir, overrides, kill_at="pool:commit")
     assert killed.returncode == -9, killed.stderr[-2000:]
     assert (run_dir / "iter_01" / "pool.jsonl").is_file()  # the outputs were written
     assert RunDir(run_dir).marker(1, "challenger") is not None
     assert RunDir(run_dir).marker(1, "pool") is None  # ... and the marker was not
-    resumed = _iterate(run_dir, overrides)
+    resumed = iterate_cli(run_dir, overrides)
     assert resumed.returncode == 0, resumed.stderr[-2000:]
     done = RunDir(run_dir)
     for phase in ("challenger", "pool", "labelling", "solver"):

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 import torch
-from conftest import tiny_overrides
+from conftest import iterate_cli, tiny_overrides
 from safetensors.torch import load_file
 
 from rzero.config import load_config
@@ -151,17 +151,6 @@ def _row_counts(run_dir: Path) -> dict[str, int]:
         "metrics": len((run_dir / "metrics.jsonl").read_text().splitlines())}
 
 
-def _iterate(run_dir, overrides, kill_at=None):
-    env = {**os.environ, "PYTHONUNBUFFERED": "1"}
-    env.pop("RZERO_KILL_AT", None)
-    if kill_at:
-        env["RZERO_KILL_AT"] = kill_at
-    args = [sys.executable, "-m", "rzero", "iterate", "--run-dir", str(run_dir)]
-    for o in overrides:
-        args += ["--set", o]
-    return subprocess.run(args, env=env, capture_output=True, text=True, timeout=900)
-
-
 KILL_POINTS = ("challenger:mid", "challenger:commit", "pool:mid", "labelling:mid",
                "solver:mid", "solver:commit")
 
@@ -174,11 +163,11 @@ def test_a_run_killed_in_every_phase_resumes_to_the_same_rows(format_checkpoint,
     overrides = tiny_overrides(format_checkpoint, **{"eval.enabled": False})
     run_dir = tmp_path / "run"
     for kill_at in KILL_POINTS:
-        killed = _iterate(run_dir, overrides, kill_at=kill_at)
+        killed = iterate_cli(run_dir, overrides, kill_at=kill_at)
         assert killed.returncode == -9, (kill_at, killed.stderr[-2000:])
         phase = kill_at.split(":")[0]
         assert read_marker(run_dir, 1, phase) is None, kill_at  # the phase did not commit
-    resumed = _iterate(run_dir, overrides)
+    resumed = iterate_cli(run_dir, overrides)
     assert resumed.returncode == 0, resumed.stderr[-2000:]
     counts = _row_counts(run_dir)
     # an uninterrupted run of the same config: 8 challenger rows, and pool/labelled equal
