@@ -67,10 +67,13 @@ def cmd_iterate(args) -> int:
 
     cfg = load_config(args.config, args.overrides)
     run_dir = Path(args.run_dir or cfg.run.output_dir)
-    if cfg.run.task != "math":  # the code tier (rzero_code, azr): one process
-        from rzero.code import run_code_iterations
+    if cfg.run.task != "math":  # the code tier (rzero_code, azr) or SPIN: one process
+        if cfg.run.task == "spin":
+            from rzero.spin import run_spin as run_task
+        else:
+            from rzero.code import run_code_iterations as run_task
 
-        run_code_iterations(cfg, run_dir, fresh=args.fresh)
+        run_task(cfg, run_dir, fresh=args.fresh)
         print(f"run finished: {run_dir}\nreport: {run_dir / 'report.md'}")
         return 0
     from rzero import preflight

@@ -6,6 +6,7 @@
     paired_difference             pass@1 of b minus pass@1 of a on the same items, with intervals
     stratified_paired_difference  the same for an unweighted average over benchmarks
     slope_interval                least-squares slope over steps, t interval
+    mean_interval                 a mean with its t interval (SPIN's held-out margins)
     phi_coefficient               correlation of two 0/1 vectors, Fisher-z interval
 
 Which paired interval the reports show: the paired bootstrap (`PairedDifference.ci_low`,
@@ -33,6 +34,7 @@ __all__ = [
     "clopper_pearson_interval",
     "mcnemar_exact_p",
     "mean",
+    "mean_interval",
     "paired_difference",
     "phi_coefficient",
     "slope_interval",
@@ -287,6 +289,23 @@ def slope_interval(x: Sequence[float], y: Sequence[float],
     se = math.sqrt(s2 / sxx)
     t = float(_sp.t.ppf(0.5 + confidence / 2, n - 2))
     return Slope(b, a, b - t * se, b + t * se, se, n, confidence)
+
+
+def mean_interval(values: Sequence[float],
+                  confidence: float = 0.95) -> tuple[float, float | None, float | None]:
+    """(mean, low, high): x̄ ± t_{1 − α/2, n − 1} · s / √n, with s the sample standard
+    deviation. It assumes independent values (one per held-out pair, say); fewer than 2
+    values: no interval (None, None). No values: an error."""
+    xs = np.asarray(values, dtype=np.float64)
+    _z(confidence)
+    if xs.size == 0:
+        raise ValueError("mean_interval: no values")
+    m = float(xs.mean())
+    if xs.size < 2:
+        return m, None, None
+    half = float(_sp.t.ppf(0.5 + confidence / 2, xs.size - 1)) * float(xs.std(ddof=1)) / math.sqrt(
+        xs.size)
+    return m, m - half, m + half
 
 
 # ---------------------------------------------------------------- correlated errors

@@ -32,6 +32,7 @@ from rzero.config.sections import (
     RolesConfig,
     RunConfig,
     SolverConfig,
+    SpinConfig,
     WatchConfig,
 )
 
@@ -39,6 +40,6 @@ __all__ = [
     "FINGERPRINTED_WHEN_SET", "NOT_FINGERPRINTED", "AuditConfig",
     "ChallengerConfig", "CodeConfig", "ConfigError", "EvalConfig", "GRPOSection",
     "GenerationConfig", "LabelingConfig", "ModelConfig", "RZeroConfig", "RolesConfig",
-    "RunConfig", "Section", "SolverConfig", "WatchConfig", "config_from_dict",
-    "describe_fields", "fingerprinted", "load_config", "option",
+    "RunConfig", "Section", "SolverConfig", "SpinConfig", "WatchConfig",
+    "config_from_dict", "describe_fields", "fingerprinted", "load_config", "option",
 ]

@@ -38,13 +38,14 @@ from rzero.config.sections import (
     RolesConfig,
     RunConfig,
     SolverConfig,
+    SpinConfig,
     WatchConfig,
 )
 
 __all__ = ["AuditConfig", "ChallengerConfig", "CodeConfig", "ConfigError", "EvalConfig",
            "GRPOSection",
            "GenerationConfig", "LabelingConfig", "ModelConfig", "RZeroConfig", "RolesConfig",
-           "RunConfig", "Section", "SolverConfig", "WatchConfig", "config_from_dict",
+           "RunConfig", "Section", "SolverConfig", "SpinConfig", "WatchConfig", "config_from_dict",
            "describe_fields", "load_config"]
 
 
@@ -73,6 +74,7 @@ class RZeroConfig:
     eval: EvalConfig = field(default_factory=EvalConfig)
     watch: WatchConfig = field(default_factory=WatchConfig)
     code: CodeConfig = field(default_factory=CodeConfig)
+    spin: SpinConfig = field(default_factory=SpinConfig)
     run: RunConfig = field(default_factory=RunConfig)
 
     def to_dict(self) -> dict[str, Any]:
@@ -86,6 +88,10 @@ class RZeroConfig:
         how it is checked or watched, or where its metrics go). `ignore`: `section.key` or
         `section.*`."""
         d = self.to_dict()
+        if d["run"]["task"] != "spin":
+            # the spin section changes nothing elsewhere, and runs made before it existed
+            # keep their fingerprint
+            d.pop("spin")
         defaults = RZeroConfig().to_dict()
         for key in FINGERPRINTED_WHEN_SET:
             section, name = key.split(".")
@@ -228,6 +234,9 @@ def check_code_tier(cfg) -> None:
     if task == "azr" and not cfg.roles.train_challenger:
         raise ConfigError("roles.train_challenger=false: AZR's tasks are the proposer "
                           "phase's own rollouts; set it to true")
+    if task == "spin" and cfg.audit.enabled:
+        raise ConfigError("audit.enabled=true: SPIN's data answers come from its SFT set, "
+                          "there are no pseudo-labels to audit; set it to false")
     if task == "azr" and cfg.audit.enabled:
         raise ConfigError("audit.enabled=true: AZR's rewards are the executor's verdicts, "
                           "there are no pseudo-labels to audit; set it to false")

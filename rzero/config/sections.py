@@ -370,6 +370,67 @@ class CodeConfig(Section):
 
 
 @dataclass(frozen=True)
+class SpinConfig(Section):
+    """SPIN (run.task spin; seed 000 §1.3): self-play fine-tuning on an SFT set."""
+
+    section: ClassVar[str] = "spin"
+
+    data: str = option("embedded:easy-worked", "The SFT set: 'embedded:easy-worked' (worked "
+                       "solutions of the easy templates in one fixed style, none of whose "
+                       "problems is an evaluation item), a JSONL file of {prompt, response} "
+                       "rows, or a hub dataset id with 'prompt'/'response' or 'messages' "
+                       "columns (e.g. HuggingFaceH4/ultrachat_200k:train_sft).")
+    prompts: int = option(64, "Training prompts per iteration, each answered once by the "
+                              "opponent (paper: 50,000).", min=1)
+    heldout: int = option(32, "Held-out pairs for the dynamics (never trained on).", min=1)
+    lambdas: list[float] = option([0.1], "λ per iteration (TRL's β), the last one repeated "
+                                         "(paper: 0.1 early, 5.0 near convergence, e.g. "
+                                         "[0.1, 0.1, 0.1, 5.0]).", min=0.0, min_exclusive=True)
+    pair_weights: list[float] = option([1.0, 1.0], "Weight of this iteration's pairs, the "
+                                       "previous iteration's, ...: w keeps round(w·n) of that "
+                                       "iteration's n pairs (paper: [1.0, 1.0]).", min=0.0)
+    objective: str = option("spin", "spin (TRL DPOTrainer, sigmoid loss = SPIN's logistic ℓ, "
+                                    "reference = the opponent) or sft (the control: the same "
+                                    "updates of plain SFT on the data answers, TRL SFTTrainer).",
+                            choices=("spin", "sft"))
+    epochs: float = option(2.0, "Epochs over an iteration's pairs (paper: 2; official "
+                                "scripts: 6).", min=0.0, min_exclusive=True)
+    learning_rate: float = option(5.0e-7, "Peak learning rate (official: 5e-7, then 1e-7).",
+                                  min=0.0, min_exclusive=True)
+    optimizer: str = option("rmsprop", "Optimizer (official: rmsprop).",
+                            choices=("rmsprop", "adamw_torch"))
+    lr_scheduler: str = option("linear", "Learning-rate schedule (official: linear).",
+                               choices=("linear", "constant", "cosine"))
+    warmup_ratio: float = option(0.1, "Warm-up share of the updates (official: 0.1).", min=0.0,
+                                 max=1.0)
+    batch_size: int = option(64, "Pairs per optimiser update (official: 8 per GPU x 8).",
+                             min=1)
+    micro_batch_size: int = option(8, "Pairs per forward pass; batch_size must be a multiple.",
+                                   min=1)
+    max_length: int = option(1024, "Prompt + response tokens kept, the end cut (TRL's "
+                                   "keep_start; official: 1024, prompts cut to 512 from "
+                                   "their start).", min=16)
+    max_new_tokens: int = option(256, "Tokens of an opponent answer (official: 256).", min=1)
+    temperature: float = option(0.0, "Sampling temperature of the opponent's answers (0: "
+                                     "greedy, as the official generate.py).", min=0.0)
+    discriminator_steps: int = option(0, "Updates of plain SFT on the data that make the "
+                                         "frozen stronger discriminator (trained once, from "
+                                         "the base): its held-out accuracy tells a stall of "
+                                         "the optimiser from a reached target; 0: none.",
+                                      min=0)
+
+    def check(self) -> None:
+        if self.batch_size % self.micro_batch_size:
+            raise ConfigError(f"spin.batch_size={self.batch_size}: not a multiple of "
+                              f"spin.micro_batch_size={self.micro_batch_size}")
+        if not self.lambdas:
+            raise ConfigError("spin.lambdas: give at least one λ")
+        if not self.pair_weights or self.pair_weights[0] <= 0:
+            raise ConfigError(f"spin.pair_weights={self.pair_weights!r}: the first weight "
+                              f"(this iteration's pairs) must be > 0")
+
+
+@dataclass(frozen=True)
 class RunConfig(Section):
     section: ClassVar[str] = "run"
 
@@ -414,8 +475,10 @@ class RunConfig(Section):
                               choices=("tensorboard", "wandb", "trackio"))
     task: str = option("math", "What the roles play: math (R-Zero, SPEC 1), rzero_code "
                                "(R-Zero's loop on code deduction tasks, every label checked by "
-                               "the executor) or azr (Absolute Zero: deduction, abduction, "
-                               "induction).", choices=("math", "rzero_code", "azr"))
+                               "the executor), azr (Absolute Zero: deduction, abduction, "
+                               "induction) or spin (SPIN: self-play fine-tuning on an SFT "
+                               "set).",
+                       choices=("math", "rzero_code", "azr", "spin"))
 
     @property
     def training_processes(self) -> int:

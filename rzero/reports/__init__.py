@@ -20,7 +20,7 @@ from rzero.config import RZeroConfig
 from rzero.io import write_json_atomic, write_jsonl_atomic, write_text_atomic
 from rzero.reports.markdown import render_report, summary_table
 from rzero.reports.page import render_html
-from rzero.rundir import PHASES, RunDir
+from rzero.rundir import RunDir, phases_for
 
 # a marker's per-step lists, as rows of metrics.jsonl
 STEP_ROWS = (("steps", "challenger_step"), ("train_steps", "solver_step"))
@@ -34,7 +34,7 @@ def metrics_rows(run: RunDir, cfg: RZeroConfig) -> list[dict[str, Any]]:
     ``stop``."""
     rows = []
     for k in run.iterations():
-        for phase in PHASES:
+        for phase in phases_for(cfg.run.task):
             m = run.marker(k, phase)
             if m is None:
                 continue

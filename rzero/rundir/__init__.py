@@ -6,7 +6,7 @@
                commit crash point and the loop's hooks around each commit; TrackerLog
 """
 
-from rzero.rundir.folder import PHASES, RunDir, RunDirConflict
+from rzero.rundir.folder import PHASES, SPIN_PHASES, RunDir, RunDirConflict, phases_for
 from rzero.rundir.phases import (
     TRAINING_PHASES,
     PhaseRunner,
@@ -17,5 +17,6 @@ from rzero.rundir.phases import (
     reset_peak_rss,
 )
 
-__all__ = ["PHASES", "TRAINING_PHASES", "PhaseRunner", "RunDir", "RunDirConflict", "Timing",
-           "TrackerLog", "peak_rss_gib", "release_memory", "reset_peak_rss"]
+__all__ = ["PHASES", "SPIN_PHASES", "TRAINING_PHASES", "PhaseRunner", "RunDir",
+           "RunDirConflict", "Timing", "TrackerLog", "peak_rss_gib", "phases_for",
+           "release_memory", "reset_peak_rss"]

@@ -39,11 +39,21 @@ from rzero.io import (
 # in run order; coerror and crossplay are the self-play audit's (rzero.selfplay.watch), and
 # crossplay is committed under the last iteration, once, at the end of the run
 PHASES = ("challenger", "pool", "labelling", "solver", "eval", "audit", "coerror", "crossplay")
-ROWS = ("challenger_steps", "pool", "labelled")  # the JSONL files of an iteration
+# SPIN's (run.task spin): the frozen discriminator once (iteration 0), then per iteration the
+# opponent's answers, the training, the held-out dynamics and the evaluation
+SPIN_PHASES = ("discriminator", "generate", "train", "dynamics", "eval")
+ROWS = ("challenger_steps", "pool", "labelled", "pairs", "heldout")  # an iteration's JSONL files
 # what each phase writes in iter_KK/, recorded (size, SHA-256) in its marker
 OUTPUTS = {"challenger": ("challenger", "challenger_steps.jsonl"), "pool": ("pool.jsonl",),
            "labelling": ("labelled.jsonl",), "solver": ("solver",), "eval": ("eval",), "audit": (),
-           "coerror": ("coerror.json",), "crossplay": ("crossplay.json",)}
+           "coerror": ("coerror.json",), "crossplay": ("crossplay.json",),
+           "discriminator": ("discriminator",), "generate": ("pairs.jsonl",),
+           "train": ("model",), "dynamics": ("heldout.jsonl",)}
+
+
+def phases_for(task: str) -> tuple[str, ...]:
+    """The phases of a run of `task` (`run.task`), in run order within an iteration."""
+    return SPIN_PHASES if task == "spin" else PHASES
 RUN_PREFIX = "run:"  # a marker's path inside RUN_DIR, relative to it
 
 
@@ -150,7 +160,7 @@ class RunDir:
                     f"{', '.join(changed) or 'unknown'}); use another RUN_DIR, or pass "
                     f"--fresh to delete it and start over")
         for k in self.iterations():
-            for phase in PHASES:
+            for phase in phases_for(cfg.run.task):
                 m = self.marker(k, phase)
                 if m is not None and m.get("fingerprint") not in (None, cfg.fingerprint()):
                     raise RunDirConflict(
@@ -181,7 +191,7 @@ class RunDir:
         also SHA-256 with `full`). At the first mismatch that phase and every phase after it
         are uncommitted (their markers removed) so the loop redoes them. Returns what was
         found, one line each."""
-        order = [(k, p) for k in self.iterations() for p in PHASES]
+        order = [(k, p) for k in self.iterations() for p in phases_for(cfg.run.task)]
         for n, (k, phase) in enumerate(order):
             m = self.marker(k, phase)
             if m is None:

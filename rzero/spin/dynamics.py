@@ -1,0 +1,96 @@
+"""SPIN's dynamics on held-out pairs (seed 000 §6.1, "SPIN 更新的动力学").
+
+For iteration k the main player θ_k was trained against the opponent θ_{k−1}; on pairs it
+never saw (a held-out prompt x, its data answer y, the opponent's own answer y′):
+
+    margin            Δ = [log pθk(y|x) − log pθk−1(y|x)] − [log pθk(y′|x) − log pθk−1(y′|x)]
+    discriminator     the share of pairs with Δ > 0, with its Wilson interval: how well the
+      accuracy        main player tells the data from the opponent
+    held-out loss     the mean of `spin_loss` (λ of the iteration)
+    log-likelihood    mean log pθk(y|x) per token of y: the distance to p_data, which SPIN's
+                      fixed point makes as large as the model family allows
+
+The frozen stronger discriminator D (the base plus `spin.discriminator_steps` SFT updates on
+the training data, trained once) is scored on the same pairs against the same opponent:
+Δ_D = [log p_D(y) − log pθk−1(y)] − [log p_D(y′) − log pθk−1(y′)]. When the main player's
+accuracy nears 50 % while D still separates the pairs, the stall is the optimiser's, not a
+reached target (`stall_warning`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import torch
+
+from rzero.spin.objective import spin_loss
+from rzero.stats import mean_interval, wilson_interval
+
+NEAR_CHANCE = 0.6  # main-player accuracy at or below this counts as "near 50 %"
+SEPARATES = 0.75  # the frozen discriminator's accuracy at or above this still separates
+
+
+def margins(policy_chosen: Sequence[float], policy_rejected: Sequence[float],
+            opponent_chosen: Sequence[float], opponent_rejected: Sequence[float]) -> list[float]:
+    """Δ per pair (the argument of SPIN's loss before λ)."""
+    return [(pc - oc) - (pr - orj) for pc, pr, oc, orj in
+            zip(policy_chosen, policy_rejected, opponent_chosen, opponent_rejected, strict=True)]
+
+
+def separation(deltas: Sequence[float]) -> dict[str, Any]:
+    """Accuracy (Δ > 0) with its Wilson interval, and the mean Δ with its t interval."""
+    n = len(deltas)
+    right = sum(d > 0 for d in deltas)
+    low, high = wilson_interval(right, n)
+    mean, m_low, m_high = mean_interval(deltas) if n else (None, None, None)
+    return {"accuracy": right / n if n else None, "accuracy_low": low, "accuracy_high": high,
+            "right": right, "n": n, "margin": mean, "margin_low": m_low, "margin_high": m_high}
+
+
+def heldout_dynamics(rows: Sequence[dict[str, Any]], lam: float) -> dict[str, Any]:
+    """The iteration's held-out numbers from per-pair rows carrying ``policy_chosen``,
+    ``policy_rejected``, ``opponent_chosen``, ``opponent_rejected`` (summed log-probs),
+    ``chosen_tokens`` and, where a frozen discriminator was scored, ``disc_chosen`` and
+    ``disc_rejected``."""
+    def col(key: str) -> list[float]:
+        return [float(r[key]) for r in rows]
+
+    deltas = margins(col("policy_chosen"), col("policy_rejected"), col("opponent_chosen"),
+                     col("opponent_rejected"))
+    out = {"main": separation(deltas), "lambda": lam}
+    loss = spin_loss(*(torch.tensor(col(k), dtype=torch.float64) for k in
+                       ("policy_chosen", "policy_rejected", "opponent_chosen",
+                        "opponent_rejected")), lam)
+    out["loss"] = float(loss.mean())
+    per_token = [r["policy_chosen"] / max(1, r["chosen_tokens"]) for r in rows]
+    ll, ll_low, ll_high = mean_interval(per_token)
+    out["loglik"] = {"per_token": ll, "low": ll_low, "high": ll_high,
+                     "per_answer": sum(col("policy_chosen")) / len(rows)}
+    out["identical"] = sum(bool(r.get("identical")) for r in rows)
+    if all("disc_chosen" in r for r in rows):
+        out["discriminator"] = separation(margins(col("disc_chosen"), col("disc_rejected"),
+                                                  col("opponent_chosen"),
+                                                  col("opponent_rejected")))
+    return out
+
+
+def loglik_summary(tokens: Sequence[int], logps: Sequence[float]) -> dict[str, Any]:
+    """Mean log-likelihood per token of the data answers (iteration 0: the base model)."""
+    per_token = [lp / max(1, n) for lp, n in zip(logps, tokens, strict=True)]
+    ll, low, high = mean_interval(per_token)
+    return {"per_token": ll, "low": low, "high": high, "per_answer": sum(logps) / len(logps)}
+
+
+def stall_warning(dynamics: dict[str, Any], k: int) -> str | None:
+    """Seed §6.1's test: the main player near chance while the frozen discriminator still
+    separates the same pairs means the optimiser stalled, not that p_data was reached."""
+    main, disc = dynamics["main"], dynamics.get("discriminator")
+    if disc is None or main["accuracy"] is None or disc["accuracy"] is None:
+        return None
+    if main["accuracy"] <= NEAR_CHANCE and disc["accuracy"] >= SEPARATES:
+        return (f"iteration {k}: the main player tells held-out data answers from the "
+                f"opponent's only {main['accuracy']:.0%} of the time while the frozen "
+                f"discriminator still does {disc['accuracy']:.0%}: the stall is the "
+                f"optimiser's (learning rate, epochs, λ), not a reached p_data")
+    return None

@@ -1,0 +1,251 @@
+"""`report.md` and `report.html` of a SPIN run, rebuilt from its markers after every commit.
+
+The dynamics table (seed §6.1) per iteration: λ, the pairs trained on (by the iteration
+that generated their y′), updates, the final training loss; on held-out pairs the main
+player's discriminator accuracy and mean margin against its opponent, each with its
+interval, the held-out SPIN loss, the log-likelihood per token of the data answers, and the
+frozen discriminator's accuracy; the opponent's own answers (how many were right). Then the
+evaluation per iteration with the paired change against the previous iteration and against
+the base (bootstrap interval, McNemar p), a figure of margin, accuracy and log-likelihood,
+a few held-out pairs, phase times and warnings. Every table is built once and rendered to
+both formats; the HTML escapes what a model wrote.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from rzero.config import RZeroConfig
+from rzero.io import write_text_atomic
+from rzero.reporting import (
+    Panel,
+    Series,
+    errorbar_png,
+    figure,
+    heading,
+    html_page,
+    html_table,
+    markdown_table,
+    preformatted,
+)
+from rzero.reports import write_metrics
+from rzero.rundir import SPIN_PHASES, RunDir
+
+Table = tuple[str, list[str], list[list[Any]]]
+EXAMPLES = 3  # held-out pairs shown from the last generated iteration
+
+
+def _num(value: Any, fmt: str = "{:.3f}") -> str:
+    return fmt.format(value) if isinstance(value, (int, float)) else "–"
+
+
+def _share(d: dict[str, Any] | None) -> str:
+    """`0.750 [0.580, 0.870] (24/32)`: a separation's accuracy and its Wilson interval."""
+    if not d or d.get("accuracy") is None:
+        return "–"
+    return (f"{d['accuracy']:.3f} [{d['accuracy_low']:.3f}, {d['accuracy_high']:.3f}] "
+            f"({d['right']}/{d['n']})")
+
+
+def _ranged(value: Any, low: Any, high: Any) -> str:
+    if not isinstance(value, (int, float)):
+        return "–"
+    if not isinstance(low, (int, float)):
+        return f"{value:.3f}"
+    return f"{value:.3f} [{low:.3f}, {high:.3f}]"
+
+
+def _diff(d: dict[str, Any] | None) -> str:
+    if not d:
+        return "–"
+    p = f", McNemar p {d['mcnemar_p']:.3f}" if d.get("mcnemar_p") is not None else ""
+    return f"{d['delta']:+.3f} [{d['ci_low']:+.3f}, {d['ci_high']:+.3f}]{p}"
+
+
+def _markers(run: RunDir) -> dict[int, dict[str, dict]]:
+    return {k: {p: m for p in SPIN_PHASES if (m := run.marker(k, p)) is not None}
+            for k in run.iterations()}
+
+
+def _curve(run: RunDir) -> dict[str, Any] | None:
+    for k in reversed(run.trained_iterations()):
+        path = run.iter_dir(k) / "eval" / "increments.json"
+        if path.is_file():
+            return json.loads(path.read_text())
+    return None
+
+
+def dynamics_table(run: RunDir) -> Table:
+    rows = []
+    for k, m in _markers(run).items():
+        train, dyn, gen = m.get("train", {}), m.get("dynamics", {}), m.get("generate", {})
+        d = dyn.get("dynamics", {})
+        ll = d.get("loglik") or dyn.get("loglik") or {}
+        tm, gm = train.get("metrics", {}), gen.get("metrics", {})
+        pairs = train.get("from_iterations")
+        rows.append([
+            k, _num(train.get("lambda"), "{:g}"),
+            " + ".join(f"{n} of iteration {j}" for j, n in sorted(pairs.items(), reverse=True))
+            if pairs else "–",
+            tm.get("updates", "–"), _num(tm.get("final_loss"), "{:.4f}"),
+            _share(d.get("main")),
+            _ranged(d.get("main", {}).get("margin"), d.get("main", {}).get("margin_low"),
+                    d.get("main", {}).get("margin_high")),
+            _num(d.get("loss"), "{:.4f}"),
+            _ranged(ll.get("per_token"), ll.get("low"), ll.get("high")),
+            _share(d.get("discriminator")),
+            _num(gm.get("opponent_correct_rate"))])
+    return ("Dynamics on held-out pairs (seed §6.1)",
+            ["iteration", "λ", "pairs trained", "updates", "final loss",
+             "discriminator accuracy [95 %]", "mean margin Δ [95 %]", "held-out loss",
+             "log-lik / token of y [95 %]", "frozen discriminator accuracy",
+             "opponent's y′ right"], rows)
+
+
+def eval_table(run: RunDir) -> Table:
+    curve = _curve(run)
+    rows = []
+    if curve:
+        for entry in curve["iterations"]:
+            for name in curve["benchmarks"]:
+                rows.append([entry["iteration"], name, _num(entry["pass@1"][name]),
+                             _diff(entry.get("vs_previous", {}).get(name)),
+                             _diff(entry.get("vs_base", {}).get(name))])
+    else:  # the base alone, before any trained iteration was evaluated
+        for k, m in _markers(run).items():
+            for key, v in m.get("eval", {}).get("metrics", {}).items():
+                if key.endswith("/pass@1"):
+                    rows.append([k, key[: -len("/pass@1")], _num(v), "–", "–"])
+    return ("Evaluation (paired against the previous iteration and the base)",
+            ["iteration", "benchmark", "pass@1", "vs previous Δ [95 %]", "vs base Δ [95 %]"],
+            rows)
+
+
+def _figure(run: RunDir) -> bytes | None:
+    marks = _markers(run)
+    main = [(k, m["dynamics"]["dynamics"]) for k, m in marks.items()
+            if k >= 1 and "dynamics" in m and "dynamics" in m["dynamics"]]
+    if not main:
+        return None
+    xs = [k for k, _ in main]
+
+    def series(label: str, key: str, low: str, high: str, pick) -> Series:
+        vals = [pick(d) for _, d in main]
+        return Series(label, xs, [v[key] for v in vals], [v[low] for v in vals],
+                      [v[high] for v in vals])
+
+    lls = [(k, (m["dynamics"].get("dynamics") or {}).get("loglik") or m["dynamics"].get("loglik"))
+           for k, m in marks.items() if "dynamics" in m]
+    lls = [(k, ll) for k, ll in lls if ll and ll.get("low") is not None]
+    acc = [series("main player", "accuracy", "accuracy_low", "accuracy_high",
+                  lambda d: d["main"])]
+    if all("discriminator" in d for _, d in main):
+        acc.append(series("frozen discriminator", "accuracy", "accuracy_low", "accuracy_high",
+                          lambda d: d["discriminator"]))
+    panels = [
+        Panel("mean margin Δ on held-out pairs", "iteration", "Δ (nats)",
+              [series("θ_k vs θ_k−1", "margin", "margin_low", "margin_high",
+                      lambda d: d["main"])], xticks=xs),
+        Panel("discriminator accuracy (Δ > 0)", "iteration", "share of pairs", acc,
+              ylim=(0.0, 1.0), xticks=xs),
+        Panel("log-likelihood of held-out data answers", "iteration", "nats per token",
+              [Series("θ_k (0: base)", [k for k, _ in lls], [ll["per_token"] for _, ll in lls],
+                      [ll["low"] for _, ll in lls], [ll["high"] for _, ll in lls])],
+              xticks=[k for k, _ in lls]),
+    ]
+    return errorbar_png(panels, title="SPIN's dynamics, 95 % intervals")
+
+
+def _examples(run: RunDir) -> list[tuple[str, str, str]]:
+    for k in reversed(run.trained_iterations()):
+        if run.marker(k, "generate") is None:
+            continue
+        held = [p for p in run.rows(k, "pairs") if p["split"] == "heldout"][:EXAMPLES]
+        return [(f"iteration {k}: {p['prompt'][-1]['content']}", p["chosen"], p["rejected"])
+                for p in held]
+    return []
+
+
+def _times(run: RunDir) -> tuple[list[str], list[str]]:
+    times, warnings = [], []
+    for k, marks in _markers(run).items():
+        parts = [f"{p} {m['seconds']:.0f}" + (f" ({m['peak_rss_gib']:.1f} GiB peak)"
+                                             if m.get("peak_rss_gib") else "")
+                 for p, m in marks.items()]
+        if parts:
+            times.append(f"iteration {k}: " + ", ".join(parts))
+        warnings += [w for m in marks.values() for w in m.get("warnings", [])]
+    return times, warnings
+
+
+def _intro(cfg: RZeroConfig) -> list[str]:
+    s = cfg.spin
+    goal = ("SPIN (self-play fine-tuning): each iteration the previous model answers the "
+            "SFT prompts, and the new one is trained to tell the data answers from those.")
+    if s.objective == "sft":
+        goal = ("The SFT control of SPIN: the same updates spent on plain supervised "
+                "fine-tuning of the data answers (no opponent).")
+    return [goal,
+            f"- data: `{s.data}`, {s.prompts} training and {s.heldout} held-out prompts; λ "
+            f"per iteration {s.lambdas}; pair weights {s.pair_weights}; {s.epochs:g} epochs, "
+            f"lr {s.learning_rate:g} ({s.optimizer}, {s.lr_scheduler}), {s.batch_size} pairs "
+            f"per update",
+            f"- model `{cfg.model.name}`, {cfg.run.iterations} iterations, seed {cfg.run.seed}"]
+
+
+def tables(run: RunDir) -> list[Table]:
+    return [dynamics_table(run), eval_table(run)]
+
+
+def render_markdown(run: RunDir, cfg: RZeroConfig) -> str:
+    lines = [f"# SPIN run: {run.path.name}", "", *_intro(cfg), ""]
+    for name, header, rows in tables(run):
+        lines += [f"## {name}", "", markdown_table(header, rows) if rows else "(none yet)\n"]
+    examples = _examples(run)
+    if examples:
+        lines += ["## Held-out pairs", ""]
+        for what, chosen, rejected in examples:
+            lines += [f"- {what}", "", "  data answer y:", "", "  ```",
+                      *[f"  {x}" for x in chosen.replace("```", "'''").splitlines()], "  ```",
+                      "", "  opponent's y′:", "", "  ```",
+                      *[f"  {x}" for x in rejected.replace("```", "'''").splitlines()],
+                      "  ```", ""]
+    times, warnings = _times(run)
+    lines += ["## Phase times (s) and peak memory", ""] + [f"- {t}" for t in times]
+    if warnings:
+        lines += ["", "## Warnings", ""] + [f"- {w}" for w in warnings]
+    lines += ["", "Files: `metrics.jsonl`, `iter_KK/pairs.jsonl` (every prompt with its data "
+              "answer and the opponent's), `iter_KK/heldout.jsonl` (per held-out pair the "
+              "log-probabilities under θ_k, θ_k−1 and the frozen discriminator), "
+              "`iter_KK/model/` (checkpoints), `iter_KK/eval/`.", ""]
+    return "\n".join(lines)
+
+
+def render_html(run: RunDir, cfg: RZeroConfig) -> str:
+    parts: list[Any] = [line.removeprefix("- ").replace("`", "") for line in _intro(cfg)]
+    png = _figure(run)
+    if png is not None:
+        parts.append(figure(png, "Per iteration: the main player's mean margin and "
+                                 "discriminator accuracy on held-out pairs against its "
+                                 "opponent, and the log-likelihood of the held-out data "
+                                 "answers (iteration 0: the base model)."))
+    for name, header, rows in tables(run):
+        parts += [heading(name), html_table(header, rows) if rows else "(none yet)"]
+    examples = _examples(run)
+    if examples:
+        parts += [heading("Held-out pairs"),
+                  html_table(["prompt", "data answer y", "opponent's y′"],
+                             [[w, preformatted(c), preformatted(r)] for w, c, r in examples])]
+    times, warnings = _times(run)
+    parts += [heading("Phase times (s) and peak memory"), *times]
+    if warnings:
+        parts += [heading("Warnings"), *warnings]
+    return html_page(f"SPIN run: {run.path.name}", parts)
+
+
+def rebuild(run: RunDir, cfg: RZeroConfig) -> None:
+    """`metrics.jsonl`, `best.json` once a model was evaluated, `report.md`, `report.html`."""
+    write_metrics(run, cfg)
+    write_text_atomic(run.path / "report.md", render_markdown(run, cfg))
+    write_text_atomic(run.path / "report.html", render_html(run, cfg))

@@ -1,0 +1,260 @@
+"""SPIN's iterations (Chen et al. 2024; seed 000 §1.3), written as the paper's algorithm.
+
+    evaluation 0       the base model once (iteration 0), and its log-likelihood of the
+                       held-out data answers
+    discriminator 0    (optional) the frozen stronger discriminator: the base plus
+                       `spin.discriminator_steps` SFT updates on the training data
+    for k = 1..K (the opponent θ_{k−1}; θ_0 = the base):
+        generate       θ_{k−1} answers every training and held-out prompt once: y′
+        train          θ_k = argmin L_SPIN(θ, θ_{k−1}) over this iteration's pairs (y, y′)
+                       merged with earlier iterations' (`merge_pairs`), from θ_{k−1}, with
+                       TRL's DPOTrainer (sigmoid loss at β = λ_k, reference θ_{k−1});
+                       `spin.objective: sft` trains the same updates with plain SFT on y
+        dynamics       on held-out pairs: θ_k's discriminator accuracy and margin against
+                       θ_{k−1}, its held-out loss and log-likelihood of y, and the frozen
+                       discriminator's accuracy on the same pairs (`rzero.spin.dynamics`)
+        evaluation     the benchmarks of `eval`, paired with every earlier iteration's
+    θ_k is the next iteration's opponent.
+
+Each phase runs through `rzero.rundir.PhaseRunner` in the run folder (markers, resume,
+timing, trackers); the evaluation gets the self-play watch's increment curve and stop rules,
+and every commit rebuilds report.md / report.html (`rzero.spin.report`). Departures from the
+official scripts are listed in docs/parity.md.
+"""
+
+from __future__ import annotations
+
+import shutil
+import sys
+from functools import partial
+from pathlib import Path
+
+from rzero import preflight
+from rzero.config import RZeroConfig
+from rzero.engine.models import load_model, load_tokenizer, resolve_model
+from rzero.engine.preference import pair_logprobs, train_pairs, train_sft, updates_for
+from rzero.evaluation import evaluate, score_completion, write_results
+from rzero.io import write_jsonl_atomic
+from rzero.labeling.answers import extract_boxed
+from rzero.labeling.equivalence import use_settings
+from rzero.prompts.generator import SamplingParams
+from rzero.rundir import PhaseRunner, RunDir, TrackerLog, release_memory
+from rzero.selfplay import watch
+from rzero.spin.data import load_sft, split
+from rzero.spin.dynamics import heldout_dynamics, loglik_summary, stall_warning
+from rzero.spin.objective import lambda_for, merge_pairs
+from rzero.spin.report import rebuild
+from rzero.stats import mean
+
+LAST_UPDATES = 4  # the training summary averages TRL's log over the last updates
+
+
+class SpinRun:
+    def __init__(self, cfg: RZeroConfig, run_dir: str | Path, *, fresh: bool = False):
+        self.cfg = cfg
+        self.rundir = RunDir(run_dir)
+        preflight.check(cfg)  # outside inputs (benchmarks), before anything is written
+        s = cfg.spin
+        rows = load_sft(s.data, s.heldout + s.prompts)  # a bad set fails before any write
+        self.train_rows, self.heldout_rows = split(rows, s.heldout)
+        self.rundir.prepare(cfg, fresh)
+        self.rundir.verify(cfg, full=cfg.run.verify == "full")
+        use_settings(timeout_s=cfg.labeling.equivalence_timeout, direction=cfg.labeling.equivalence)
+        self.base = resolve_model(cfg.model.name)
+        self.trackers = TrackerLog(cfg, self.rundir.path)
+        self.phases = PhaseRunner(
+            cfg, self.rundir,
+            before_commit=[partial(watch.after_phase, cfg, self.rundir)],
+            after_commit=[self.trackers, lambda k, phase, marker: rebuild(self.rundir, cfg)],
+            on_marker=[lambda marker: watch.check_stop(marker, cfg.run)])
+
+    def load(self, checkpoint: str):  # -> (model, tokenizer)
+        c = self.cfg.model
+        return (load_model(checkpoint, dtype=c.dtype, device=c.device,
+                           attn_implementation=c.attn_implementation), load_tokenizer(checkpoint))
+
+    def logprobs(self, checkpoint: str, prompts: list, responses: list[str]) -> list[tuple]:
+        """(summed log-prob, tokens) of each response under one checkpoint, then freed."""
+        model, tokenizer = self.load(checkpoint)
+        s = self.cfg.spin
+        try:
+            return pair_logprobs(model, tokenizer, prompts, responses, max_length=s.max_length,
+                                 batch_size=s.micro_batch_size)
+        finally:
+            del model
+            release_memory()
+
+    # ------------------------------------------------------------ the phases
+
+    def eval_phase(self, k: int, checkpoint: str) -> dict:
+        e = self.cfg.eval
+        results = evaluate(self.phases.generator(checkpoint), e.benchmarks, limit=e.limit,
+                           max_new_tokens=e.max_new_tokens, num_samples=e.num_samples,
+                           seed=self.cfg.run.seed, direction=self.cfg.labeling.equivalence)
+        write_results(results, self.rundir.iter_dir(k) / "eval")
+        metrics = {f"{name}/{key}": r[key] for name, r in results["benchmarks"].items()
+                   for key in ("pass@1", "n")}
+        return {"metrics": {"average": results["average"], **metrics},
+                "checkpoint": self.rundir.relative(checkpoint)}
+
+    def base_dynamics_phase(self, k: int) -> dict:
+        """Iteration 0: the base model's log-likelihood of the held-out data answers."""
+        held = self.heldout_rows
+        scored = self.logprobs(self.base, [r.prompt for r in held], [r.response for r in held])
+        write_jsonl_atomic(self.rundir.iter_dir(k) / "heldout.jsonl", [
+            {"id": r.id, "policy_chosen": lp, "chosen_tokens": n}
+            for r, (lp, n) in zip(held, scored, strict=True)])
+        ll = loglik_summary([n for _, n in scored], [lp for lp, _ in scored])
+        return {"loglik": ll, "metrics": {"loglik_per_token": ll["per_token"],
+                                          "pairs": len(held)}}
+
+    def discriminator_phase(self, k: int) -> dict:
+        """The frozen stronger discriminator: the base plus a fixed number of SFT updates on
+        the training rows' data answers, trained once."""
+        s, it = self.cfg.spin, self.rundir.iter_dir(k)
+        model, tokenizer = self.load(self.base)
+        out = it / "discriminator"
+        work = it / ".trainer_discriminator"
+        result = train_sft(model, tokenizer, [r.prompt for r in self.train_rows],
+                           [r.response for r in self.train_rows], s, work,
+                           updates=s.discriminator_steps, seed=self.cfg.run.seed,
+                           model_cfg=self.cfg.model, report_to=self.cfg.run.report_to,
+                           desc="discriminator", save_to=out)
+        shutil.rmtree(work, ignore_errors=True)
+        return {"checkpoint": self.rundir.relative(out),
+                "metrics": {"updates": result["updates"],
+                            "final_loss": result["train_log"][-1]["loss"]
+                            if result["train_log"] else None}}
+
+    def generate_phase(self, k: int, opponent: str) -> dict:
+        """The opponent θ_{k−1} answers every training and held-out prompt once."""
+        s, cfg = self.cfg.spin, self.cfg
+        rows = [("train", r) for r in self.train_rows] + [("heldout", r) for r in self.heldout_rows]
+        params = SamplingParams(temperature=s.temperature, top_p=1.0, top_k=0,
+                                max_new_tokens=s.max_new_tokens, seed=cfg.run.seed * 7907 + k)
+        answers = self.phases.generator(opponent).generate([r.prompt for _, r in rows], 1, params)
+        pairs, right, known = [], 0, 0
+        for (where, r), [rejected] in zip(rows, answers, strict=True):
+            rejected = rejected.strip()
+            correct = None
+            if r.answer is not None:
+                correct = score_completion(rejected, r.answer, cfg.labeling.equivalence)
+                known += 1
+                right += correct
+            pairs.append({"id": r.id, "split": where, "prompt": r.prompt, "chosen": r.response,
+                          "rejected": rejected, "answer": r.answer,
+                          "rejected_boxed": extract_boxed(rejected),
+                          "rejected_correct": correct, "identical": rejected == r.response})
+        write_jsonl_atomic(self.rundir.iter_dir(k) / "pairs.jsonl", pairs)
+        return {"opponent": self.rundir.relative(opponent), "metrics": {
+            "pairs": sum(w == "train" for w, _ in rows),
+            "heldout": sum(w == "heldout" for w, _ in rows),
+            "identical": sum(p["identical"] for p in pairs),
+            "opponent_correct_rate": right / known if known else None,
+            "opponent_boxed_rate": mean([p["rejected_boxed"] is not None for p in pairs]),
+            "mean_rejected_chars": mean([len(p["rejected"]) for p in pairs])}}
+
+    def train_phase(self, k: int, opponent: str) -> dict:
+        """θ_k from θ_{k−1} on the merged pairs: SPIN (DPOTrainer) or the SFT control."""
+        s, cfg, it = self.cfg.spin, self.cfg, self.rundir.iter_dir(k)
+        by_iteration = {j: [p for p in self.rundir.rows(j, "pairs") if p["split"] == "train"]
+                        for j in range(1, k + 1) if self.rundir.marker(j, "generate")}
+        merged = merge_pairs(by_iteration, s.pair_weights, k)
+        lam = lambda_for(k, s.lambdas)
+        model, tokenizer = self.load(opponent)
+        out, work = it / "model", it / ".trainer_spin"
+        prompts = [p["prompt"] for p in merged]
+        chosen = [p["chosen"] for p in merged]
+        common = dict(seed=cfg.run.seed + k, model_cfg=cfg.model, report_to=cfg.run.report_to,
+                      save_to=out)
+        if s.objective == "spin":
+            result = train_pairs(model, tokenizer, prompts, chosen,
+                                 [p["rejected"] for p in merged], s, work, lam=lam,
+                                 desc=f"iter {k} spin", **common)
+        else:
+            result = train_sft(model, tokenizer, prompts, chosen, s, work,
+                               updates=updates_for(len(merged), s), desc=f"iter {k} sft",
+                               **common)
+        shutil.rmtree(work, ignore_errors=True)
+        log = result["train_log"]
+        last = log[-LAST_UPDATES:]
+        metrics = {"pairs": len(merged), "updates": result["updates"], "lambda": lam,
+                   "train_seconds": round(result["seconds"], 3),
+                   "final_loss": mean([r["loss"] for r in last], empty=None)}
+        for key in ("rewards/accuracies", "rewards/margins"):
+            if last and key in last[0]:
+                metrics[f"train_{key.split('/')[1]}"] = mean([r[key] for r in last])
+        return {"checkpoint": self.rundir.relative(out), "start": self.rundir.relative(opponent),
+                "objective": s.objective, "lambda": lam,
+                "from_iterations": {str(j): sum(p["generated_by"] == j for p in merged)
+                                    for j in sorted(by_iteration)},
+                "train_log": [{"step": r["step"], "loss": r["loss"],
+                               **{key: r[key] for key in ("rewards/accuracies",
+                                                          "rewards/margins", "logps/chosen")
+                                  if key in r}} for r in log],
+                "metrics": metrics}
+
+    def dynamics_phase(self, k: int, opponent: str, trained: str,
+                       discriminator: str | None) -> dict:
+        """Held-out pairs of iteration k scored by θ_k, θ_{k−1} and the frozen discriminator."""
+        held = [p for p in self.rundir.rows(k, "pairs") if p["split"] == "heldout"]
+        prompts = [p["prompt"] for p in held]
+        scores: dict[str, dict[str, list[tuple]]] = {}
+        models = {"policy": trained, "opponent": opponent} | (
+            {"disc": discriminator} if discriminator else {})
+        for name, checkpoint in models.items():
+            scores[name] = {side: self.logprobs(checkpoint, prompts, [p[side] for p in held])
+                            for side in ("chosen", "rejected")}
+        rows = []
+        for i, p in enumerate(held):
+            row = {"id": p["id"], "identical": p["identical"],
+                   "chosen_tokens": scores["policy"]["chosen"][i][1],
+                   "rejected_tokens": scores["policy"]["rejected"][i][1]}
+            for name in models:
+                row[f"{name}_chosen"] = scores[name]["chosen"][i][0]
+                row[f"{name}_rejected"] = scores[name]["rejected"][i][0]
+            rows.append(row)
+        write_jsonl_atomic(self.rundir.iter_dir(k) / "heldout.jsonl", rows)
+        lam = lambda_for(k, self.cfg.spin.lambdas)
+        dyn = heldout_dynamics(rows, lam)
+        metrics = {"disc_accuracy": dyn["main"]["accuracy"], "margin": dyn["main"]["margin"],
+                   "heldout_loss": dyn["loss"], "loglik_per_token": dyn["loglik"]["per_token"],
+                   "pairs": len(rows)}
+        if "discriminator" in dyn:
+            metrics["frozen_disc_accuracy"] = dyn["discriminator"]["accuracy"]
+        warning = stall_warning(dyn, k)
+        return {"dynamics": dyn, "metrics": metrics, "warnings": [warning] if warning else []}
+
+    # ------------------------------------------------------------ the algorithm
+
+    def run(self) -> Path:
+        try:
+            self.iterate()
+        except watch.StopRun as stop:
+            print(f"run stopped {stop}", file=sys.stderr, flush=True)
+        self.trackers.close()
+        return self.rundir.path
+
+    def iterate(self) -> None:
+        cfg, run_phase = self.cfg, self.phases.run
+        if cfg.eval.enabled:
+            run_phase(0, "eval", self.eval_phase, self.base)
+        run_phase(0, "dynamics", self.base_dynamics_phase)
+        discriminator = None
+        if cfg.spin.discriminator_steps:
+            discriminator = run_phase(0, "discriminator", self.discriminator_phase)["checkpoint"]
+        opponent = self.base
+        for k in range(1, cfg.run.iterations + 1):
+            run_phase(k, "generate", self.generate_phase, opponent)
+            trained = run_phase(k, "train", self.train_phase, opponent)["checkpoint"]
+            run_phase(k, "dynamics", self.dynamics_phase, opponent, trained, discriminator)
+            if cfg.eval.enabled:
+                run_phase(k, "eval", self.eval_phase, trained)
+            opponent = trained  # the next iteration's opponent
+
+
+def run_spin(cfg: RZeroConfig, run_dir: str | Path, *, fresh: bool = False) -> SpinRun:
+    """`rzero iterate` for run.task spin; returns the finished run."""
+    run = SpinRun(cfg, run_dir, fresh=fresh)
+    run.run()
+    return run

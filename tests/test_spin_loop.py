@@ -1,0 +1,160 @@
+"""SPIN's loop (rzero.spin) on a tiny in-process model: the run folder, the pairs and their
+merge, the held-out dynamics, the report, resume after a kill, the SFT control, bad input."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from conftest import iterate_cli, tiny_llama
+
+from rzero.config import ConfigError, load_config
+from rzero.rundir import RunDir
+from rzero.spin.data import EMBEDDED, embedded_rows, load_sft, worked_solution
+from rzero.spin.run import run_spin
+
+
+@pytest.fixture(scope="module")
+def spin_model(tmp_path_factory, tokenizer) -> Path:
+    path = tmp_path_factory.mktemp("spin") / "model"
+    tiny_llama(tokenizer, hidden=64, layers=2, seed=1).save_pretrained(path)
+    tokenizer.save_pretrained(path)
+    return path
+
+
+def spin_overrides(model: Path, **extra) -> list[str]:
+    sets = {"run.task": "spin", "model.name": str(model), "model.device": "cpu",
+            "spin.prompts": 6, "spin.heldout": 4, "spin.batch_size": 4,
+            "spin.micro_batch_size": 2, "spin.max_new_tokens": 12, "spin.learning_rate": 1e-3,
+            "spin.optimizer": "adamw_torch", "spin.lambdas": "[0.5]",
+            "eval.benchmarks": "[easy]", "eval.limit": 3, "eval.max_new_tokens": 12,
+            "run.iterations": 2, "run.report_to": "[]"}
+    sets.update(extra)
+    return [f"{k}={v}" for k, v in sets.items()]
+
+
+@pytest.fixture(scope="module")
+def spin_run(spin_model, tmp_path_factory) -> Path:
+    run_dir = tmp_path_factory.mktemp("spinrun") / "run"
+    run_spin(load_config(None, spin_overrides(spin_model, **{"spin.discriminator_steps": 2})),
+             run_dir)
+    return run_dir
+
+
+def _marker(run: Path, k: int, phase: str) -> dict:
+    return json.loads((run / f"iter_{k:02d}" / "phases" / f"{phase}.json").read_text())
+
+
+def test_a_spin_run_writes_pairs_merges_them_and_measures_the_dynamics(spin_run):
+    run = RunDir(spin_run)
+    assert run.iterations() == [0, 1, 2]
+    for phase in ("eval", "dynamics", "discriminator"):
+        assert _marker(spin_run, 0, phase)
+    pairs = run.rows(1, "pairs")
+    assert [p["split"] for p in pairs].count("train") == 6
+    assert [p["split"] for p in pairs].count("heldout") == 4
+    assert all(p["chosen"].endswith(f"\\boxed{{{p['answer']}}}.") for p in pairs)
+    # iteration 2 trains on its own 6 pairs and iteration 1's 6 (pair_weights [1.0, 1.0])
+    train2 = _marker(spin_run, 2, "train")
+    assert train2["from_iterations"] == {"1": 6, "2": 6}
+    assert train2["metrics"]["pairs"] == 12 and train2["metrics"]["updates"] == 6
+    assert train2["start"] == "run:iter_01/model" and train2["lambda"] == 0.5
+    dyn = _marker(spin_run, 2, "dynamics")
+    assert dyn["dynamics"]["main"]["n"] == 4 and "discriminator" in dyn["dynamics"]
+    assert set(dyn["metrics"]) >= {"disc_accuracy", "margin", "loglik_per_token",
+                                   "frozen_disc_accuracy"}
+    rows = run.rows(2, "heldout")
+    assert len(rows) == 4 and {"policy_chosen", "opponent_rejected", "disc_chosen"} <= set(rows[0])
+    # trained against its opponent, the main player separates the held-out pairs
+    assert dyn["dynamics"]["main"]["margin"] > 0
+    assert "increment" in _marker(spin_run, 2, "eval")
+    text = (spin_run / "report.md").read_text()
+    assert "## Dynamics on held-out pairs" in text and "6 of iteration 2 + 6 of iteration 1" in text
+    assert "vs base" in text and "McNemar p" in text
+    assert "<img" in (spin_run / "report.html").read_text()
+    phases = [(r["iteration"], r["phase"]) for r in
+              map(json.loads, (spin_run / "metrics.jsonl").read_text().splitlines())]
+    assert (2, "train") in phases and (2, "dynamics") in phases
+    assert json.loads((spin_run / "best.json").read_text())["iteration"] in (0, 1, 2)
+
+
+def test_a_spin_run_killed_after_training_resumes_to_the_same_numbers(spin_model, spin_run,
+                                                                      tmp_path):
+    overrides = spin_overrides(spin_model, **{"spin.discriminator_steps": 2})
+    run_dir = tmp_path / "run"
+    # killed after iteration 1's model was saved, before its marker: the phase is redone
+    killed = iterate_cli(run_dir, overrides, kill_at="train:commit")
+    assert killed.returncode == -9, killed.stderr[-2000:]
+    assert (run_dir / "iter_01" / "model").is_dir()
+    assert not (run_dir / "iter_01" / "phases" / "train.json").exists()
+    done = iterate_cli(run_dir, overrides)
+    assert done.returncode == 0, done.stderr[-2000:]
+    for k in (1, 2):
+        assert RunDir(run_dir).rows(k, "pairs") == RunDir(spin_run).rows(k, "pairs")
+        ours = _marker(run_dir, k, "dynamics")["dynamics"]["main"]["margin"]
+        theirs = _marker(spin_run, k, "dynamics")["dynamics"]["main"]["margin"]
+        assert ours == pytest.approx(theirs, rel=1e-4, abs=1e-4)
+
+
+def test_the_sft_control_spends_the_same_updates_without_an_opponent(spin_model, tmp_path):
+    run = run_spin(load_config(None, spin_overrides(
+        spin_model, **{"spin.objective": "sft", "run.iterations": 1, "eval.enabled": False})),
+        tmp_path / "run")
+    train = _marker(run.rundir.path, 1, "train")
+    assert train["objective"] == "sft" and train["metrics"]["updates"] == 3
+    assert "train_margins" not in train["metrics"]
+    assert "SFT control" in (run.rundir.path / "report.md").read_text()
+
+
+def test_the_embedded_sft_set_never_holds_an_evaluation_item():
+    from rzero.evaluation.easy import easy_benchmark, easy_dev_benchmark
+
+    rows = embedded_rows(600)
+    problems = {r.prompt[-1]["content"] for r in rows}
+    assert len(problems) == 600
+    assert not problems & {i["problem"] for i in easy_benchmark()}
+    assert not problems & {i["problem"] for i in easy_dev_benchmark(7)}
+    assert {r.response.splitlines()[-1] for r in rows[:12]} == {
+        f"The answer is \\boxed{{{r.answer}}}." for r in rows[:12]}
+
+
+def test_worked_solutions_follow_one_style_for_every_template():
+    assert worked_solution("What is 9 times 2, plus 14?") == (
+        "First, 9 * 2 = 18.\nThen, 18 + 14 = 32.\nThe answer is \\boxed{32}.")
+    assert worked_solution("Ivy had 17 shells and gave 12 of them away. How many shells does "
+                           "Ivy have left?") == ("Ivy starts with 17 shells.\nGiving away 12 "
+                                                 "leaves 17 - 12 = 5 shells.\nThe answer is "
+                                                 "\\boxed{5}.")
+    with pytest.raises(ValueError, match="not an easy-template problem"):
+        worked_solution("Prove Fermat's last theorem.")
+
+
+def test_sft_files_are_read_and_bad_ones_refused_in_one_line(tmp_path):
+    good = tmp_path / "sft.jsonl"
+    good.write_text(json.dumps({"prompt": "Hi?", "response": "Hello."}) + "\n"
+                    + json.dumps({"messages": [{"role": "user", "content": "2+2?"},
+                                               {"role": "assistant", "content": "4"}]}) + "\n")
+    rows = load_sft(str(good), 2)
+    assert rows[0].prompt == [{"role": "user", "content": "Hi?"}] and rows[1].response == "4"
+    with pytest.raises(ConfigError, match="2 rows, but"):
+        load_sft(str(good), 3)
+    bad = tmp_path / "bad.jsonl"
+    bad.write_text('{"question": "x"}\n')
+    with pytest.raises(ConfigError, match="neither 'prompt' and 'response' nor 'messages'"):
+        load_sft(str(bad), 1)
+    with pytest.raises(ConfigError, match="no such file"):
+        load_sft(str(tmp_path / "missing.jsonl"), 1)
+    assert len(load_sft(EMBEDDED, 5)) == 5
+
+
+def test_spin_config_errors_name_the_key(spin_model, tmp_path):
+    with pytest.raises(ConfigError, match="audit.enabled=true: SPIN"):
+        load_config(None, spin_overrides(spin_model, **{"audit.enabled": True}))
+    with pytest.raises(ConfigError, match="spin.batch_size=6: not a multiple"):
+        load_config(None, spin_overrides(spin_model, **{"spin.batch_size": 6,
+                                                        "spin.micro_batch_size": 4}))
+    out = iterate_cli(tmp_path / "run", spin_overrides(spin_model, **{
+        "spin.data": str(tmp_path / "none.jsonl")}))
+    assert out.returncode == 2 and "spin.data=" in out.stderr and "Traceback" not in out.stderr
+    assert not (tmp_path / "run").exists()  # nothing written
