@@ -136,6 +136,11 @@ def cmd_plan(args) -> int:
     from rzero.reports.plan import plan_markdown
 
     cfg = load_config(args.config, args.overrides)
+    if cfg.run.task == "spin":
+        from rzero.spin.plan import spin_plan_markdown
+
+        print(spin_plan_markdown(cfg, args.config), end="")
+        return 0
     print(plan_markdown(cfg, args.config), end="")
     print("\n" + placement_markdown(cfg, args.config), end="")
     return 0

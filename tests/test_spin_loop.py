@@ -158,3 +158,16 @@ def test_spin_config_errors_name_the_key(spin_model, tmp_path):
         "spin.data": str(tmp_path / "none.jsonl")}))
     assert out.returncode == 2 and "spin.data=" in out.stderr and "Traceback" not in out.stderr
     assert not (tmp_path / "run").exists()  # nothing written
+
+
+def test_rzero_plan_shows_a_spin_recipe(spin_model):
+    import subprocess
+    import sys
+
+    out = subprocess.run([sys.executable, "-m", "rzero", "plan", *[
+        a for o in spin_overrides(spin_model, **{"spin.discriminator_steps": 2})
+        for a in ("--set", o)]], capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr
+    # iteration 2 trains on both iterations' pairs: 12 pairs, 3 updates per epoch x 2 epochs
+    assert "| 2 | 10 (6 training, 4 held-out), ≤ 12 tokens, greedy | 12 | 6 of 4 pairs" in out.stdout
+    assert "the frozen discriminator: 2 SFT updates" in out.stdout

@@ -88,12 +88,11 @@ def _preference_dataset(prompts: Sequence[Chat], chosen: Sequence[str],
 
 def _train(trainer_cls, model, tokenizer, dataset, args, save_to: Path | None,
            desc: str) -> dict[str, Any]:
+    import datasets
     from transformers import TrainerCallback
     from transformers.trainer_callback import PrinterCallback, ProgressCallback
 
     from rzero.engine import distributed
-
-    import datasets
 
     datasets.disable_progress_bars()  # TRL's per-phase tokenising passes, one bar each
     log: list[dict[str, float]] = []
