@@ -11,6 +11,12 @@ Variants (`VARIANTS`):
     no_repetition_penalty  challenger reward without the BLEU-cluster penalty (lambda = 0)
     no_band_filter         every labelled question trains the solver, whatever its p_hat
 
+SPIN's (a recipe with run.task spin; seed §1.3 and §6.1 ask for both controls):
+    spin                   SPIN as the recipe sets it
+    sft                    the same updates spent on plain SFT of the data answers
+    one_opponent           one iteration against the base only, trained for as many updates
+                           as all of the recipe's iterations together (no new opponent)
+
 Where we depart from the paper, and why: every variant but `shared` pins roles.shared=false,
 so each ablation is "R-Zero minus one thing" even when the recipe itself sets shared weights.
 """
@@ -28,6 +34,8 @@ from rzero.config import ConfigError, RZeroConfig, config_from_dict
 from rzero.loop import run_iterations
 from rzero.reports.comparison import compare
 from rzero.rundir import RunDir
+from rzero.spin.plan import merged_pairs
+from rzero.spin.run import run_spin
 
 VARIANTS: dict[str, list[str]] = {
     "separate": ["roles.shared=false"],
@@ -36,34 +44,66 @@ VARIANTS: dict[str, list[str]] = {
     "no_repetition_penalty": ["roles.shared=false", "challenger.repetition_lambda=0"],
     "no_band_filter": ["roles.shared=false", "labeling.filter=false"],
 }
+SPIN_VARIANTS: dict[str, list[str]] = {
+    "spin": ["spin.objective=spin"],
+    "sft": ["spin.objective=sft"],
+    "one_opponent": ["spin.objective=spin", "run.iterations=1"],  # + epochs, `_overrides`
+}
 DEFAULT_VARIANTS = ("separate", "shared")
+DEFAULT_SPIN_VARIANTS = ("spin", "sft")
 DEFAULT_OUT = "runs/ablate"
+
+
+def variants_for(task: str) -> dict[str, list[str]]:
+    """The variants of a recipe of `task` (`run.task`)."""
+    return SPIN_VARIANTS if task == "spin" else VARIANTS
+
+
+def default_variants(task: str) -> tuple[str, ...]:
+    return DEFAULT_SPIN_VARIANTS if task == "spin" else DEFAULT_VARIANTS
+
+
+def _overrides(cfg: RZeroConfig, variant: str) -> list[str]:
+    overrides = list(variants_for(cfg.run.task)[variant])
+    if variant == "one_opponent":
+        # the same optimiser updates as the whole recipe, all against the base (θ_0)
+        from rzero.engine.preference import updates_for
+
+        s = cfg.spin
+        total = sum(updates_for(merged_pairs(cfg, k), s) for k in range(1, cfg.run.iterations + 1))
+        overrides.append(f"spin.epochs={total * s.batch_size / s.prompts!r}")
+    return overrides
 
 
 def variant_config(cfg: RZeroConfig, variant: str) -> RZeroConfig:
     """`cfg` with the overrides of `variant` applied (validated like any config)."""
-    if variant not in VARIANTS:
-        raise ConfigError(f"variant {variant!r}: unknown; allowed variants are "
-                          f"{', '.join(VARIANTS)}")
+    allowed = variants_for(cfg.run.task)
+    if variant not in allowed:
+        raise ConfigError(f"variant {variant!r}: unknown for run.task={cfg.run.task!r}; "
+                          f"allowed variants are {', '.join(allowed)}")
     raw = cfg.to_dict()
-    for text in VARIANTS[variant]:
+    for text in _overrides(cfg, variant):
         key, _, value = text.partition("=")
         section, name = key.split(".")
         raw[section][name] = yaml.safe_load(value)
     return config_from_dict(raw)
 
 
-def parse_variants(text: str) -> list[str]:
-    """'separate, shared' -> ['separate', 'shared']; 'all' -> every variant; checked."""
+def parse_variants(text: str | None, task: str = "math") -> list[str]:
+    """'separate, shared' -> ['separate', 'shared']; 'all' -> every variant of `task`; None:
+    the task's defaults; checked."""
+    allowed = variants_for(task)
+    if text is None:
+        return list(default_variants(task))
     names = [v.strip() for v in text.split(",") if v.strip()]
     if names == ["all"]:
-        return list(VARIANTS)
+        return list(allowed)
     if not names:
-        raise ConfigError(f"--variants {text!r}: name at least one of {', '.join(VARIANTS)}")
-    unknown = [v for v in names if v not in VARIANTS]
+        raise ConfigError(f"--variants {text!r}: name at least one of {', '.join(allowed)}")
+    unknown = [v for v in names if v not in allowed]
     if unknown:
-        raise ConfigError(f"--variants: unknown variant(s) {', '.join(map(repr, unknown))}; "
-                          f"allowed: {', '.join(VARIANTS)} (or 'all')")
+        raise ConfigError(f"--variants: unknown variant(s) {', '.join(map(repr, unknown))} for "
+                          f"run.task={task!r}; allowed: {', '.join(allowed)} (or 'all')")
     return list(dict.fromkeys(names))
 
 
@@ -72,7 +112,8 @@ def ablate(cfg: RZeroConfig, variants: list[str] | tuple[str, ...], out_dir: str
     """Run each variant in OUT/<variant> (resuming), then compare; returns comparison.md."""
 
     if not variants:
-        raise ConfigError(f"ablate: no variants given; choose from {', '.join(VARIANTS)}")
+        raise ConfigError(f"ablate: no variants given; choose from "
+                          f"{', '.join(variants_for(cfg.run.task))}")
     out_dir = Path(out_dir)
     configs: dict[str, RZeroConfig] = {}
     for variant in dict.fromkeys(variants):
@@ -96,9 +137,9 @@ def ablate(cfg: RZeroConfig, variants: list[str] | tuple[str, ...], out_dir: str
     # -- the runs, one after another (each is an ordinary resumable run)
     for i, (variant, vcfg) in enumerate(configs.items(), 1):
         run_dir = out_dir / variant
-        print(f"ablate: variant {variant} ({i}/{len(configs)}): {' '.join(VARIANTS[variant])}"
-              f" -> {run_dir}", flush=True)
-        run_iterations(vcfg, run_dir, fresh=fresh)
+        print(f"ablate: variant {variant} ({i}/{len(configs)}): "
+              f"{' '.join(_overrides(cfg, variant))} -> {run_dir}", flush=True)
+        (run_spin if cfg.run.task == "spin" else run_iterations)(vcfg, run_dir, fresh=fresh)
         gc.collect()
 
     # -- one table over all of them

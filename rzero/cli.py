@@ -258,11 +258,11 @@ def cmd_ablate(args) -> int:
     from rzero.rundir import RunDirConflict
 
     try:
-        variants = parse_variants(args.variants)
         cfg = load_config(args.config, args.overrides)
-        if cfg.run.task != "math":
+        if cfg.run.task not in ("math", "spin"):
             raise ConfigError(f"run.task={cfg.run.task!r}: rzero ablate runs the math loop's "
-                              "variants; run a code recipe with rzero iterate")
+                              "and SPIN's variants; run a code recipe with rzero iterate")
+        variants = parse_variants(args.variants, cfg.run.task)
         md = ablate(cfg, variants, args.out, fresh=args.fresh)
     except (ConfigError, RunDirConflict, CompareError) as exc:
         print(f"error: {exc}", file=sys.stderr)
@@ -410,7 +410,13 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("run_dir")
     p.set_defaults(func=cmd_best)
 
-    from rzero.ablation import DEFAULT_OUT, DEFAULT_VARIANTS, VARIANTS
+    from rzero.ablation import (
+        DEFAULT_OUT,
+        DEFAULT_SPIN_VARIANTS,
+        DEFAULT_VARIANTS,
+        SPIN_VARIANTS,
+        VARIANTS,
+    )
 
     p = sub.add_parser("ablate", help="run ablation variants (separate vs shared weights, ...) "
                                       "as resumable runs and compare them")
@@ -419,9 +425,10 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--set", dest="overrides", action="append", default=[],
                    metavar="SECTION.KEY=VALUE",
                    help="override one field of the recipe, for every variant (repeatable)")
-    p.add_argument("--variants", default=",".join(DEFAULT_VARIANTS),
-                   help=f"comma-separated, from {', '.join(VARIANTS)}, or 'all' "
-                        f"(default {','.join(DEFAULT_VARIANTS)})")
+    p.add_argument("--variants", default=None,
+                   help=f"comma-separated, from {', '.join(VARIANTS)} (R-Zero; default "
+                        f"{','.join(DEFAULT_VARIANTS)}) or {', '.join(SPIN_VARIANTS)} (a SPIN "
+                        f"recipe; default {','.join(DEFAULT_SPIN_VARIANTS)}), or 'all'")
     p.add_argument("--out", default=DEFAULT_OUT,
                    help=f"directory holding one run dir per variant and the comparison "
                         f"(default {DEFAULT_OUT})")

@@ -370,3 +370,22 @@ def test_the_ablate_recipe_loads_for_every_variant():
         vcfg = variant_config(cfg, variant)
         assert vcfg.model == cfg.model and vcfg.run.seed == cfg.run.seed
     assert [variant_config(cfg, v).roles.shared for v in ("separate", "shared")] == [False, True]
+
+
+def test_spin_recipes_get_spins_controls():
+    from rzero.engine.preference import updates_for
+    from rzero.spin.plan import merged_pairs
+
+    cfg = load_config("configs/spin-tiny.yaml")
+    assert parse_variants(None, "spin") == ["spin", "sft"]
+    assert parse_variants("all", "spin") == ["spin", "sft", "one_opponent"]
+    with pytest.raises(ConfigError, match="unknown variant.*'shared'.*run.task='spin'"):
+        parse_variants("shared", "spin")
+    sft = variant_config(cfg, "sft")
+    assert sft.spin.objective == "sft" and sft.spin.epochs == cfg.spin.epochs
+    # one iteration against the base, with as many updates as the recipe's iterations
+    one = variant_config(cfg, "one_opponent")
+    total = sum(updates_for(merged_pairs(cfg, k), cfg.spin) for k in (1, 2))
+    assert one.run.iterations == 1 and updates_for(merged_pairs(one, 1), one.spin) == total
+    with pytest.raises(ConfigError, match="unknown for run.task='spin'"):
+        variant_config(cfg, "shared")

@@ -70,8 +70,10 @@ def recipe_values(cfg: RZeroConfig, tmp_path: Path) -> dict[str, str]:
 
 
 def parity_table() -> dict[str, list[str]]:
-    """Element -> its cells (paper, official code, recipe..., as written)."""
-    lines = [ln for ln in DOC.read_text().splitlines() if ln.startswith("|")]
+    """Element -> its cells (paper, official code, recipe..., as written), from the R-Zero
+    table (the document's first; SPIN's follows under its own heading)."""
+    text = DOC.read_text().split("\n## SPIN")[0]
+    lines = [ln for ln in text.splitlines() if ln.startswith("|")]
     header = [c.strip() for c in lines[0].strip("|").split("|")]
     assert header[3:] == [f"`{r}`" for r in RECIPES], header
     table = {}

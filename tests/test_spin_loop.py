@@ -137,6 +137,12 @@ def test_sft_files_are_read_and_bad_ones_refused_in_one_line(tmp_path):
                                                {"role": "assistant", "content": "4"}]}) + "\n")
     rows = load_sft(str(good), 2)
     assert rows[0].prompt == [{"role": "user", "content": "Hi?"}] and rows[1].response == "4"
+    ultrachat = tmp_path / "ultrachat.jsonl"
+    ultrachat.write_text(json.dumps({"prompt": "Name a colour.", "prompt_id": "p1", "messages": [
+        {"role": "user", "content": "Name a colour."}, {"role": "assistant", "content": "Red."},
+        {"role": "user", "content": "Another?"}, {"role": "assistant", "content": "Blue."}]}))
+    [row] = load_sft(str(ultrachat), 1)
+    assert (row.id, row.prompt[-1]["content"], row.response) == ("p1", "Name a colour.", "Red.")
     with pytest.raises(ConfigError, match="2 rows, but"):
         load_sft(str(good), 3)
     bad = tmp_path / "bad.jsonl"

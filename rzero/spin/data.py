@@ -8,8 +8,10 @@
                            p_data is a distribution it does not already match, and the data
                            answers are right: a controllable synthetic p_data, as seed §6.1
                            recommends for calibrating a discriminator.
-    a .jsonl file          rows {prompt, response} (or {messages}: the last assistant turn
-                           is y, the turns before it the prompt)
+    a .jsonl file          rows {prompt, response}; or {messages}: the last assistant turn
+                           is y, the turns before it the prompt; or {prompt, messages}
+                           (Ultrachat's layout): the prompt and the first assistant reply,
+                           the single-turn pairs the official SPIN data is made of
     a hub dataset id       the same columns, `id[:split]` (HuggingFaceH4/ultrachat_200k:
                            train_sft for the paper's recipe)
 
@@ -136,6 +138,15 @@ def embedded_rows(n: int) -> list[SFTRow]:
 
 
 def _row(i: int, raw: dict[str, Any], where: str) -> SFTRow:
+    if isinstance(raw.get("prompt"), str) and "messages" in raw and "response" not in raw:
+        # Ultrachat's layout: the first user turn and the first reply, as the official SPIN
+        # data takes them
+        reply = next((m["content"] for m in raw["messages"] if m.get("role") == "assistant"),
+                     None)
+        if reply is None:
+            raise ConfigError(f"{where}: row {i}: 'messages' holds no assistant turn")
+        return SFTRow(str(raw.get("prompt_id", raw.get("id", i))),
+                      [{"role": "user", "content": raw["prompt"]}], str(reply))
     if "messages" in raw:
         messages = list(raw["messages"])
         if not messages or messages[-1].get("role") != "assistant" or len(messages) < 2:
