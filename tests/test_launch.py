@@ -421,10 +421,11 @@ def test_plan_prints_the_placement_and_the_exact_launch_line():
 
 
 def test_vllm_servers_get_the_runs_engine_settings(tmp_path):
-    # on a CPU the KV cache defaults to 2 GiB: vLLM-CPU's own default claims 92 % of memory
+    # on a CPU the KV cache defaults to 2 GiB: vLLM-CPU's own default claims 92 % of memory;
+    # the dtype is bfloat16 where the CPU has bf16 matrix units (AMX, AVX-512 BF16), else float32
     cpu = load_config("configs/rehearsal.yaml", ["generation.kv_cache_gib=null"])
     assert vllm_server_args(cpu, on_gpu=False) == [
-        "--dtype", "float32", "--seed", "0", "--kv-cache-memory-bytes", str(2 * 2**30),
+        "--dtype", generation_dtype(cpu.model.generation_dtype, "cpu"), "--seed", "0", "--kv-cache-memory-bytes", str(2 * 2**30),
         "--enforce-eager", "--max-model-len", "2048"]
     gpu = load_config(QWEN)
     # on GPUs: vLLM's own KV cache sizing; bf16 where the GPU has it (none here: float32)
