@@ -120,3 +120,25 @@ def test_lambda_schedule():
     assert lambda_for(3, [0.1]) == 0.1
     with pytest.raises(ValueError, match="from 1"):
         lambda_for(0, paper)
+
+
+def test_the_dynamics_read_accuracy_margin_loglik_and_warn_on_stall_and_drift():
+    from rzero.spin.dynamics import drift_warning, heldout_dynamics, loglik_change, stall_warning
+
+    rows = [{"id": str(i), "policy_chosen": -10.0 + d, "policy_rejected": -20.0,
+             "opponent_chosen": -10.0, "opponent_rejected": -20.0, "chosen_tokens": 10,
+             "disc_chosen": -5.0, "disc_rejected": -30.0} for i, d in enumerate([1, 2, -1, 3])]
+    dyn = heldout_dynamics(rows, lam=0.5)
+    assert (dyn["main"]["right"], dyn["main"]["n"]) == (3, 4)
+    assert dyn["main"]["margin"] == pytest.approx(1.25)
+    assert dyn["loss"] == pytest.approx(float(logistic(0.5 * torch.tensor([1.0, 2, -1, 3])).mean()))
+    assert dyn["loglik"]["per_token"] == pytest.approx(-0.875)  # (-9 - 8 - 11 - 7) / 40
+    assert dyn["discriminator"]["accuracy"] == 1.0
+    assert stall_warning(dyn, 2) is None  # 75 % is not near chance
+    near = heldout_dynamics([{**r, "policy_chosen": -10.0} for r in rows], lam=0.5)
+    assert "the stall is the optimiser's" in stall_warning(near, 2)
+    earlier = [{**r, "policy_chosen": r["policy_chosen"] + 5.0} for r in rows]
+    change = loglik_change(earlier, rows)
+    assert change["delta"] == pytest.approx(-0.5) and change["n"] == 4
+    assert "moved away from p_data" in drift_warning(change, 2)
+    assert drift_warning(loglik_change(rows, earlier), 2) is None

@@ -10,6 +10,10 @@ never saw (a held-out prompt x, its data answer y, the opponent's own answer y�
     log-likelihood    mean log pθk(y|x) per token of y: the distance to p_data, which SPIN's
                       fixed point makes as large as the model family allows
 
+Against the iteration before (iteration 0: the base), the per-pair change of that
+log-likelihood, paired by held-out prompt (`loglik_change`): SPIN's theory moves p_θ towards
+p_data every iteration, so a fall whose interval lies below 0 is reported (`drift_warning`).
+
 The frozen stronger discriminator D (the base plus `spin.discriminator_steps` SFT updates on
 the training data, trained once) is scored on the same pairs against the same opponent:
 Δ_D = [log p_D(y) − log pθk−1(y)] − [log p_D(y′) − log pθk−1(y′)]. When the main player's
@@ -80,6 +84,33 @@ def loglik_summary(tokens: Sequence[int], logps: Sequence[float]) -> dict[str, A
     per_token = [lp / max(1, n) for lp, n in zip(logps, tokens, strict=True)]
     ll, low, high = mean_interval(per_token)
     return {"per_token": ll, "low": low, "high": high, "per_answer": sum(logps) / len(logps)}
+
+
+def loglik_change(previous: Sequence[dict[str, Any]],
+                  current: Sequence[dict[str, Any]]) -> dict[str, Any] | None:
+    """Mean change of log p(y|x) per token of y from `previous` to `current` held-out rows
+    (``id``, ``policy_chosen``, ``chosen_tokens``), paired by id, with its t interval; None
+    when no id is in both."""
+    def per_token(rows):
+        return {r["id"]: r["policy_chosen"] / max(1, r["chosen_tokens"]) for r in rows}
+
+    before, after = per_token(previous), per_token(current)
+    shared = [i for i in after if i in before]
+    if not shared:
+        return None
+    delta, low, high = mean_interval([after[i] - before[i] for i in shared])
+    return {"delta": delta, "low": low, "high": high, "n": len(shared)}
+
+
+def drift_warning(change: dict[str, Any] | None, k: int) -> str | None:
+    """The held-out data answers became less likely than at iteration k − 1 (interval < 0)."""
+    if not change or change["high"] is None or change["high"] >= 0:
+        return None
+    return (f"iteration {k}: the held-out data answers' log-likelihood fell by "
+            f"{-change['delta']:.3f} nats per token [{-change['high']:.3f}, "
+            f"{-change['low']:.3f}] against iteration {k - 1}: the model moved away from "
+            f"p_data, SPIN's fixed point (the margin grew by pushing the opponent's answers "
+            f"down, not the data's up)")
 
 
 def stall_warning(dynamics: dict[str, Any], k: int) -> str | None:

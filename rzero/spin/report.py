@@ -63,6 +63,12 @@ def _diff(d: dict[str, Any] | None) -> str:
     return f"{d['delta']:+.3f} [{d['ci_low']:+.3f}, {d['ci_high']:+.3f}]{p}"
 
 
+def _change(d: dict[str, Any] | None) -> str:
+    if not d or d.get("low") is None:
+        return "–"
+    return f"{d['delta']:+.3f} [{d['low']:+.3f}, {d['high']:+.3f}]"
+
+
 def _markers(run: RunDir) -> dict[int, dict[str, dict]]:
     return {k: {p: m for p in SPIN_PHASES if (m := run.marker(k, p)) is not None}
             for k in run.iterations()}
@@ -94,12 +100,14 @@ def dynamics_table(run: RunDir) -> Table:
                     d.get("main", {}).get("margin_high")),
             _num(d.get("loss"), "{:.4f}"),
             _ranged(ll.get("per_token"), ll.get("low"), ll.get("high")),
+            _change(d.get("loglik_change")),
             _share(d.get("discriminator")),
             _num(gm.get("opponent_correct_rate"))])
     return ("Dynamics on held-out pairs (seed §6.1)",
             ["iteration", "λ", "pairs trained", "updates", "final loss",
              "discriminator accuracy [95 %]", "mean margin Δ [95 %]", "held-out loss",
-             "log-lik / token of y [95 %]", "frozen discriminator accuracy",
+             "log-lik / token of y [95 %]", "its change vs k−1 [95 %, paired]",
+             "frozen discriminator accuracy",
              "opponent's y′ right"], rows)
 
 

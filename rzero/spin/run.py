@@ -41,7 +41,13 @@ from rzero.prompts.generator import SamplingParams
 from rzero.rundir import PhaseRunner, RunDir, TrackerLog, release_memory
 from rzero.selfplay import watch
 from rzero.spin.data import load_sft, split
-from rzero.spin.dynamics import heldout_dynamics, loglik_summary, stall_warning
+from rzero.spin.dynamics import (
+    drift_warning,
+    heldout_dynamics,
+    loglik_change,
+    loglik_summary,
+    stall_warning,
+)
 from rzero.spin.objective import lambda_for, merge_pairs
 from rzero.spin.report import rebuild
 from rzero.stats import mean
@@ -222,8 +228,13 @@ class SpinRun:
                    "pairs": len(rows)}
         if "discriminator" in dyn:
             metrics["frozen_disc_accuracy"] = dyn["discriminator"]["accuracy"]
-        warning = stall_warning(dyn, k)
-        return {"dynamics": dyn, "metrics": metrics, "warnings": [warning] if warning else []}
+        if self.rundir.marker(k - 1, "dynamics") is not None:
+            dyn["loglik_change"] = loglik_change(self.rundir.rows(k - 1, "heldout"), rows)
+            if dyn["loglik_change"]:
+                metrics["loglik_change"] = dyn["loglik_change"]["delta"]
+        warnings = [w for w in (stall_warning(dyn, k), drift_warning(dyn.get("loglik_change"), k))
+                    if w]
+        return {"dynamics": dyn, "metrics": metrics, "warnings": warnings}
 
     # ------------------------------------------------------------ the algorithm
 
