@@ -131,7 +131,7 @@ def test_variant_config_sets_each_variants_field():
 
 
 def test_unknown_variant_is_a_clear_error():
-    with pytest.raises(ConfigError, match="'sharde': unknown; allowed variants are separate"):
+    with pytest.raises(ConfigError, match="'sharde': unknown for run.task='math'; allowed variants are separate"):
         variant_config(load_config(None), "sharde")
     with pytest.raises(ConfigError, match="unknown variant\\(s\\) 'bogus'"):
         parse_variants("separate,bogus")
