@@ -31,7 +31,6 @@ from __future__ import annotations
 
 import json
 import random
-import sys
 from collections.abc import Callable
 from contextlib import ExitStack
 from functools import partial
@@ -51,7 +50,7 @@ from rzero.io import write_json_atomic, write_jsonl_atomic
 from rzero.labeling.equivalence import use_settings
 from rzero.labeling.voting import FrozenSolver
 from rzero.prompts.solver import solver_chat
-from rzero.rundir import PhaseRunner, RunDir, TrackerLog, release_memory
+from rzero.rundir import RunDir, release_memory
 from rzero.selfplay import watch
 from rzero.selfplay.coerror import role_co_error
 from rzero.selfplay.crossplay import cross_iteration_matrix
@@ -70,13 +69,7 @@ class RZeroRun:
         distributed.on_main(self.rundir.verify, cfg, full=cfg.run.verify == "full")
         # one grader (labeling.equivalence) for votes, solver reward and evaluation
         use_settings(timeout_s=cfg.labeling.equivalence_timeout, direction=cfg.labeling.equivalence)
-        self.trackers = TrackerLog(cfg, self.rundir.path)
-        self.phases = PhaseRunner(
-            cfg, self.rundir,
-            before_commit=[partial(watch.after_phase, cfg, self.rundir)],
-            after_commit=[self.trackers, lambda k, phase, marker: reports.rebuild(self.rundir,
-                                                                                 cfg)],
-            on_marker=[lambda marker: watch.check_stop(marker, cfg.run)])
+        self.trackers, self.phases = watch.watched_phases(cfg, self.rundir, reports.rebuild)
         self.timing = self.phases.timing
         # the main process converts the embedded model once; the others then find it cached
         distributed.on_main(resolve_model, cfg.model.name)
@@ -286,11 +279,7 @@ class RZeroRun:
     def run(self) -> Path:
         """The iterations; a warning named in `run.stop_on` ends the run after its phase as
         at the end of the last iteration: what was committed stays, the trackers close."""
-        try:
-            self.iterate()
-        except watch.StopRun as stop:
-            print(f"run stopped {stop}", file=sys.stderr, flush=True)
-        self.trackers.close()
+        watch.run_watched(self.iterate, self.trackers)
         return self.rundir.path
 
     def iterate(self) -> None:

@@ -131,6 +131,31 @@ def test_a_stored_stop_fires_with_the_current_stop_on():
     watch.check_stop(marker, cfg_with().run)  # stop_on emptied: the run goes on
 
 
+def test_every_loop_stops_cleanly_on_a_listed_warning_and_closes_its_trackers(tmp_path, capsys):
+    """The math, code and SPIN loops share this wiring: the phase runner's marker hook raises
+    the stop, `run_watched` ends the iterations with one line and the trackers close."""
+    cfg = cfg_with(**{"run.stop_on": "[diversity]"})
+    run = RunDir(tmp_path)
+    rebuilt = []
+    log, phases = watch.watched_phases(cfg, run, lambda r, c: rebuilt.append(r.path))
+    closed, done = [], []
+    log.close = lambda: closed.append(True)
+    write_jsonl_atomic(run.iter_dir(1) / "pool.jsonl", one_template_pool(10))
+
+    def iterate():
+        phases.run(1, "pool", lambda k: {"metrics": {"valid_rate": 1.0}})
+        done.append("after the pool")  # never reached: the pool's diversity warning stops
+
+    watch.run_watched(iterate, log)
+    assert done == [] and closed == [True] and rebuilt == [tmp_path]
+    assert run.marker(1, "pool")["stop"]["phase"] == "pool"  # committed before the stop
+    assert capsys.readouterr().err.startswith("run stopped after iteration 1 pool, because "
+                                              "run.stop_on lists diversity")
+    # a rerun fires the same stop from the stored marker, without running the phase again
+    watch.run_watched(lambda: phases.run(1, "pool", lambda k: done.append("rerun") or {}), log)
+    assert done == [] and closed == [True, True]
+
+
 def test_watch_stop_on_and_trackers_are_outside_the_fingerprint():
     base = cfg_with()
     for key, value in (("watch.min_cluster_ratio", 0.9), ("watch.coerror", True),

@@ -268,7 +268,7 @@ class AZRRun(CodeRun):
 
     # ------------------------------------------------------------ the algorithm
 
-    def run(self) -> Path:
+    def iterate(self) -> None:
         cfg = self.cfg
         proposer = solver = self.base
         if cfg.eval.enabled:
@@ -287,8 +287,6 @@ class AZRRun(CodeRun):
                 proposer = solver
             if cfg.eval.enabled:
                 self.run_phase(k, "eval", self.eval_phase, solver)
-        self.close()
-        return self.rundir.path
 
 
 def run_azr(cfg: RZeroConfig, run_dir: str | Path, *, fresh: bool = False) -> AZRRun:

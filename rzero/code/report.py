@@ -18,7 +18,7 @@ from rzero.config import RZeroConfig
 from rzero.executor.tasks import CodeTask, call_text
 from rzero.io import write_text_atomic
 from rzero.reporting import heading, html_page, html_table, markdown_table, preformatted
-from rzero.reports import write_metrics
+from rzero.reports import committed, phase_times, write_metrics
 from rzero.rundir import PHASES, RunDir
 
 Table = tuple[str, list[str], list[list[Any]]]
@@ -43,16 +43,11 @@ def accuracy(d: dict[str, Any] | None) -> str:
     return interval(d.get("correct"), d.get("n_labelled"), d.get("ci_low"), d.get("ci_high"))
 
 
-def _markers(run: RunDir, cfg: RZeroConfig) -> dict[int, dict[str, dict]]:
-    return {k: {p: m for p in PHASES if (m := run.marker(k, p)) is not None}
-            for k in run.iterations()}
-
-
 # ---------------------------------------------------------------- R-Zero on code
 
 
 def rzero_code_tables(run: RunDir, cfg: RZeroConfig) -> list[Table]:
-    marks = _markers(run, cfg)
+    marks = committed(run, PHASES)
     summary, steps, buckets = [], [], []
     for k in run.trained_iterations():
         m = {p: x.get("metrics", {}) for p, x in marks[k].items()}
@@ -107,7 +102,7 @@ def rzero_code_examples(run: RunDir, cfg: RZeroConfig) -> list[tuple[str, str, s
 
 
 def azr_tables(run: RunDir, cfg: RZeroConfig) -> list[Table]:
-    marks = _markers(run, cfg)
+    marks = committed(run, PHASES)
     per_type, steps, refusals = [], [], []
     for k in run.trained_iterations():
         m = {p: x.get("metrics", {}) for p, x in marks[k].items()}
@@ -193,19 +188,6 @@ def _intro(cfg: RZeroConfig) -> list[str]:
             f"- {sandbox}"]
 
 
-def _times(run: RunDir, cfg: RZeroConfig) -> tuple[list[str], list[str]]:
-    times, warnings = [], []
-    for k, marks in _markers(run, cfg).items():
-        parts = [f"{p} {m['seconds']:.0f}" + (f" ({m['peak_rss_gib']:.1f} GiB peak)"
-                                             if m.get("peak_rss_gib") else "")
-                 for p, m in marks.items()]
-        if parts:
-            times.append(f"iteration {k}: " + ", ".join(parts))
-        warnings += [w for m in marks.values()
-                     for w in ([m["warning"]] if m.get("warning") else []) + m.get("warnings", [])]
-    return times, warnings
-
-
 def _content(run: RunDir, cfg: RZeroConfig):
     if cfg.run.task == "azr":
         return "Absolute Zero run", azr_tables(run, cfg), azr_examples(run, cfg)
@@ -224,7 +206,7 @@ def render_markdown(run: RunDir, cfg: RZeroConfig) -> str:
             lines += [f"- {what}: {detail}", "", "  ```python",
                       *[f"  {line}" for line in program.replace("```", "'''").splitlines()],
                       "  ```", ""]
-    times, warnings = _times(run, cfg)
+    times, warnings = phase_times(run, PHASES)
     lines += ["## Phase times (s) and peak memory", ""] + [f"- {t}" for t in times]
     if warnings:
         lines += ["", "## Warnings", ""] + [f"- {w}" for w in warnings]
@@ -246,7 +228,7 @@ def render_html(run: RunDir, cfg: RZeroConfig) -> str:
         parts += [html_table(["task", "program", "outcome"],
                              [[what, preformatted(program), detail]
                               for what, program, detail in examples])]
-    times, warnings = _times(run, cfg)
+    times, warnings = phase_times(run, PHASES)
     parts += [heading("Phase times (s) and peak memory"), *times]
     if warnings:
         parts += [heading("Warnings"), *warnings]

@@ -14,7 +14,6 @@ training GPUs for the code tier).
 from __future__ import annotations
 
 from collections.abc import Callable
-from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -25,7 +24,7 @@ from rzero.engine.models import load_model, load_tokenizer, resolve_model
 from rzero.evaluation import evaluate, write_results
 from rzero.executor.sandbox import Limits
 from rzero.labeling.equivalence import use_settings
-from rzero.rundir import PhaseRunner, RunDir, TrackerLog
+from rzero.rundir import RunDir
 from rzero.selfplay import watch
 
 
@@ -49,12 +48,7 @@ class CodeRun:
         use_settings(timeout_s=cfg.labeling.equivalence_timeout, direction=cfg.labeling.equivalence)
         self.base = resolve_model(cfg.model.name)
         self.sandbox = sandbox_options(cfg)
-        self.trackers = TrackerLog(cfg, self.rundir.path)
-        self.phases = PhaseRunner(
-            cfg, self.rundir,
-            before_commit=[partial(watch.after_phase, cfg, self.rundir)],
-            after_commit=[self.trackers, lambda k, phase, marker: rebuild(self.rundir, cfg)],
-            on_marker=[lambda marker: watch.check_stop(marker, cfg.run)])
+        self.trackers, self.phases = watch.watched_phases(cfg, self.rundir, rebuild)
         self.timing = self.phases.timing
 
     def load(self, checkpoint: str):  # -> (model, tokenizer)
@@ -69,8 +63,14 @@ class CodeRun:
         """`PhaseRunner.run`: skip a committed phase, else run, measure and commit it."""
         return self.phases.run(k, phase, fn, *args)
 
-    def close(self) -> None:
-        self.trackers.close()
+    def run(self) -> Path:
+        """The iterations (`iterate`); a warning named in `run.stop_on` ends them after its
+        phase; the trackers close."""
+        watch.run_watched(self.iterate, self.trackers)
+        return self.rundir.path
+
+    def iterate(self) -> None:
+        raise NotImplementedError
 
     def eval_phase(self, k: int, solver: str) -> dict:
         """The math evaluation of the new solver (AZR's claim is transfer from code to math)."""

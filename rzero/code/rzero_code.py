@@ -170,7 +170,7 @@ class RZeroCodeRun(CodeRun):
 
     # ------------------------------------------------------------ the algorithm
 
-    def run(self) -> Path:
+    def iterate(self) -> None:
         cfg = self.cfg
         challenger = solver = self.base
         if cfg.eval.enabled:
@@ -194,8 +194,6 @@ class RZeroCodeRun(CodeRun):
                 self.run_phase(k, "eval", self.eval_phase, solver)
             if cfg.audit.enabled:
                 self.run_phase(k, "audit", self.audit_phase)
-        self.close()
-        return self.rundir.path
 
 
 def run_rzero_code(cfg: RZeroConfig, run_dir: str | Path, *, fresh: bool = False) -> RZeroCodeRun:

@@ -14,6 +14,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
 from rzero.config import RZeroConfig
@@ -45,6 +46,27 @@ def metrics_rows(run: RunDir, cfg: RZeroConfig) -> list[dict[str, Any]]:
                          **{key: m[key] for key in ("warning", "warnings", "stop")
                             if m.get(key)}})
     return rows
+
+
+def committed(run: RunDir, phases: Sequence[str]) -> dict[int, dict[str, dict[str, Any]]]:
+    """{iteration: {phase: marker}} of `phases` committed so far, in run order."""
+    return {k: {p: m for p in phases if (m := run.marker(k, p)) is not None}
+            for k in run.iterations()}
+
+
+def phase_times(run: RunDir, phases: Sequence[str]) -> tuple[list[str], list[str]]:
+    """(one line per iteration: each phase's seconds and peak resident memory; every warning
+    the markers recorded, the loop's own ``warning`` and the watch's ``warnings``)."""
+    times, warnings = [], []
+    for k, marks in committed(run, phases).items():
+        parts = [f"{p} {m['seconds']:.0f}" + (f" ({m['peak_rss_gib']:.1f} GiB peak)"
+                                             if m.get("peak_rss_gib") else "")
+                 for p, m in marks.items()]
+        if parts:
+            times.append(f"iteration {k}: " + ", ".join(parts))
+        warnings += [w for m in marks.values()
+                     for w in ([m["warning"]] if m.get("warning") else []) + m.get("warnings", [])]
+    return times, warnings
 
 
 def write_metrics(run: RunDir, cfg: RZeroConfig) -> None:

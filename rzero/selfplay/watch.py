@@ -17,6 +17,10 @@ before it commits, and the stop. The loop (`rzero.loop`) hands both to its phase
                      after that phase (`StopRun`); a rerun fires the same stop from the
                      stored marker (with the current `run.stop_on`, so emptying it lets a
                      run go on)
+    watched_phases   the phase runner and tracker log every loop (math, code, SPIN) runs on,
+                     with the hooks above and its report rebuilt after each commit
+    run_watched      a loop's iterations; a `StopRun` ends them with one line, the trackers
+                     close
 
 The co-error (`RZeroRun.coerror_phase`, seed §6.2) and the cross-iteration matrix
 (`RZeroRun.crossplay_phase`) are phases of the loop measured with `rzero.selfplay.coerror`
@@ -29,12 +33,15 @@ changing them neither refuses nor redoes a run.
 
 from __future__ import annotations
 
+import sys
+from collections.abc import Callable
+from functools import partial
 from typing import Any
 
 from rzero.config import RunConfig, RZeroConfig
 from rzero.io import write_json_atomic
 from rzero.labeling.filtering import in_band
-from rzero.rundir import RunDir
+from rzero.rundir import PhaseRunner, RunDir, TrackerLog
 from rzero.selfplay.collapse import (
     answer_fragmentation,
     answer_types,
@@ -46,7 +53,7 @@ from rzero.selfplay.collapse import (
 from rzero.selfplay.increments import align_eval_items, increment_curve
 from rzero.stats import slope_interval
 
-__all__ = ["StopRun", "after_phase", "check_stop", "stop_of"]
+__all__ = ["StopRun", "after_phase", "check_stop", "run_watched", "stop_of", "watched_phases"]
 
 
 # ---------------------------------------------------------------- before each commit
@@ -172,3 +179,29 @@ def check_stop(marker: dict[str, Any], run: RunConfig) -> None:
     if reasons:
         raise StopRun(f"after iteration {marker.get('iteration')} {marker.get('phase')}, "
                       f"because run.stop_on lists {reasons[0].split(':')[0]}: {reasons[0]}")
+
+
+# ---------------------------------------------------------------- the loops' wiring
+
+
+def watched_phases(cfg: RZeroConfig, run: RunDir,
+                   rebuild: Callable[[RunDir, RZeroConfig], Any]) -> tuple[TrackerLog, PhaseRunner]:
+    """The tracker log and phase runner of one run: `after_phase` adds to each marker before
+    it commits; the trackers log it and `rebuild(run, cfg)` renders the run's report after;
+    `check_stop` sees every marker, committed now or on an earlier run."""
+    log = TrackerLog(cfg, run.path)
+    phases = PhaseRunner(cfg, run, before_commit=[partial(after_phase, cfg, run)],
+                         after_commit=[log, lambda k, phase, marker: rebuild(run, cfg)],
+                         on_marker=[lambda marker: check_stop(marker, cfg.run)])
+    return log, phases
+
+
+def run_watched(iterate: Callable[[], None], log: TrackerLog) -> None:
+    """`iterate()`; a `StopRun` ends it after the phase that committed the warning, as the end
+    of the last iteration would (what was committed stays), with one line on stderr. The
+    trackers close either way."""
+    try:
+        iterate()
+    except StopRun as stop:
+        print(f"run stopped {stop}", file=sys.stderr, flush=True)
+    log.close()

@@ -29,7 +29,7 @@ from rzero.reporting import (
     markdown_table,
     preformatted,
 )
-from rzero.reports import write_metrics
+from rzero.reports import committed, phase_times, write_metrics
 from rzero.rundir import SPIN_PHASES, RunDir
 
 Table = tuple[str, list[str], list[list[Any]]]
@@ -69,11 +69,6 @@ def _change(d: dict[str, Any] | None) -> str:
     return f"{d['delta']:+.3f} [{d['low']:+.3f}, {d['high']:+.3f}]"
 
 
-def _markers(run: RunDir) -> dict[int, dict[str, dict]]:
-    return {k: {p: m for p in SPIN_PHASES if (m := run.marker(k, p)) is not None}
-            for k in run.iterations()}
-
-
 def _curve(run: RunDir) -> dict[str, Any] | None:
     for k in reversed(run.trained_iterations()):
         path = run.iter_dir(k) / "eval" / "increments.json"
@@ -84,7 +79,7 @@ def _curve(run: RunDir) -> dict[str, Any] | None:
 
 def dynamics_table(run: RunDir) -> Table:
     rows = []
-    for k, m in _markers(run).items():
+    for k, m in committed(run, SPIN_PHASES).items():
         train, dyn, gen = m.get("train", {}), m.get("dynamics", {}), m.get("generate", {})
         d = dyn.get("dynamics", {})
         ll = d.get("loglik") or dyn.get("loglik") or {}
@@ -121,7 +116,7 @@ def eval_table(run: RunDir) -> Table:
                              _diff(entry.get("vs_previous", {}).get(name)),
                              _diff(entry.get("vs_base", {}).get(name))])
     else:  # the base alone, before any trained iteration was evaluated
-        for k, m in _markers(run).items():
+        for k, m in committed(run, SPIN_PHASES).items():
             for key, v in m.get("eval", {}).get("metrics", {}).items():
                 if key.endswith("/pass@1"):
                     rows.append([k, key[: -len("/pass@1")], _num(v), "–", "–"])
@@ -131,7 +126,7 @@ def eval_table(run: RunDir) -> Table:
 
 
 def _figure(run: RunDir) -> bytes | None:
-    marks = _markers(run)
+    marks = committed(run, SPIN_PHASES)
     main = [(k, m["dynamics"]["dynamics"]) for k, m in marks.items()
             if k >= 1 and "dynamics" in m and "dynamics" in m["dynamics"]]
     if not main:
@@ -175,18 +170,6 @@ def _examples(run: RunDir) -> list[tuple[str, str, str]]:
     return []
 
 
-def _times(run: RunDir) -> tuple[list[str], list[str]]:
-    times, warnings = [], []
-    for k, marks in _markers(run).items():
-        parts = [f"{p} {m['seconds']:.0f}" + (f" ({m['peak_rss_gib']:.1f} GiB peak)"
-                                             if m.get("peak_rss_gib") else "")
-                 for p, m in marks.items()]
-        if parts:
-            times.append(f"iteration {k}: " + ", ".join(parts))
-        warnings += [w for m in marks.values() for w in m.get("warnings", [])]
-    return times, warnings
-
-
 def _intro(cfg: RZeroConfig) -> list[str]:
     s = cfg.spin
     goal = ("SPIN (self-play fine-tuning): each iteration the previous model answers the "
@@ -219,7 +202,7 @@ def render_markdown(run: RunDir, cfg: RZeroConfig) -> str:
                       "", "  opponent's y′:", "", "  ```",
                       *[f"  {x}" for x in rejected.replace("```", "'''").splitlines()],
                       "  ```", ""]
-    times, warnings = _times(run)
+    times, warnings = phase_times(run, SPIN_PHASES)
     lines += ["## Phase times (s) and peak memory", ""] + [f"- {t}" for t in times]
     if warnings:
         lines += ["", "## Warnings", ""] + [f"- {w}" for w in warnings]
@@ -245,7 +228,7 @@ def render_html(run: RunDir, cfg: RZeroConfig) -> str:
         parts += [heading("Held-out pairs"),
                   html_table(["prompt", "data answer y", "opponent's y′"],
                              [[w, preformatted(c), preformatted(r)] for w, c, r in examples])]
-    times, warnings = _times(run)
+    times, warnings = phase_times(run, SPIN_PHASES)
     parts += [heading("Phase times (s) and peak memory"), *times]
     if warnings:
         parts += [heading("Warnings"), *warnings]

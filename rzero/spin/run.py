@@ -25,8 +25,6 @@ official scripts are listed in docs/parity.md.
 from __future__ import annotations
 
 import shutil
-import sys
-from functools import partial
 from pathlib import Path
 
 from rzero import preflight
@@ -38,7 +36,7 @@ from rzero.io import write_jsonl_atomic
 from rzero.labeling.answers import extract_boxed
 from rzero.labeling.equivalence import use_settings
 from rzero.prompts.generator import SamplingParams
-from rzero.rundir import PhaseRunner, RunDir, TrackerLog, release_memory
+from rzero.rundir import RunDir, release_memory
 from rzero.selfplay import watch
 from rzero.spin.data import load_sft, split
 from rzero.spin.dynamics import (
@@ -67,12 +65,7 @@ class SpinRun:
         self.rundir.verify(cfg, full=cfg.run.verify == "full")
         use_settings(timeout_s=cfg.labeling.equivalence_timeout, direction=cfg.labeling.equivalence)
         self.base = resolve_model(cfg.model.name)
-        self.trackers = TrackerLog(cfg, self.rundir.path)
-        self.phases = PhaseRunner(
-            cfg, self.rundir,
-            before_commit=[partial(watch.after_phase, cfg, self.rundir)],
-            after_commit=[self.trackers, lambda k, phase, marker: rebuild(self.rundir, cfg)],
-            on_marker=[lambda marker: watch.check_stop(marker, cfg.run)])
+        self.trackers, self.phases = watch.watched_phases(cfg, self.rundir, rebuild)
 
     def load(self, checkpoint: str):  # -> (model, tokenizer)
         c = self.cfg.model
@@ -239,11 +232,7 @@ class SpinRun:
     # ------------------------------------------------------------ the algorithm
 
     def run(self) -> Path:
-        try:
-            self.iterate()
-        except watch.StopRun as stop:
-            print(f"run stopped {stop}", file=sys.stderr, flush=True)
-        self.trackers.close()
+        watch.run_watched(self.iterate, self.trackers)
         return self.rundir.path
 
     def iterate(self) -> None:
