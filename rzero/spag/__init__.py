@@ -1,0 +1,7 @@
+"""SPAG, self-play of an adversarial language game (Cheng et al. 2024; seed 000 §2), on the
+run engine:
+
+  game.py   Adversarial Taboo's rules as pure code: the judge, guess parsing, the two word
+            match modes, the spelling probe
+  words.py  the target words (wordfreq), filtered, split so evaluation words never train
+"""
