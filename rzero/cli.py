@@ -67,9 +67,11 @@ def cmd_iterate(args) -> int:
 
     cfg = load_config(args.config, args.overrides)
     run_dir = Path(args.run_dir or cfg.run.output_dir)
-    if cfg.run.task != "math":  # the code tier (rzero_code, azr) or SPIN: one process
+    if cfg.run.task != "math":  # the code tier (rzero_code, azr), SPIN or SPAG: one process
         if cfg.run.task == "spin":
             from rzero.spin import run_spin as run_task
+        elif cfg.run.task == "spag":
+            from rzero.spag.run import run_spag as run_task
         else:
             from rzero.code import run_code_iterations as run_task
 
@@ -140,6 +142,11 @@ def cmd_plan(args) -> int:
         from rzero.spin.plan import spin_plan_markdown
 
         print(spin_plan_markdown(cfg, args.config), end="")
+        return 0
+    if cfg.run.task == "spag":
+        from rzero.spag.plan import spag_plan_markdown
+
+        print(spag_plan_markdown(cfg, args.config), end="")
         return 0
     print(plan_markdown(cfg, args.config), end="")
     print("\n" + placement_markdown(cfg, args.config), end="")

@@ -190,8 +190,10 @@ def errorbar_png(panels: Sequence[Panel], title: str | None = None,
             if s.low is None or s.high is None:
                 ax.plot(list(s.x), list(s.y), s.fmt, **style)
                 continue
-            err = [[y - lo for y, lo in zip(s.y, s.low, strict=True)],
-                   [hi - y for y, hi in zip(s.y, s.high, strict=True)]]
+            # clamped at 0: an interval's bound can sit a rounding error past its point
+            # (a Wilson bound at 0 of n)
+            err = [[max(0.0, y - lo) for y, lo in zip(s.y, s.low, strict=True)],
+                   [max(0.0, hi - y) for y, hi in zip(s.y, s.high, strict=True)]]
             ax.errorbar(list(s.x), list(s.y), yerr=err, fmt=s.fmt, capsize=4, **style)
         if not drawn:
             ax.text(0.5, 0.5, panel.empty_text, ha="center", va="center",
@@ -211,6 +213,33 @@ def errorbar_png(panels: Sequence[Panel], title: str | None = None,
             ax.legend(fontsize=8, loc="lower left")
     if title:
         fig.suptitle(title, fontsize=11)
+    buf = io.BytesIO()
+    fig.savefig(buf, format="png", dpi=100)
+    return buf.getvalue()
+
+
+def heatmap_png(matrix: Sequence[Sequence[float | None]], rows: Sequence[str],
+                cols: Sequence[str], title: str, label: str,
+                size: tuple[float, float] = (6.4, 5.2)) -> bytes:
+    """A matrix with values in [0, 1] as a PNG heat map, every set cell written in it and
+    unset ones (None) left blank; drawn on a bare Figure as `errorbar_png` is."""
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+    from matplotlib.figure import Figure
+
+    fig = Figure(figsize=size, layout="constrained")
+    FigureCanvasAgg(fig)
+    ax = fig.subplots()
+    values = [[float("nan") if v is None else v for v in row] for row in matrix]
+    image = ax.imshow(values, cmap="RdBu", vmin=0.0, vmax=1.0)
+    for i, row in enumerate(matrix):
+        for j, v in enumerate(row):
+            if v is not None:
+                ax.text(j, i, f"{v:.2f}", ha="center", va="center", fontsize=8,
+                        color="white" if abs(v - 0.5) > 0.3 else "black")
+    ax.set_xticks(range(len(cols)), list(cols), rotation=30, ha="right")
+    ax.set_yticks(range(len(rows)), list(rows))
+    ax.set_title(title, fontsize=10)
+    fig.colorbar(image, ax=ax, label=label)
     buf = io.BytesIO()
     fig.savefig(buf, format="png", dpi=100)
     return buf.getvalue()

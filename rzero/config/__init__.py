@@ -32,6 +32,7 @@ from rzero.config.sections import (
     RolesConfig,
     RunConfig,
     SolverConfig,
+    SpagConfig,
     SpinConfig,
     WatchConfig,
 )
@@ -40,6 +41,6 @@ __all__ = [
     "FINGERPRINTED_WHEN_SET", "NOT_FINGERPRINTED", "AuditConfig",
     "ChallengerConfig", "CodeConfig", "ConfigError", "EvalConfig", "GRPOSection",
     "GenerationConfig", "LabelingConfig", "ModelConfig", "RZeroConfig", "RolesConfig",
-    "RunConfig", "Section", "SolverConfig", "SpinConfig", "WatchConfig",
+    "RunConfig", "Section", "SolverConfig", "SpagConfig", "SpinConfig", "WatchConfig",
     "config_from_dict", "describe_fields", "fingerprinted", "load_config", "option",
 ]

@@ -38,6 +38,7 @@ from rzero.config.sections import (
     RolesConfig,
     RunConfig,
     SolverConfig,
+    SpagConfig,
     SpinConfig,
     WatchConfig,
 )
@@ -45,7 +46,7 @@ from rzero.config.sections import (
 __all__ = ["AuditConfig", "ChallengerConfig", "CodeConfig", "ConfigError", "EvalConfig",
            "GRPOSection",
            "GenerationConfig", "LabelingConfig", "ModelConfig", "RZeroConfig", "RolesConfig",
-           "RunConfig", "Section", "SolverConfig", "SpinConfig", "WatchConfig", "config_from_dict",
+           "RunConfig", "Section", "SolverConfig", "SpagConfig", "SpinConfig", "WatchConfig", "config_from_dict",
            "describe_fields", "load_config"]
 
 
@@ -75,6 +76,7 @@ class RZeroConfig:
     watch: WatchConfig = field(default_factory=WatchConfig)
     code: CodeConfig = field(default_factory=CodeConfig)
     spin: SpinConfig = field(default_factory=SpinConfig)
+    spag: SpagConfig = field(default_factory=SpagConfig)
     run: RunConfig = field(default_factory=RunConfig)
 
     def to_dict(self) -> dict[str, Any]:
@@ -88,10 +90,11 @@ class RZeroConfig:
         how it is checked or watched, or where its metrics go). `ignore`: `section.key` or
         `section.*`."""
         d = self.to_dict()
-        if d["run"]["task"] != "spin":
-            # the spin section changes nothing elsewhere, and runs made before it existed
-            # keep their fingerprint
-            d.pop("spin")
+        for task in ("spin", "spag"):
+            if d["run"]["task"] != task:
+                # the section of another task changes nothing, and runs made before it
+                # existed keep their fingerprint
+                d.pop(task)
         defaults = RZeroConfig().to_dict()
         for key in FINGERPRINTED_WHEN_SET:
             section, name = key.split(".")
@@ -234,6 +237,9 @@ def check_code_tier(cfg) -> None:
     if task == "azr" and not cfg.roles.train_challenger:
         raise ConfigError("roles.train_challenger=false: AZR's tasks are the proposer "
                           "phase's own rollouts; set it to true")
+    if task == "spag" and cfg.audit.enabled:
+        raise ConfigError("audit.enabled=true: SPAG's outcomes come from the game's rules, "
+                          "there are no pseudo-labels to audit; set it to false")
     if task == "spin" and cfg.audit.enabled:
         raise ConfigError("audit.enabled=true: SPIN's data answers come from its SFT set, "
                           "there are no pseudo-labels to audit; set it to false")

@@ -431,6 +431,77 @@ class SpinConfig(Section):
 
 
 @dataclass(frozen=True)
+class SpagConfig(Section):
+    """SPAG (run.task spag; seed 000 §2): self-play of Adversarial Taboo, trained offline."""
+
+    section: ClassVar[str] = "spag"
+
+    games: int = option(64, "Self-play games per epoch, each on a training target word.",
+                        min=1)
+    max_turns: int = option(5, "Turns each side before a tie (paper: 5).", min=1)
+    match: str = option("word", "How a word is matched: word (whole words and their regular "
+                                "inflections) or official (the official judge's substring "
+                                "test: 'start' says 'art').", choices=("word", "official"))
+    vocabulary: int = option(3000, "Frequency ranks of wordfreq's English list the target "
+                                   "words are drawn from (after the first 400).", min=100)
+    eval_share: float = option(0.2, "Share of the words held out for evaluation games (by "
+                                    "hash: no evaluation word is ever a training target).",
+                               min=0.0, max=1.0, min_exclusive=True)
+    temperature: float = option(1.2, "Sampling temperature of the games (paper: 1.2).",
+                                min=0.0)
+    max_new_tokens: int = option(256, "Tokens of one turn (paper: 256).", min=1)
+    decay: float = option(0.8, "Reward discount per turn away from the end (paper: 0.8).",
+                          min=0.0, max=1.0, min_exclusive=True)
+    clip: float = option(0.2, "Importance-ratio clip ε (official: 0.2).", min=0.0)
+    kl_coef: float = option(0.2, "KL coefficient β toward the collecting policy (paper: 0.2).",
+                            min=0.0)
+    sft_coef: float = option(0.5, "Weight α of the SFT loss (paper: 0.5).", min=0.0)
+    sft_data: str = option("embedded:easy-worked", "Instruction data mixed into every update: "
+                           "the SFT sets spin.data takes ('embedded:easy-worked', a JSONL "
+                           "file of {prompt, response}, a hub dataset id).")
+    sft_rows: int = option(64, "SFT rows mixed into each epoch's update (official: all of "
+                               "Alpaca's 52k; 0: no SFT term).", min=0)
+    epochs: float = option(1.0, "Passes over an epoch's rows (official: 1).", min=0.0,
+                           min_exclusive=True)
+    learning_rate: float = option(2.0e-6, "Peak learning rate (official: 2e-6).", min=0.0,
+                                  min_exclusive=True)
+    optimizer: str = option("adamw_torch", "Optimizer (official: AdamW).",
+                            choices=("adamw_torch", "rmsprop"))
+    lr_scheduler: str = option("cosine", "Learning-rate schedule (official: cosine).",
+                               choices=("constant", "linear", "cosine"))
+    warmup_ratio: float = option(0.03, "Warm-up share of the updates (official: 0.03).",
+                                 min=0.0, max=1.0)
+    batch_size: int = option(128, "Rows per optimiser update (official: 2 per GPU x 8 "
+                                  "accumulation x 8 GPUs).", min=1)
+    micro_batch_size: int = option(2, "Rows per forward pass; batch_size must be a multiple.",
+                                   min=1)
+    max_length: int = option(2048, "Prompt + turn tokens kept, the start cut (official: "
+                                   "2048, truncation side left).", min=16)
+    tournament_games: int = option(16, "Evaluation games per ordered pair of players (each "
+                                        "plays both roles that often), on held-out words.",
+                                   min=0)
+    teacher_url: str = option("", "OpenAI-compatible endpoint of a stronger model that plays "
+                                  "both roles for the imitation step (paper: GPT-4); empty: "
+                                  "no imitation.")
+    teacher_model: str = option("", "The teacher's model name at teacher_url.")
+    teacher_key_env: str = option("", "Environment variable holding the teacher's API key "
+                                      "(read, never written).")
+    imitation_games: int = option(64, "Teacher games for the imitation step.", min=1)
+    imitation_kl: float = option(0.1, "KL coefficient of the imitation loss toward the base "
+                                      "(official: 0.1).", min=0.0)
+    imitation_lr: float = option(5.0e-6, "Peak learning rate of the imitation step "
+                                         "(official: 5e-6).", min=0.0, min_exclusive=True)
+
+    def check(self) -> None:
+        if self.batch_size % self.micro_batch_size:
+            raise ConfigError(f"spag.batch_size={self.batch_size}: not a multiple of "
+                              f"spag.micro_batch_size={self.micro_batch_size}")
+        if bool(self.teacher_url) != bool(self.teacher_model):
+            raise ConfigError("spag.teacher_url and spag.teacher_model: set both (imitation "
+                              "of a teacher's games) or neither")
+
+
+@dataclass(frozen=True)
 class RunConfig(Section):
     section: ClassVar[str] = "run"
 
@@ -476,9 +547,9 @@ class RunConfig(Section):
     task: str = option("math", "What the roles play: math (R-Zero, SPEC 1), rzero_code "
                                "(R-Zero's loop on code deduction tasks, every label checked by "
                                "the executor), azr (Absolute Zero: deduction, abduction, "
-                               "induction) or spin (SPIN: self-play fine-tuning on an SFT "
-                               "set).",
-                       choices=("math", "rzero_code", "azr", "spin"))
+                               "induction), spin (SPIN: self-play fine-tuning on an SFT "
+                               "set) or spag (SPAG: self-play of Adversarial Taboo).",
+                       choices=("math", "rzero_code", "azr", "spin", "spag"))
 
     @property
     def training_processes(self) -> int:

@@ -49,8 +49,11 @@ def updates_for(rows: int, spin: SpinConfig) -> int:
     return max(1, math.ceil(spin.epochs * rows / spin.batch_size))
 
 
-def _common(spin: SpinConfig, output_dir: str | Path, *, seed: int, updates: int,
-            model_cfg: ModelConfig, report_to: Sequence[str]) -> dict[str, Any]:
+def trainer_arguments(spin: Any, output_dir: str | Path, *, seed: int, updates: int,
+                      model_cfg: ModelConfig, report_to: Sequence[str]) -> dict[str, Any]:
+    """The TRL / Trainer arguments of one training phase: `spin` is a section with
+    batch_size, micro_batch_size, learning_rate, optimizer, lr_scheduler, warmup_ratio and
+    max_length (`SpinConfig`, `SpagConfig`)."""
     return dict(
         output_dir=str(output_dir),
         max_steps=updates,
@@ -86,8 +89,8 @@ def _preference_dataset(prompts: Sequence[Chat], chosen: Sequence[str],
         for p, c, r in zip(prompts, chosen, rejected, strict=True)])
 
 
-def _train(trainer_cls, model, tokenizer, dataset, args, save_to: Path | None,
-           desc: str) -> dict[str, Any]:
+def run_trainer(trainer_cls, model, tokenizer, dataset, args, save_to: Path | None,
+                desc: str) -> dict[str, Any]:
     import datasets
     from transformers import TrainerCallback
     from transformers.trainer_callback import PrinterCallback, ProgressCallback
@@ -145,11 +148,11 @@ def train_pairs(model, tokenizer, prompts: Sequence[Chat], chosen: Sequence[str]
     if not prompts:
         raise ValueError("train_pairs: no pairs")
     updates = updates_for(len(prompts), spin)
-    args = DPOConfig(**_common(spin, output_dir, seed=seed, updates=updates,
+    args = DPOConfig(**trainer_arguments(spin, output_dir, seed=seed, updates=updates,
                                model_cfg=model_cfg or ModelConfig(), report_to=report_to),
                      beta=lam, precompute_ref_batch_size=spin.micro_batch_size,
                      **PAIR_OPTIONS)
-    return _train(DPOTrainer, model, tokenizer, _preference_dataset(prompts, chosen, rejected),
+    return run_trainer(DPOTrainer, model, tokenizer, _preference_dataset(prompts, chosen, rejected),
                   args, Path(save_to) if save_to else None, desc)
 
 
@@ -166,18 +169,18 @@ def train_sft(model, tokenizer, prompts: Sequence[Chat], responses: Sequence[str
 
     if not prompts:
         raise ValueError("train_sft: no rows")
-    args = SFTConfig(**_common(spin, output_dir, seed=seed, updates=updates,
+    args = SFTConfig(**trainer_arguments(spin, output_dir, seed=seed, updates=updates,
                                model_cfg=model_cfg or ModelConfig(), report_to=report_to),
                      completion_only_loss=True, packing=False, max_grad_norm=1.0,
                      weight_decay=0.0)
     data = Dataset.from_list([{"prompt": list(p), "completion": [{"role": "assistant",
                                                                   "content": r}]}
                               for p, r in zip(prompts, responses, strict=True)])
-    return _train(SFTTrainer, model, tokenizer, data, args,
+    return run_trainer(SFTTrainer, model, tokenizer, data, args,
                   Path(save_to) if save_to else None, desc)
 
 
-def _completion_ids(tokenizer, prompt: Chat, response: str) -> tuple[list[int], list[int]]:
+def completion_ids(tokenizer, prompt: Chat, response: str) -> tuple[list[int], list[int]]:
     """(prompt ids, completion ids) as TRL's DPO tokenisation makes them: the chat template of
     the prompt with the generation prompt, and of prompt + answer; the completion starts
     where the two diverge."""
@@ -211,7 +214,7 @@ def pair_logprobs(model, tokenizer, prompts: Sequence[Chat], responses: Sequence
             seqs, masks = [], []
             for p, r in zip(prompts[start:start + batch_size],
                             responses[start:start + batch_size], strict=True):
-                prompt_ids, completion = _completion_ids(tokenizer, p, r)
+                prompt_ids, completion = completion_ids(tokenizer, p, r)
                 ids = (prompt_ids + completion)[:max_length]
                 mask = ([0] * len(prompt_ids) + [1] * len(completion))[:max_length]
                 seqs.append(ids)

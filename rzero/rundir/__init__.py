@@ -6,7 +6,14 @@
                commit crash point and the loop's hooks around each commit; TrackerLog
 """
 
-from rzero.rundir.folder import PHASES, SPIN_PHASES, RunDir, RunDirConflict, phases_for
+from rzero.rundir.folder import (
+    PHASES,
+    SPAG_PHASES,
+    SPIN_PHASES,
+    RunDir,
+    RunDirConflict,
+    phases_for,
+)
 from rzero.rundir.phases import (
     TRAINING_PHASES,
     PhaseRunner,
@@ -17,6 +24,6 @@ from rzero.rundir.phases import (
     reset_peak_rss,
 )
 
-__all__ = ["PHASES", "SPIN_PHASES", "TRAINING_PHASES", "PhaseRunner", "RunDir",
+__all__ = ["PHASES", "SPAG_PHASES", "SPIN_PHASES", "TRAINING_PHASES", "PhaseRunner", "RunDir",
            "RunDirConflict", "Timing", "TrackerLog", "peak_rss_gib", "phases_for",
            "release_memory", "reset_peak_rss"]

@@ -42,18 +42,25 @@ PHASES = ("challenger", "pool", "labelling", "solver", "eval", "audit", "coerror
 # SPIN's (run.task spin): the frozen discriminator once (iteration 0), then per iteration the
 # opponent's answers, the training, the held-out dynamics and the evaluation
 SPIN_PHASES = ("discriminator", "generate", "train", "dynamics", "eval")
-ROWS = ("challenger_steps", "pool", "labelled", "pairs", "heldout")  # an iteration's JSONL files
+# SPAG's (run.task spag): the imitation of a teacher's games once (iteration 0), then per
+# epoch the self-play games, the offline update, the tournament and the evaluation
+SPAG_PHASES = ("imitation", "games", "train", "tournament", "eval")
+# an iteration's JSONL files
+ROWS = ("challenger_steps", "pool", "labelled", "pairs", "heldout", "games", "tournament",
+        "teacher_games")
 # what each phase writes in iter_KK/, recorded (size, SHA-256) in its marker
 OUTPUTS = {"challenger": ("challenger", "challenger_steps.jsonl"), "pool": ("pool.jsonl",),
            "labelling": ("labelled.jsonl",), "solver": ("solver",), "eval": ("eval",), "audit": (),
            "coerror": ("coerror.json",), "crossplay": ("crossplay.json",),
            "discriminator": ("discriminator",), "generate": ("pairs.jsonl",),
-           "train": ("model",), "dynamics": ("heldout.jsonl",)}
+           "train": ("model",), "dynamics": ("heldout.jsonl",),
+           "imitation": ("teacher_games.jsonl", "imitation"), "games": ("games.jsonl",),
+           "tournament": ("tournament.jsonl",)}
 
 
 def phases_for(task: str) -> tuple[str, ...]:
     """The phases of a run of `task` (`run.task`), in run order within an iteration."""
-    return SPIN_PHASES if task == "spin" else PHASES
+    return {"spin": SPIN_PHASES, "spag": SPAG_PHASES}.get(task, PHASES)
 RUN_PREFIX = "run:"  # a marker's path inside RUN_DIR, relative to it
 
 

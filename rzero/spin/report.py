@@ -13,7 +13,6 @@ both formats; the HTML escapes what a model wrote.
 
 from __future__ import annotations
 
-import json
 from typing import Any
 
 from rzero.config import RZeroConfig
@@ -30,14 +29,10 @@ from rzero.reporting import (
     preformatted,
 )
 from rzero.reports import committed, phase_times, write_metrics
+from rzero.reports.cells import Table, eval_table, num, ranged
 from rzero.rundir import SPIN_PHASES, RunDir
 
-Table = tuple[str, list[str], list[list[Any]]]
 EXAMPLES = 3  # held-out pairs shown from the last generated iteration
-
-
-def _num(value: Any, fmt: str = "{:.3f}") -> str:
-    return fmt.format(value) if isinstance(value, (int, float)) else "–"
 
 
 def _share(d: dict[str, Any] | None) -> str:
@@ -48,33 +43,10 @@ def _share(d: dict[str, Any] | None) -> str:
             f"({d['right']}/{d['n']})")
 
 
-def _ranged(value: Any, low: Any, high: Any) -> str:
-    if not isinstance(value, (int, float)):
-        return "–"
-    if not isinstance(low, (int, float)):
-        return f"{value:.3f}"
-    return f"{value:.3f} [{low:.3f}, {high:.3f}]"
-
-
-def _diff(d: dict[str, Any] | None) -> str:
-    if not d:
-        return "–"
-    p = f", McNemar p {d['mcnemar_p']:.3f}" if d.get("mcnemar_p") is not None else ""
-    return f"{d['delta']:+.3f} [{d['ci_low']:+.3f}, {d['ci_high']:+.3f}]{p}"
-
-
 def _change(d: dict[str, Any] | None) -> str:
     if not d or d.get("low") is None:
         return "–"
     return f"{d['delta']:+.3f} [{d['low']:+.3f}, {d['high']:+.3f}]"
-
-
-def _curve(run: RunDir) -> dict[str, Any] | None:
-    for k in reversed(run.trained_iterations()):
-        path = run.iter_dir(k) / "eval" / "increments.json"
-        if path.is_file():
-            return json.loads(path.read_text())
-    return None
 
 
 def dynamics_table(run: RunDir) -> Table:
@@ -86,43 +58,24 @@ def dynamics_table(run: RunDir) -> Table:
         tm, gm = train.get("metrics", {}), gen.get("metrics", {})
         pairs = train.get("from_iterations")
         rows.append([
-            k, _num(train.get("lambda"), "{:g}"),
+            k, num(train.get("lambda"), "{:g}"),
             " + ".join(f"{n} of iteration {j}" for j, n in sorted(pairs.items(), reverse=True))
             if pairs else "–",
-            tm.get("updates", "–"), _num(tm.get("final_loss"), "{:.4f}"),
+            tm.get("updates", "–"), num(tm.get("final_loss"), "{:.4f}"),
             _share(d.get("main")),
-            _ranged(d.get("main", {}).get("margin"), d.get("main", {}).get("margin_low"),
+            ranged(d.get("main", {}).get("margin"), d.get("main", {}).get("margin_low"),
                     d.get("main", {}).get("margin_high")),
-            _num(d.get("loss"), "{:.4f}"),
-            _ranged(ll.get("per_token"), ll.get("low"), ll.get("high")),
+            num(d.get("loss"), "{:.4f}"),
+            ranged(ll.get("per_token"), ll.get("low"), ll.get("high")),
             _change(d.get("loglik_change")),
             _share(d.get("discriminator")),
-            _num(gm.get("opponent_correct_rate"))])
+            num(gm.get("opponent_correct_rate"))])
     return ("Dynamics on held-out pairs (seed §6.1)",
             ["iteration", "λ", "pairs trained", "updates", "final loss",
              "discriminator accuracy [95 %]", "mean margin Δ [95 %]", "held-out loss",
              "log-lik / token of y [95 %]", "its change vs k−1 [95 %, paired]",
              "frozen discriminator accuracy",
              "opponent's y′ right"], rows)
-
-
-def eval_table(run: RunDir) -> Table:
-    curve = _curve(run)
-    rows = []
-    if curve:
-        for entry in curve["iterations"]:
-            for name in curve["benchmarks"]:
-                rows.append([entry["iteration"], name, _num(entry["pass@1"][name]),
-                             _diff(entry.get("vs_previous", {}).get(name)),
-                             _diff(entry.get("vs_base", {}).get(name))])
-    else:  # the base alone, before any trained iteration was evaluated
-        for k, m in committed(run, SPIN_PHASES).items():
-            for key, v in m.get("eval", {}).get("metrics", {}).items():
-                if key.endswith("/pass@1"):
-                    rows.append([k, key[: -len("/pass@1")], _num(v), "–", "–"])
-    return ("Evaluation (paired against the previous iteration and the base)",
-            ["iteration", "benchmark", "pass@1", "vs previous Δ [95 %]", "vs base Δ [95 %]"],
-            rows)
 
 
 def _figure(run: RunDir) -> bytes | None:
@@ -186,7 +139,7 @@ def _intro(cfg: RZeroConfig) -> list[str]:
 
 
 def tables(run: RunDir) -> list[Table]:
-    return [dynamics_table(run), eval_table(run)]
+    return [dynamics_table(run), eval_table(run, SPIN_PHASES)]
 
 
 def render_markdown(run: RunDir, cfg: RZeroConfig) -> str:

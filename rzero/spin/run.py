@@ -38,7 +38,7 @@ from rzero.labeling.equivalence import use_settings
 from rzero.prompts.generator import SamplingParams
 from rzero.rundir import RunDir, release_memory
 from rzero.selfplay import watch
-from rzero.spin.data import load_sft, split
+from rzero.data.sft import load_sft, split
 from rzero.spin.dynamics import (
     drift_warning,
     heldout_dynamics,

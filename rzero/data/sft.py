@@ -1,4 +1,5 @@
-"""SPIN's SFT set: rows of (prompt chat, data answer y), split into training and held-out.
+"""The SFT sets SPIN trains on (and SPAG mixes into its updates): rows of (prompt chat, data
+answer y), split into training and held-out.
 
     embedded:easy-worked   the `easy` templates drawn with their own seed, every problem of
                            the evaluation tier `easy` and of its development split `easy:7`
@@ -103,7 +104,7 @@ def worked_solution(problem: str) -> str:
     raise ValueError(f"not an easy-template problem: {problem!r}")
 
 
-def embedded_rows(n: int) -> list[SFTRow]:
+def embedded_rows(n: int, *, key: str = "spin.data") -> list[SFTRow]:
     """`n` rows of the embedded set, in a fixed order: one problem of each `easy` template in
     turn (a template whose distinct problems run out drops out of the turn), none of them
     a problem of `easy` or of `easy:7`; ConfigError if the templates cannot give `n`."""
@@ -129,7 +130,7 @@ def embedded_rows(n: int) -> list[SFTRow]:
             if len(rows) == n:
                 break
     if len(rows) < n:
-        raise ConfigError(f"spin.data={EMBEDDED!r}: the easy templates give {len(rows)} "
+        raise ConfigError(f"{key}={EMBEDDED!r}: the easy templates give {len(rows)} "
                           f"distinct problems outside the evaluation items, not {n}")
     return rows
 
@@ -161,7 +162,7 @@ def _row(i: int, raw: dict[str, Any], where: str) -> SFTRow:
                       f"(keys: {', '.join(sorted(raw)) or 'none'})")
 
 
-def _jsonl_rows(path: Path, n: int) -> list[SFTRow]:
+def _jsonl_rows(path: Path, n: int, key: str) -> list[SFTRow]:
     rows = []
     with path.open() as f:
         for i, line in enumerate(f):
@@ -172,42 +173,43 @@ def _jsonl_rows(path: Path, n: int) -> list[SFTRow]:
             try:
                 raw = json.loads(line)
             except json.JSONDecodeError as exc:
-                raise ConfigError(f"spin.data={str(path)!r}: line {i + 1} is not JSON "
+                raise ConfigError(f"{key}={str(path)!r}: line {i + 1} is not JSON "
                                   f"({exc.msg})") from None
-            rows.append(_row(i, raw, f"spin.data={str(path)!r}"))
+            rows.append(_row(i, raw, f"{key}={str(path)!r}"))
     return rows
 
 
-def _hub_rows(spec: str, n: int) -> list[SFTRow]:
+def _hub_rows(spec: str, n: int, key: str) -> list[SFTRow]:
     from datasets import load_dataset
 
     name, _, split = spec.partition(":")
     try:
         data = load_dataset(name, split=f"{split or 'train'}[:{n}]")
     except Exception as exc:  # datasets raises many kinds; one line names the set
-        raise ConfigError(f"spin.data={spec!r}: cannot load it from the hub "
+        raise ConfigError(f"{key}={spec!r}: cannot load it from the hub "
                           f"({type(exc).__name__}: {str(exc).splitlines()[0][:200]})") from None
-    return [_row(i, dict(r), f"spin.data={spec!r}") for i, r in enumerate(data)]
+    return [_row(i, dict(r), f"{key}={spec!r}") for i, r in enumerate(data)]
 
 
 Loader = Callable[[str, int], list[SFTRow]]
 
 
-def load_sft(spec: str, n: int) -> list[SFTRow]:
-    """The first `n` rows of the SFT set `spec` (see the module docstring); ConfigError if it
-    cannot be read or has fewer than `n` rows."""
+def load_sft(spec: str, n: int, *, key: str = "spin.data",
+             need: str = "spin.heldout + spin.prompts") -> list[SFTRow]:
+    """The first `n` rows of the SFT set `spec` (see the module docstring); ConfigError,
+    naming the config field `key` and what needs the rows (`need`), if it cannot be read or
+    has fewer than `n` rows."""
     if spec == EMBEDDED:
-        rows = embedded_rows(n)
+        rows = embedded_rows(n, key=key)
     elif spec.endswith(".jsonl"):
         path = Path(spec)
         if not path.is_file():
-            raise ConfigError(f"spin.data={spec!r}: no such file")
-        rows = _jsonl_rows(path, n)
+            raise ConfigError(f"{key}={spec!r}: no such file")
+        rows = _jsonl_rows(path, n, key)
     else:
-        rows = _hub_rows(spec, n)
+        rows = _hub_rows(spec, n, key)
     if len(rows) < n:
-        raise ConfigError(f"spin.data={spec!r}: {len(rows)} rows, but spin.heldout + "
-                          f"spin.prompts needs {n}")
+        raise ConfigError(f"{key}={spec!r}: {len(rows)} rows, but {need} needs {n}")
     return rows
 
 

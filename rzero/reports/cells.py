@@ -1,0 +1,65 @@
+"""Table cells and tables the symmetric systems' reports share (`rzero.spin.report`,
+`rzero.spag.report`): numbers with their intervals, paired differences, and the evaluation
+table read from the watch's increment curve (`iter_KK/eval/increments.json`)."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from typing import Any
+
+from rzero.reports import committed
+from rzero.rundir import RunDir
+
+Table = tuple[str, list[str], list[list[Any]]]
+
+
+def num(value: Any, fmt: str = "{:.3f}") -> str:
+    return fmt.format(value) if isinstance(value, (int, float)) else "–"
+
+
+def ranged(value: Any, low: Any, high: Any) -> str:
+    """`0.500 [0.300, 0.700]`, or the value alone without bounds, or – without a value."""
+    if not isinstance(value, (int, float)):
+        return "–"
+    if not isinstance(low, (int, float)):
+        return f"{value:.3f}"
+    return f"{value:.3f} [{low:.3f}, {high:.3f}]"
+
+
+def paired(d: dict[str, Any] | None) -> str:
+    """A paired difference: `+0.031 [-0.020, +0.081], McNemar p 0.250`."""
+    if not d:
+        return "–"
+    p = f", McNemar p {d['mcnemar_p']:.3f}" if d.get("mcnemar_p") is not None else ""
+    return f"{d['delta']:+.3f} [{d['ci_low']:+.3f}, {d['ci_high']:+.3f}]{p}"
+
+
+def increment_curve(run: RunDir) -> dict[str, Any] | None:
+    """The latest evaluation's increment curve (every evaluated iteration, paired)."""
+    for k in reversed(run.trained_iterations()):
+        path = run.iter_dir(k) / "eval" / "increments.json"
+        if path.is_file():
+            return json.loads(path.read_text())
+    return None
+
+
+def eval_table(run: RunDir, phases: Sequence[str]) -> Table:
+    """pass@1 per iteration and benchmark, paired against the previous iteration and the
+    base (the base alone before any trained iteration was evaluated)."""
+    curve = increment_curve(run)
+    rows = []
+    if curve:
+        for entry in curve["iterations"]:
+            for name in curve["benchmarks"]:
+                rows.append([entry["iteration"], name, num(entry["pass@1"][name]),
+                             paired(entry.get("vs_previous", {}).get(name)),
+                             paired(entry.get("vs_base", {}).get(name))])
+    else:
+        for k, m in committed(run, phases).items():
+            for key, v in m.get("eval", {}).get("metrics", {}).items():
+                if key.endswith("/pass@1"):
+                    rows.append([k, key[: -len("/pass@1")], num(v), "–", "–"])
+    return ("Evaluation (paired against the previous iteration and the base)",
+            ["iteration", "benchmark", "pass@1", "vs previous Δ [95 %]", "vs base Δ [95 %]"],
+            rows)

@@ -1,0 +1,286 @@
+"""SPAG's epochs (Cheng et al. 2024; seed 000 §2), written as the paper's algorithm.
+
+    evaluation 0      the base model once (iteration 0)
+    imitation 0       (with `spag.teacher_url`) a teacher plays both roles of
+                      `spag.imitation_games` games; the base imitates the winners' turns
+                      (`imitation_loss`): π_0. Without a teacher π_0 is the base.
+    for k = 1..K (epochs; the policy π_{k−1}):
+        games         a copy of π_{k−1} plays both roles of `spag.games` games on training
+                      words, every message judged as it arrives; every episode is stored
+        train         π_k from π_{k−1}: the offline self-play loss on the winners' turns
+                      (`turn_rewards`, `spag_loss`, π_old = π_{k−1}) plus α times SFT on
+                      `spag.sft_rows` instruction rows; the cosine of the two roles'
+                      gradients is measured first
+        tournament    π_k against every earlier player (the base, π_0, π_1 ...) and the
+                      scripted anchor, each pair in both role assignments on the same
+                      held-out words; the win-rate matrix, its Bradley–Terry fit and the
+                      exploitability are rebuilt from every tournament so far
+        evaluation    the benchmarks of `eval` (the project's math evaluation: reasoning
+                      measured outside the game), paired with every earlier iteration's
+
+Each phase runs through the phase runner in the run folder (markers, resume, timing,
+trackers, the watch's increment curve on the evaluation), and every commit rebuilds
+report.md / report.html (`rzero.spag.report`). Departures from the official code are listed
+in `rzero.spag.play`, `rzero.spag.objective` and docs/parity.md.
+"""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+from typing import Any
+
+from rzero import preflight
+from rzero.config import ConfigError, RZeroConfig
+from rzero.engine.generation import make_generator
+from rzero.engine.models import load_model, load_tokenizer, resolve_model
+from rzero.evaluation import evaluate, write_results
+from rzero.io import write_jsonl_atomic
+from rzero.labeling.equivalence import use_settings
+from rzero.prompts.generator import SamplingParams
+from rzero.rundir import RunDir, release_memory
+from rzero.selfplay import watch
+from rzero.data.sft import load_sft
+from rzero.spag.game import (
+    ATTACKER,
+    ATTACKER_WINS,
+    DEFENDER,
+    DEFENDER_WINS,
+    TIE,
+    VIOLATION,
+    is_guess,
+    spells_out,
+    words_of,
+)
+from rzero.spag.play import ModelPlayer, ScriptedPlayer, collect
+from rzero.spag.report import rebuild
+from rzero.spag.train import game_rows, imitation_update, role_gradient_cosine, selfplay_update
+from rzero.spag.words import candidate_words, is_eval_word, target_words
+from rzero.stats import mean
+
+SCRIPTED = "scripted"
+
+
+def game_stats(records: list[dict[str, Any]]) -> dict[str, Any]:
+    """Counts and rates of a batch of games: outcomes, length (messages), words per turn by
+    role, and the cheating probes (attacker turns that spell or split the word; defender
+    guesses, and guesses made at the defender's first turn)."""
+    n = len(records)
+    counts = {o: sum(r["outcome"] == o for r in records)
+              for o in (ATTACKER_WINS, DEFENDER_WINS, TIE, VIOLATION)}
+    turns = {role: [t for r in records for t in r["turns"] if t["role"] == role]
+             for role in (ATTACKER, DEFENDER)}
+    guesses = [(r, i) for r in records for i, t in enumerate(r["turns"])
+               if t["role"] == DEFENDER and is_guess(t["text"])]
+    return {"games": n, **counts,
+            **{f"{o}_rate": c / n if n else None for o, c in counts.items()},
+            "mean_messages": mean([r["messages"] for r in records], empty=None),
+            "attacker_words": mean([len(words_of(t["text"])) for t in turns[ATTACKER]],
+                                   empty=None),
+            "defender_words": mean([len(words_of(t["text"])) for t in turns[DEFENDER]],
+                                   empty=None),
+            "spelled": sum(spells_out(t["text"], r["target"]) for r in records
+                           for t in r["turns"] if t["role"] == ATTACKER),
+            "attacker_turns": len(turns[ATTACKER]),
+            "guesses": len(guesses),
+            "first_turn_guesses": sum(i == 1 for _, i in guesses)}
+
+
+class SpagRun:
+    def __init__(self, cfg: RZeroConfig, run_dir: str | Path, *, fresh: bool = False):
+        self.cfg = cfg
+        self.rundir = RunDir(run_dir)
+        preflight.check(cfg)  # outside inputs (benchmarks), before anything is written
+        s = cfg.spag
+        # a bad SFT set or an empty word split fails before any write
+        self.sft = [(r.prompt, r.response) for r in load_sft(
+            s.sft_data, s.sft_rows, key="spag.sft_data", need="spag.sft_rows")] if s.sft_rows else []
+        words = candidate_words(s.vocabulary)
+        held = sum(is_eval_word(w, s.eval_share) for w in words)
+        if held == 0 or held == len(words):
+            raise ConfigError(f"spag.vocabulary={s.vocabulary}, spag.eval_share={s.eval_share}: "
+                              f"{held} of {len(words)} words held out; both splits need words")
+        self.rundir.prepare(cfg, fresh)
+        self.rundir.verify(cfg, full=cfg.run.verify == "full")
+        use_settings(timeout_s=cfg.labeling.equivalence_timeout, direction=cfg.labeling.equivalence)
+        self.base = resolve_model(cfg.model.name)
+        self.trackers, self.phases = watch.watched_phases(cfg, self.rundir, rebuild)
+
+    def load(self, checkpoint: str):  # -> (model, tokenizer)
+        c = self.cfg.model
+        return (load_model(checkpoint, dtype=c.dtype, device=c.device,
+                           attn_implementation=c.attn_implementation), load_tokenizer(checkpoint))
+
+    def params(self, seed: int) -> SamplingParams:
+        s = self.cfg.spag
+        return SamplingParams(temperature=s.temperature, top_p=1.0, top_k=0,
+                              max_new_tokens=s.max_new_tokens, seed=seed,
+                              stop=("\nAttacker:", "\nDefender:"))
+
+    def words(self, split: str, n: int, seed: int) -> list[str]:
+        s = self.cfg.spag
+        return target_words(split, n, seed, size=s.vocabulary, eval_share=s.eval_share)
+
+    def records(self, games, **extra) -> list[dict[str, Any]]:
+        s = self.cfg.spag
+        return [g.record(s.max_turns, s.match, **extra) for g in games]
+
+    # ------------------------------------------------------------ the phases
+
+    def eval_phase(self, k: int, checkpoint: str) -> dict:
+        e = self.cfg.eval
+        results = evaluate(self.phases.generator(checkpoint), e.benchmarks, limit=e.limit,
+                           max_new_tokens=e.max_new_tokens, num_samples=e.num_samples,
+                           seed=self.cfg.run.seed, direction=self.cfg.labeling.equivalence)
+        write_results(results, self.rundir.iter_dir(k) / "eval")
+        metrics = {f"{name}/{key}": r[key] for name, r in results["benchmarks"].items()
+                   for key in ("pass@1", "n")}
+        return {"metrics": {"average": results["average"], **metrics},
+                "checkpoint": self.rundir.relative(checkpoint)}
+
+    def imitation_phase(self, k: int) -> dict:
+        """A teacher plays both roles; the base imitates the winners' turns."""
+        from rzero.engine.generation import OpenAIGenerator
+
+        s, cfg, it = self.cfg.spag, self.cfg, self.rundir.iter_dir(k)
+        teacher = self.phases.track(OpenAIGenerator(
+            [s.teacher_url], s.teacher_model, api_key_env=s.teacher_key_env or None,
+            concurrency=cfg.generation.concurrency, timeout=cfg.generation.timeout,
+            retries=cfg.generation.retries))
+        player = ModelPlayer(teacher, self.params(cfg.run.seed * 7919), name="teacher")
+        games = collect({ATTACKER: player, DEFENDER: player},
+                        self.words("train", s.imitation_games, cfg.run.seed * 7919),
+                        s.max_turns, s.match, prefix="t")
+        records = self.records(games, split="train", attacker="teacher", defender="teacher")
+        write_jsonl_atomic(it / "teacher_games.jsonl", records)
+        rows = game_rows(records, s)
+        out, work = it / "imitation", it / ".trainer_imitation"
+        info: dict[str, Any] = {"metrics": game_stats(records), "rows": len(rows)}
+        if not rows:  # the teacher decided no game: π_0 is the base
+            info["checkpoint"] = self.rundir.relative(self.base)
+            info["warning"] = "imitation: the teacher's games decided nothing; π_0 is the base"
+            return info
+        model, tokenizer = self.load(self.base)
+        result = imitation_update(model, tokenizer, rows, s, work, seed=cfg.run.seed,
+                                  model_cfg=cfg.model, report_to=cfg.run.report_to,
+                                  save_to=out)
+        shutil.rmtree(work, ignore_errors=True)
+        del model
+        release_memory()
+        info["checkpoint"] = self.rundir.relative(out)
+        info["metrics"] |= {"updates": result["updates"], "rows": len(rows)}
+        return info
+
+    def games_phase(self, k: int, policy: str) -> dict:
+        """A copy of π_{k−1} plays both roles of the epoch's games."""
+        s, cfg = self.cfg.spag, self.cfg
+        seed = cfg.run.seed * 7907 + k
+        player = ModelPlayer(self.phases.generator(policy), self.params(seed))
+        games = collect({ATTACKER: player, DEFENDER: player},
+                        self.words("train", s.games, seed), s.max_turns, s.match)
+        name = self.player_name(k - 1)
+        records = self.records(games, split="train", attacker=name, defender=name, epoch=k)
+        write_jsonl_atomic(self.rundir.iter_dir(k) / "games.jsonl", records)
+        return {"policy": self.rundir.relative(policy), "metrics": game_stats(records)}
+
+    def train_phase(self, k: int, policy: str) -> dict:
+        """π_k from π_{k−1}: the offline self-play loss on the winners' turns, plus SFT."""
+        s, cfg, it = self.cfg.spag, self.cfg, self.rundir.iter_dir(k)
+        rows = game_rows(self.rundir.rows(k, "games"), s)
+        model, tokenizer = self.load(policy)
+        cosine = role_gradient_cosine(model, tokenizer, rows, s)
+        out, work = it / "model", it / ".trainer_spag"
+        if not rows and not self.sft:
+            del model
+            release_memory()
+            return {"checkpoint": self.rundir.relative(policy), "start": self.rundir.relative(policy),
+                    "metrics": {"rows": 0, "updates": 0},
+                    "warning": f"train: epoch {k} decided no game and has no SFT rows; "
+                               f"the policy carries over"}
+        result = selfplay_update(model, tokenizer, rows, self.sft, s, work, seed=cfg.run.seed + k,
+                                 model_cfg=cfg.model, report_to=cfg.run.report_to,
+                                 desc=f"epoch {k} spag", save_to=out)
+        shutil.rmtree(work, ignore_errors=True)
+        del model
+        release_memory()
+        log = result["train_log"]
+        by_role = {role: sum(r["role"] == role for r in rows) for role in (ATTACKER, DEFENDER)}
+        return {"checkpoint": self.rundir.relative(out), "start": self.rundir.relative(policy),
+                "gradient_cosine": cosine,
+                "train_log": [{"step": r["step"], "loss": r["loss"]} for r in log],
+                "metrics": {"game_rows": len(rows), "attacker_rows": by_role[ATTACKER],
+                            "defender_rows": by_role[DEFENDER], "sft_rows": len(self.sft),
+                            "updates": result["updates"],
+                            "train_seconds": round(result["seconds"], 3),
+                            "final_loss": log[-1]["loss"] if log else None,
+                            "gradient_cosine": cosine["cosine"] if cosine else None}}
+
+    def player_name(self, k: int) -> str:
+        """π_k's name in the tournament: base, imitation (π_0 with a teacher), epoch_k."""
+        if k == 0:
+            return "imitation" if self.cfg.spag.teacher_url else "base"
+        return f"epoch_{k}"
+
+    def tournament_phase(self, k: int, checkpoints: dict[str, str]) -> dict:
+        """Every pair of players not yet played (π_k against each earlier one and the
+        scripted anchor, and at the first tournament the base against π_0 and the anchor),
+        both role assignments on the same held-out words."""
+        s, cfg = self.cfg.spag, self.cfg
+        played = {(r["attacker"], r["defender"]) for j in range(1, k)
+                  if self.rundir.marker(j, "tournament") for r in self.rundir.rows(j, "tournament")}
+        names = list(checkpoints) + [SCRIPTED]
+        pairs = [(a, b) for i, a in enumerate(names) for b in names[i + 1:]
+                 if (a, b) not in played and (b, a) not in played]
+        records: list[dict[str, Any]] = []
+        for n, (a, b) in enumerate(pairs):
+            seed = cfg.run.seed * 7877 + k * 1000 + n
+            words = self.words("eval", s.tournament_games, seed)
+            gens = {name: (ScriptedPlayer() if name == SCRIPTED else ModelPlayer(
+                make_generator(cfg, checkpoints[name]), self.params(seed), name))
+                for name in (a, b)}
+            try:
+                for attacker, defender in ((a, b), (b, a)):
+                    games = collect({ATTACKER: gens[attacker], DEFENDER: gens[defender]},
+                                    words, s.max_turns, s.match, prefix=f"{attacker}-{defender}-")
+                    records += self.records(games, split="eval", attacker=attacker,
+                                            defender=defender, epoch=k)
+            finally:
+                for g in gens.values():
+                    if isinstance(g, ModelPlayer):
+                        g.generator.close()
+        write_jsonl_atomic(self.rundir.iter_dir(k) / "tournament.jsonl", records)
+        return {"pairs": [list(p) for p in pairs],
+                "metrics": {"pairs": len(pairs), "games": len(records),
+                            **{f"{o}_rate": v for o, v in game_stats(records).items()
+                               if o.endswith("_rate") and v is not None}}}
+
+    # ------------------------------------------------------------ the algorithm
+
+    def run(self) -> Path:
+        watch.run_watched(self.iterate, self.trackers)
+        return self.rundir.path
+
+    def iterate(self) -> None:
+        cfg, run_phase = self.cfg, self.phases.run
+        if cfg.eval.enabled:
+            run_phase(0, "eval", self.eval_phase, self.base)
+        checkpoints = {"base": self.base}
+        policy = self.base
+        if cfg.spag.teacher_url:
+            policy = run_phase(0, "imitation", self.imitation_phase)["checkpoint"]
+            checkpoints["imitation"] = policy
+        for k in range(1, cfg.run.iterations + 1):
+            run_phase(k, "games", self.games_phase, policy)
+            policy = run_phase(k, "train", self.train_phase, policy)["checkpoint"]
+            checkpoints[self.player_name(k)] = policy
+            if cfg.spag.tournament_games:
+                run_phase(k, "tournament", self.tournament_phase, dict(checkpoints))
+            if cfg.eval.enabled:
+                run_phase(k, "eval", self.eval_phase, policy)
+
+
+def run_spag(cfg: RZeroConfig, run_dir: str | Path, *, fresh: bool = False) -> SpagRun:
+    """`rzero iterate` for run.task spag; returns the finished run."""
+    run = SpagRun(cfg, run_dir, fresh=fresh)
+    run.run()
+    return run
