@@ -17,6 +17,11 @@ SPIN's (a recipe with run.task spin; seed §1.3 and §6.1 ask for both controls)
     one_opponent           one iteration against the base only, trained for as many updates
                            as all of the recipe's iterations together (no new opponent)
 
+SPAG's (a recipe with run.task spag; the paper's AlpacaSFT control, seed §2.1):
+    spag                   SPAG as the recipe sets it
+    sft                    the same updates per epoch spent on the SFT rows alone (the games
+                           are played, stored and audited, and train nothing)
+
 Where we depart from the paper, and why: every variant but `shared` pins roles.shared=false,
 so each ablation is "R-Zero minus one thing" even when the recipe itself sets shared weights.
 """
@@ -34,6 +39,7 @@ from rzero.config import ConfigError, RZeroConfig, config_from_dict
 from rzero.loop import run_iterations
 from rzero.reports.comparison import compare
 from rzero.rundir import RunDir
+from rzero.spag.run import run_spag
 from rzero.spin.plan import merged_pairs
 from rzero.spin.run import run_spin
 
@@ -49,18 +55,24 @@ SPIN_VARIANTS: dict[str, list[str]] = {
     "sft": ["spin.objective=sft"],
     "one_opponent": ["spin.objective=spin", "run.iterations=1"],  # + epochs, `_overrides`
 }
+SPAG_VARIANTS: dict[str, list[str]] = {
+    "spag": ["spag.objective=spag"],
+    "sft": ["spag.objective=sft"],
+}
 DEFAULT_VARIANTS = ("separate", "shared")
 DEFAULT_SPIN_VARIANTS = ("spin", "sft")
+DEFAULT_SPAG_VARIANTS = ("spag", "sft")
 DEFAULT_OUT = "runs/ablate"
 
 
 def variants_for(task: str) -> dict[str, list[str]]:
     """The variants of a recipe of `task` (`run.task`)."""
-    return SPIN_VARIANTS if task == "spin" else VARIANTS
+    return {"spin": SPIN_VARIANTS, "spag": SPAG_VARIANTS}.get(task, VARIANTS)
 
 
 def default_variants(task: str) -> tuple[str, ...]:
-    return DEFAULT_SPIN_VARIANTS if task == "spin" else DEFAULT_VARIANTS
+    return {"spin": DEFAULT_SPIN_VARIANTS, "spag": DEFAULT_SPAG_VARIANTS}.get(task,
+                                                                           DEFAULT_VARIANTS)
 
 
 def _overrides(cfg: RZeroConfig, variant: str) -> list[str]:
@@ -139,7 +151,8 @@ def ablate(cfg: RZeroConfig, variants: list[str] | tuple[str, ...], out_dir: str
         run_dir = out_dir / variant
         print(f"ablate: variant {variant} ({i}/{len(configs)}): "
               f"{' '.join(_overrides(cfg, variant))} -> {run_dir}", flush=True)
-        (run_spin if cfg.run.task == "spin" else run_iterations)(vcfg, run_dir, fresh=fresh)
+        runner = {"spin": run_spin, "spag": run_spag}.get(cfg.run.task, run_iterations)
+        runner(vcfg, run_dir, fresh=fresh)
         gc.collect()
 
     # -- one table over all of them

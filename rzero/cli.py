@@ -266,9 +266,9 @@ def cmd_ablate(args) -> int:
 
     try:
         cfg = load_config(args.config, args.overrides)
-        if cfg.run.task not in ("math", "spin"):
-            raise ConfigError(f"run.task={cfg.run.task!r}: rzero ablate runs the math loop's "
-                              "and SPIN's variants; run a code recipe with rzero iterate")
+        if cfg.run.task not in ("math", "spin", "spag"):
+            raise ConfigError(f"run.task={cfg.run.task!r}: rzero ablate runs the math loop's, "
+                              "SPIN's and SPAG's variants; run a code recipe with rzero iterate")
         variants = parse_variants(args.variants, cfg.run.task)
         md = ablate(cfg, variants, args.out, fresh=args.fresh)
     except (ConfigError, RunDirConflict, CompareError) as exc:
@@ -419,8 +419,10 @@ def build_parser() -> argparse.ArgumentParser:
 
     from rzero.ablation import (
         DEFAULT_OUT,
+        DEFAULT_SPAG_VARIANTS,
         DEFAULT_SPIN_VARIANTS,
         DEFAULT_VARIANTS,
+        SPAG_VARIANTS,
         SPIN_VARIANTS,
         VARIANTS,
     )
@@ -434,8 +436,10 @@ def build_parser() -> argparse.ArgumentParser:
                    help="override one field of the recipe, for every variant (repeatable)")
     p.add_argument("--variants", default=None,
                    help=f"comma-separated, from {', '.join(VARIANTS)} (R-Zero; default "
-                        f"{','.join(DEFAULT_VARIANTS)}) or {', '.join(SPIN_VARIANTS)} (a SPIN "
-                        f"recipe; default {','.join(DEFAULT_SPIN_VARIANTS)}), or 'all'")
+                        f"{','.join(DEFAULT_VARIANTS)}), {', '.join(SPIN_VARIANTS)} (a SPIN "
+                        f"recipe; default {','.join(DEFAULT_SPIN_VARIANTS)}), "
+                        f"{', '.join(SPAG_VARIANTS)} (a SPAG recipe; default "
+                        f"{','.join(DEFAULT_SPAG_VARIANTS)}), or 'all'")
     p.add_argument("--out", default=DEFAULT_OUT,
                    help=f"directory holding one run dir per variant and the comparison "
                         f"(default {DEFAULT_OUT})")

@@ -169,3 +169,19 @@ def test_bad_spag_settings_are_one_clear_line(spag_model, tmp_path, sets, messag
     out = iterate_cli(tmp_path / "run", spag_overrides(spag_model, **sets))
     assert out.returncode == 2 and message in out.stderr, out.stderr[-1500:]
     assert "Traceback" not in out.stderr and not (tmp_path / "run" / "iter_01").exists()
+
+
+def test_the_sft_control_plays_the_games_and_trains_only_the_sft_rows(spag_model, spag_run,
+                                                                     tmp_path):
+    run_dir = tmp_path / "run"
+    run_spag(load_config(None, spag_overrides(spag_model, **{
+        "spag.objective": "sft", "run.iterations": 1, "spag.tournament_games": 0,
+        "eval.enabled": "false"})), run_dir)
+    train = _marker(run_dir, 1, "train")
+    games = RunDir(run_dir).rows(1, "games")
+    assert games == RunDir(spag_run).rows(1, "games")  # the same policy plays the same games
+    winners = len(game_rows(games, load_config(None, spag_overrides(spag_model)).spag))
+    assert train["objective"] == "sft" and train["metrics"]["game_rows"] == 0
+    assert train["metrics"]["sft_rows"] == 4
+    # the updates SPAG spends on winner turns + SFT rows, here on the SFT rows alone
+    assert train["metrics"]["updates"] == max(1, -(-(winners + 4) // 4))

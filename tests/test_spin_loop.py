@@ -10,8 +10,8 @@ import pytest
 from conftest import iterate_cli, tiny_llama
 
 from rzero.config import ConfigError, load_config
-from rzero.rundir import RunDir
 from rzero.data.sft import EMBEDDED, embedded_rows, load_sft, worked_solution
+from rzero.rundir import RunDir
 from rzero.spin.run import run_spin
 
 

@@ -456,6 +456,10 @@ class SpagConfig(Section):
     kl_coef: float = option(0.2, "KL coefficient β toward the collecting policy (paper: 0.2).",
                             min=0.0)
     sft_coef: float = option(0.5, "Weight α of the SFT loss (paper: 0.5).", min=0.0)
+    objective: str = option("spag", "spag (the offline self-play loss on the winners' turns "
+                                    "plus α SFT) or sft (the control: the same updates spent "
+                                    "on the SFT rows alone; the games are still played and "
+                                    "stored, and train nothing).", choices=("spag", "sft"))
     sft_data: str = option("embedded:easy-worked", "Instruction data mixed into every update: "
                            "the SFT sets spin.data takes ('embedded:easy-worked', a JSONL "
                            "file of {prompt, response}, a hub dataset id).")

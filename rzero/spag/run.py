@@ -32,6 +32,7 @@ from typing import Any
 
 from rzero import preflight
 from rzero.config import ConfigError, RZeroConfig
+from rzero.data.sft import load_sft
 from rzero.engine.generation import make_generator
 from rzero.engine.models import load_model, load_tokenizer, resolve_model
 from rzero.evaluation import evaluate, write_results
@@ -40,7 +41,6 @@ from rzero.labeling.equivalence import use_settings
 from rzero.prompts.generator import SamplingParams
 from rzero.rundir import RunDir, release_memory
 from rzero.selfplay import watch
-from rzero.data.sft import load_sft
 from rzero.spag.game import (
     ATTACKER,
     ATTACKER_WINS,
@@ -54,7 +54,13 @@ from rzero.spag.game import (
 )
 from rzero.spag.play import ModelPlayer, ScriptedPlayer, collect
 from rzero.spag.report import rebuild
-from rzero.spag.train import game_rows, imitation_update, role_gradient_cosine, selfplay_update
+from rzero.spag.train import (
+    game_rows,
+    imitation_update,
+    role_gradient_cosine,
+    selfplay_update,
+    updates_for,
+)
 from rzero.spag.words import candidate_words, is_eval_word, target_words
 from rzero.stats import mean
 
@@ -190,25 +196,31 @@ class SpagRun:
         model, tokenizer = self.load(policy)
         cosine = role_gradient_cosine(model, tokenizer, rows, s)
         out, work = it / "model", it / ".trainer_spag"
-        if not rows and not self.sft:
+        if not self.sft and (not rows or s.objective == "sft"):
             del model
             release_memory()
             return {"checkpoint": self.rundir.relative(policy), "start": self.rundir.relative(policy),
                     "metrics": {"rows": 0, "updates": 0},
-                    "warning": f"train: epoch {k} decided no game and has no SFT rows; "
-                               f"the policy carries over"}
-        result = selfplay_update(model, tokenizer, rows, self.sft, s, work, seed=cfg.run.seed + k,
-                                 model_cfg=cfg.model, report_to=cfg.run.report_to,
-                                 desc=f"epoch {k} spag", save_to=out)
+                    "warning": f"train: epoch {k} has no rows to train ({len(rows)} winner "
+                               f"turns, objective {s.objective}, no SFT rows); the policy "
+                               f"carries over"}
+        # the SFT control spends the updates SPAG would on these rows on the SFT rows alone
+        updates = updates_for(len(rows) + len(self.sft), s)
+        trained = rows if s.objective == "spag" else []
+        result = selfplay_update(model, tokenizer, trained, self.sft, s, work,
+                                 seed=cfg.run.seed + k, model_cfg=cfg.model,
+                                 report_to=cfg.run.report_to, desc=f"epoch {k} {s.objective}",
+                                 save_to=out, updates=updates)
         shutil.rmtree(work, ignore_errors=True)
         del model
         release_memory()
         log = result["train_log"]
-        by_role = {role: sum(r["role"] == role for r in rows) for role in (ATTACKER, DEFENDER)}
+        by_role = {role: sum(r["role"] == role for r in trained) for role in (ATTACKER, DEFENDER)}
         return {"checkpoint": self.rundir.relative(out), "start": self.rundir.relative(policy),
                 "gradient_cosine": cosine,
                 "train_log": [{"step": r["step"], "loss": r["loss"]} for r in log],
-                "metrics": {"game_rows": len(rows), "attacker_rows": by_role[ATTACKER],
+                "objective": s.objective,
+                "metrics": {"game_rows": len(trained), "attacker_rows": by_role[ATTACKER],
                             "defender_rows": by_role[DEFENDER], "sft_rows": len(self.sft),
                             "updates": result["updates"],
                             "train_seconds": round(result["seconds"], 3),

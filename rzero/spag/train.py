@@ -38,10 +38,12 @@ def updates_for(rows: int, spag: SpagConfig) -> int:
 def selfplay_update(model, tokenizer, rows: Sequence[dict[str, Any]],
                     sft: Sequence[tuple[Chat, str]], spag: SpagConfig, output_dir: str | Path,
                     *, seed: int, model_cfg: ModelConfig, report_to: Sequence[str] = (),
-                    desc: str = "spag", save_to: str | Path | None = None) -> dict[str, Any]:
+                    desc: str = "spag", save_to: str | Path | None = None,
+                    updates: int | None = None) -> dict[str, Any]:
     """One epoch's offline update of `model` (the collecting policy, as it is now) on the
     winners' turns `rows` and the SFT rows `sft`, with `spag_loss`; π_old is `model`'s own
-    log-probability of each turn, scored before the first update."""
+    log-probability of each turn, scored before the first update. `updates`: the optimiser
+    updates (default `updates_for` the rows)."""
     prompts = [r["prompt"] for r in rows] + [p for p, _ in sft]
     responses = [r["response"] for r in rows] + [y for _, y in sft]
     old = mean_logprobs(model, tokenizer, prompts[: len(rows)], responses[: len(rows)],
@@ -57,8 +59,8 @@ def selfplay_update(model, tokenizer, rows: Sequence[dict[str, Any]],
                          kl_coef=spag.kl_coef, sft_coef=spag.sft_coef)
 
     return train_weighted(model, tokenizer, prompts, responses, columns, loss, spag,
-                          output_dir, updates=updates_for(len(prompts), spag), seed=seed,
-                          model_cfg=model_cfg, report_to=report_to, desc=desc,
+                          output_dir, updates=updates or updates_for(len(prompts), spag),
+                          seed=seed, model_cfg=model_cfg, report_to=report_to, desc=desc,
                           save_to=save_to)
 
 

@@ -29,6 +29,7 @@ from pathlib import Path
 
 from rzero import preflight
 from rzero.config import RZeroConfig
+from rzero.data.sft import load_sft, split
 from rzero.engine.models import load_model, load_tokenizer, resolve_model
 from rzero.engine.preference import pair_logprobs, train_pairs, train_sft, updates_for
 from rzero.evaluation import evaluate, score_completion, write_results
@@ -38,7 +39,6 @@ from rzero.labeling.equivalence import use_settings
 from rzero.prompts.generator import SamplingParams
 from rzero.rundir import RunDir, release_memory
 from rzero.selfplay import watch
-from rzero.data.sft import load_sft, split
 from rzero.spin.dynamics import (
     drift_warning,
     heldout_dynamics,
