@@ -12,7 +12,8 @@ answer y), split into training and held-out.
     a .jsonl file          rows {prompt, response}; or {messages}: the last assistant turn
                            is y, the turns before it the prompt; or {prompt, messages}
                            (Ultrachat's layout): the prompt and the first assistant reply,
-                           the single-turn pairs the official SPIN data is made of
+                           the single-turn pairs the official SPIN data is made of; or
+                           {instruction, input, output} (Alpaca's layout, SPAG's SFT data)
     a hub dataset id       the same columns, `id[:split]` (HuggingFaceH4/ultrachat_200k:
                            train_sft for the paper's recipe)
 
@@ -154,6 +155,10 @@ def _row(i: int, raw: dict[str, Any], where: str) -> SFTRow:
             raise ConfigError(f"{where}: row {i}: 'messages' must end with an assistant turn "
                               f"after at least one other turn")
         return SFTRow(str(raw.get("id", i)), messages[:-1], str(messages[-1]["content"]))
+    if "instruction" in raw and "output" in raw:  # Alpaca's layout (SPAG's SFT data)
+        text = str(raw["instruction"]) + (f"\n\n{raw['input']}" if raw.get("input") else "")
+        return SFTRow(str(raw.get("id", i)), [{"role": "user", "content": text}],
+                      str(raw["output"]))
     if "prompt" in raw and "response" in raw:
         prompt = raw["prompt"]
         chat = prompt if isinstance(prompt, list) else [{"role": "user", "content": str(prompt)}]
