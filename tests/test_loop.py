@@ -199,21 +199,24 @@ def test_challenger_phase_can_serve_its_frozen_solver_as_replicas(format_checkpo
 
 @pytest.mark.slow
 def test_one_iteration_of_the_tiny_recipe_with_the_embedded_model(tmp_path):
-    # configs/tiny.yaml as `make iterate` runs it (its GRPO batch shapes, micro-batches and
-    # memory), cut to one iteration, one GRPO step of each role, a pool of 12 questions (their
-    # 96 votes are one generation batch of 96, the recipe's largest) and 8 evaluation items
+    # configs/tiny.yaml as `make iterate` runs it (its group sizes, micro-batches, lengths
+    # and memory, two optimiser updates per GRPO step), cut to one iteration, one GRPO step
+    # of each role over 2 prompts (the recipe: 4), a pool of 12 questions (their 96 votes are
+    # one generation batch of 96, the recipe's largest) and 8 evaluation items
     run_dir = tmp_path / "run"
     proc = subprocess.run(
         [sys.executable, "-m", "rzero", "iterate", "--config", "configs/tiny.yaml",
          "--set", "run.iterations=1", "--set", "challenger.steps=1", "--set", "solver.steps=1",
+         "--set", "challenger.prompts_per_step=2", "--set", "challenger.prompts_per_update=1",
+         "--set", "solver.prompts_per_step=2", "--set", "solver.prompts_per_update=1",
          "--set", "challenger.pool_size=12", "--set", "eval.limit=8", "--run-dir",
          str(run_dir)],
         env={**os.environ, "PYTHONUNBUFFERED": "1"}, capture_output=True, text=True,
         timeout=1500, cwd=Path(__file__).parent.parent)
     assert proc.returncode == 0, proc.stderr[-3000:]
     it = run_dir / "iter_01"
-    # 1 challenger step x 4 prompts x G 4 = 16 scored completions
-    assert len((it / "challenger_steps.jsonl").read_text().splitlines()) == 16
+    # 1 challenger step x 2 prompts x G 4 = 8 scored completions
+    assert len((it / "challenger_steps.jsonl").read_text().splitlines()) == 8
     pool = (it / "pool.jsonl").read_text().splitlines()
     assert 0 < len(pool) <= 12
     assert len((it / "labelled.jsonl").read_text().splitlines()) == len(pool)

@@ -95,7 +95,7 @@ def test_a_model_player_sees_the_word_only_as_attacker_and_its_turns_are_cleaned
     assert [t for _, t in games[0].turns][0] == "Think of something sweet."
     prompts, n, params = gen.calls[0]
     assert n == 1 and params.temperature == 1.2 and params.seed == 7
-    assert '"honey"' in prompts[0][0]["content"] and "at most 2 turns each" in prompts[0][0]["content"]
+    assert '"honey"' in prompts[0][0]["content"] and "At most 2 turns each" in prompts[0][0]["content"]
     assert gen.calls[1][2].seed == 9  # a seed per turn: the turn index added
     defender = role_prompt(DEFENDER, "", games[0].turns, 2)[0]["content"]
     assert "honey" not in defender and "Attacker: Think of something sweet." in defender

@@ -26,19 +26,14 @@ from rzero.prompts.generator import Generator, SamplingParams
 from rzero.spag.game import ATTACKER, DEFENDER, ROLES, decide, judge, next_role
 
 RULES = (
-    "We are playing Adversarial Taboo, a game of two players, an attacker and a defender. "
-    "The attacker knows a secret target word; the defender does not. They talk in turns, the "
-    "attacker first, at most {max_turns} turns each. The attacker wins if the defender says "
-    "the target word without noticing. At any of its turns the defender may guess once by "
-    "saying \"I know the word! It is <word>!\": a right guess wins for the defender, a wrong "
-    "one for the attacker. The attacker must never say the target word or guess. If nobody "
-    "has won after {max_turns} turns each, the game is a tie.")
+    "Adversarial Taboo: the attacker knows a secret word and tries to make the defender say "
+    "it, and must never say it. The defender may guess once: \"I know the word! It is "
+    "<word>!\" A right guess wins for the defender, a wrong one for the attacker. At most "
+    "{max_turns} turns each, then a tie.")
 
 BRIEF = {
-    ATTACKER: ("You are the attacker. The target word is \"{target}\". Steer the conversation "
-               "so that the defender says \"{target}\", without ever saying it yourself."),
-    DEFENDER: ("You are the defender. Keep from saying the attacker's secret word, and guess "
-               "it with \"I know the word! It is <word>!\" once you are sure."),
+    ATTACKER: "You are the attacker. The secret word is \"{target}\".",
+    DEFENDER: "You are the defender. Do not say the secret word; guess it once you are sure.",
 }
 
 _LABEL = re.compile(r"^\s*(?:\*\*)?(attacker|defender)(?:\*\*)?\s*:\s*", re.I)
@@ -72,7 +67,7 @@ def role_prompt(role: str, target: str, turns: Sequence[tuple[str, str]],
         lines += ["The conversation so far:"] + [f"{r.capitalize()}: {t}" for r, t in turns]
     else:
         lines.append("The game is just starting.")
-    lines += ["", f"Write your next turn as the {role}: one or two sentences, nothing else."]
+    lines += ["", f"Your next turn as the {role}, one sentence:"]
     return [{"role": "user", "content": "\n".join(lines)}]
 
 
