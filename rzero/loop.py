@@ -45,7 +45,12 @@ from rzero.engine import distributed
 from rzero.engine.generation import make_generator
 from rzero.engine.models import load_model, load_tokenizer, resolve_model
 from rzero.engine.replicas import frozen_solver as serve_frozen
-from rzero.evaluation import evaluate, load_benchmark, load_benchmarks, write_results
+from rzero.evaluation import (
+    evaluate,
+    evaluation_phase,
+    load_benchmark,
+    load_benchmarks,
+)
 from rzero.io import write_json_atomic, write_jsonl_atomic
 from rzero.labeling.equivalence import use_settings
 from rzero.labeling.voting import FrozenSolver
@@ -152,16 +157,10 @@ class RZeroRun:
                             "mean_reward": mean([r["reward"] for r in log if "reward" in r])}}
 
     def eval_phase(self, k: int, solver: str) -> dict:
-        e = self.cfg.eval
-        results = evaluate(self.generator(solver), e.benchmarks, limit=e.limit,
-                           max_new_tokens=e.max_new_tokens, num_samples=e.num_samples,
-                           seed=self.cfg.run.seed, prompt_path=self.cfg.solver.prompt_file,
-                           direction=self.cfg.labeling.equivalence)
-        write_results(results, self.rundir.iter_dir(k) / "eval")
-        metrics = {f"{name}/{key}": r[key] for name, r in results["benchmarks"].items()
-                   for key in ("pass@1", "n")}
-        return {"metrics": {"average": results["average"], **metrics},
-                "checkpoint": self.rundir.relative(solver)}
+        return evaluation_phase(self.generator(solver), self.cfg,
+                                self.rundir.iter_dir(k) / "eval",
+                                prompt_path=self.cfg.solver.prompt_file) | {
+            "checkpoint": self.rundir.relative(solver)}
 
     def audit_phase(self, k: int) -> dict:
 

@@ -21,7 +21,7 @@ from rzero import preflight
 from rzero.code.report import rebuild
 from rzero.config import RZeroConfig
 from rzero.engine.models import load_model, load_tokenizer, resolve_model
-from rzero.evaluation import evaluate, write_results
+from rzero.evaluation import evaluation_phase
 from rzero.executor.sandbox import Limits
 from rzero.labeling.equivalence import use_settings
 from rzero.rundir import RunDir
@@ -74,15 +74,9 @@ class CodeRun:
 
     def eval_phase(self, k: int, solver: str) -> dict:
         """The math evaluation of the new solver (AZR's claim is transfer from code to math)."""
-        e = self.cfg.eval
-        results = evaluate(self.generator(solver), e.benchmarks, limit=e.limit,
-                           max_new_tokens=e.max_new_tokens, num_samples=e.num_samples,
-                           seed=self.cfg.run.seed, direction=self.cfg.labeling.equivalence)
-        write_results(results, self.rundir.iter_dir(k) / "eval")
-        metrics = {"average": results["average"]} | {
-            f"{name}/{key}": r[key] for name, r in results["benchmarks"].items()
-            for key in ("pass@1", "n")}
-        return {"metrics": metrics, "checkpoint": self.rundir.relative(solver)}
+        return evaluation_phase(self.generator(solver), self.cfg,
+                                self.rundir.iter_dir(k) / "eval") | {
+            "checkpoint": self.rundir.relative(solver)}
 
     def skipped_solver(self, k: int, start: str, why: str) -> dict:
         """The marker of a solver phase with nothing to train on: the solver carries over."""

@@ -4,7 +4,8 @@ math-verify on the last `\\boxed{}`.
     synthetic.py  the embedded, procedurally generated benchmark (answers computed by sympy)
     loaders.py    benchmarks by name: synthetic, the hub's (cached as JSONL), local JSONL
     general.py    MMLU-Pro, SuperGPQA, BBEH: options in the prompt, choice and text scoring
-    scoring.py    score_completion, score_benchmark, evaluate, write_results
+    scoring.py    score_completion, score_benchmark, evaluate, write_results, and
+                  evaluation_phase (every loop's evaluation phase)
 
 `rzero eval` (rzero/cli.py) scores a model from the command line. This package imports
 nothing from training (no trl, no rzero.engine.grpo or rzero.loop).
@@ -24,6 +25,7 @@ from rzero.evaluation.loaders import (
 )
 from rzero.evaluation.scoring import (
     evaluate,
+    evaluation_phase,
     results_markdown,
     score_benchmark,
     score_completion,
@@ -39,6 +41,7 @@ __all__ = [
     "BenchmarkUnavailable",
     "Item",
     "evaluate",
+    "evaluation_phase",
     "hub_name",
     "load_benchmark",
     "load_benchmarks",

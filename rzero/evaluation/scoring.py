@@ -208,3 +208,19 @@ def write_results(results: dict[str, Any], output_dir: str | Path) -> tuple[Path
     write_text_atomic(out / "eval.md", results_markdown(results))
     return out / "eval.json", out / "eval.md"
 
+
+
+def evaluation_phase(generator: Generator, cfg, out_dir: str | Path, *,
+                     prompt_path: str | None = None) -> dict[str, Any]:
+    """A loop's evaluation phase: `evaluate` on `cfg.eval`'s benchmarks, limit, lengths and
+    samples with the run's seed and grader direction, the results written to `out_dir`
+    (eval.json, eval.md), and the marker's metrics: the average and every benchmark's
+    pass@1 and item count."""
+    e = cfg.eval
+    results = evaluate(generator, e.benchmarks, limit=e.limit, max_new_tokens=e.max_new_tokens,
+                       num_samples=e.num_samples, seed=cfg.run.seed, prompt_path=prompt_path,
+                       direction=cfg.labeling.equivalence)
+    write_results(results, out_dir)
+    return {"metrics": {"average": results["average"]} | {
+        f"{name}/{key}": r[key] for name, r in results["benchmarks"].items()
+        for key in ("pass@1", "n")}}

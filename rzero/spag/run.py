@@ -35,7 +35,7 @@ from rzero.config import ConfigError, RZeroConfig
 from rzero.data.sft import load_sft
 from rzero.engine.generation import make_generator
 from rzero.engine.models import load_model, load_tokenizer, resolve_model
-from rzero.evaluation import evaluate, write_results
+from rzero.evaluation import evaluation_phase
 from rzero.io import write_jsonl_atomic
 from rzero.labeling.equivalence import use_settings
 from rzero.prompts.generator import SamplingParams
@@ -134,15 +134,9 @@ class SpagRun:
     # ------------------------------------------------------------ the phases
 
     def eval_phase(self, k: int, checkpoint: str) -> dict:
-        e = self.cfg.eval
-        results = evaluate(self.phases.generator(checkpoint), e.benchmarks, limit=e.limit,
-                           max_new_tokens=e.max_new_tokens, num_samples=e.num_samples,
-                           seed=self.cfg.run.seed, direction=self.cfg.labeling.equivalence)
-        write_results(results, self.rundir.iter_dir(k) / "eval")
-        metrics = {f"{name}/{key}": r[key] for name, r in results["benchmarks"].items()
-                   for key in ("pass@1", "n")}
-        return {"metrics": {"average": results["average"], **metrics},
-                "checkpoint": self.rundir.relative(checkpoint)}
+        return evaluation_phase(self.phases.generator(checkpoint), self.cfg,
+                                self.rundir.iter_dir(k) / "eval") | {
+            "checkpoint": self.rundir.relative(checkpoint)}
 
     def imitation_phase(self, k: int) -> dict:
         """A teacher plays both roles; the base imitates the winners' turns."""

@@ -32,7 +32,7 @@ from rzero.config import RZeroConfig
 from rzero.data.sft import load_sft, split
 from rzero.engine.models import load_model, load_tokenizer, resolve_model
 from rzero.engine.preference import pair_logprobs, train_pairs, train_sft, updates_for
-from rzero.evaluation import evaluate, score_completion, write_results
+from rzero.evaluation import evaluation_phase, score_completion
 from rzero.io import write_jsonl_atomic
 from rzero.labeling.answers import extract_boxed
 from rzero.labeling.equivalence import use_settings
@@ -86,15 +86,9 @@ class SpinRun:
     # ------------------------------------------------------------ the phases
 
     def eval_phase(self, k: int, checkpoint: str) -> dict:
-        e = self.cfg.eval
-        results = evaluate(self.phases.generator(checkpoint), e.benchmarks, limit=e.limit,
-                           max_new_tokens=e.max_new_tokens, num_samples=e.num_samples,
-                           seed=self.cfg.run.seed, direction=self.cfg.labeling.equivalence)
-        write_results(results, self.rundir.iter_dir(k) / "eval")
-        metrics = {f"{name}/{key}": r[key] for name, r in results["benchmarks"].items()
-                   for key in ("pass@1", "n")}
-        return {"metrics": {"average": results["average"], **metrics},
-                "checkpoint": self.rundir.relative(checkpoint)}
+        return evaluation_phase(self.phases.generator(checkpoint), self.cfg,
+                                self.rundir.iter_dir(k) / "eval") | {
+            "checkpoint": self.rundir.relative(checkpoint)}
 
     def base_dynamics_phase(self, k: int) -> dict:
         """Iteration 0: the base model's log-likelihood of the held-out data answers."""
