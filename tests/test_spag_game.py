@@ -72,6 +72,11 @@ def test_a_guess_is_the_phrase_and_names_the_first_word_after_it_is():
     assert guessed_word("Hmm. I know the word! It is \"Banana\"! Right?") == "banana"
     assert guessed_word("i know the word. it's: lamp") == "lamp"
     assert guessed_word("I know the word!") is None
+    # articles and hedges before the word, a typographic apostrophe
+    assert guessed_word("I know the word! It is an apple!") == "apple"
+    assert guessed_word("I know the word! It’s probably the lamp.") == "lamp"
+    assert judge(game("Fruit?", "I know the word! It is an apple!"), "apple", 5).result == (
+        DEFENDER_WINS)
     assert is_guess("I know the word! It is lamp.", "official")
     assert not is_guess("I know the word!", "official")  # the official phrase needs text after "it"
     assert not is_guess("I know a word: lamp", "word")
@@ -103,13 +108,19 @@ def test_inflections_cover_the_regular_forms():
     assert {"makes", "making"} <= inflections("make") and "makeing" not in inflections("make")
     assert {"running", "runned"} <= inflections("run")
     assert "plays" in inflections("play") and "plaies" not in inflections("play")
+    assert inflections("free") == {"free", "frees", "freed", "freeing"}
 
 
 def test_the_turn_order_and_the_spelling_probe():
     assert next_role([]) == A and next_role(game("hi")) == D and next_role(game("a", "b")) == A
     assert spells_out("it goes a-p-p-l-e", "apple")
     assert spells_out("think A P P L E", "apple")
-    assert spells_out("app le", "apple") and spells_out("ap-ple", "apple")
+    assert spells_out("ap-ple", "apple") and spells_out("app*le", "apple")
+    assert spells_out("ap ple", "apple")  # "ple" is no word of its own
+    # ordinary phrases are no splits: both halves are words
+    for text, word in (("a part", "apart"), ("is land", "island"), ("in to", "into"),
+                       ("a way", "away"), ("app le", "apple")):
+        assert not spells_out(text, word), text
     assert not spells_out("an apple", "apple")  # said, not spelled: `mentions` catches that
     assert not spells_out("a pineapple tree", "apple")
 

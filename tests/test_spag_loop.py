@@ -17,7 +17,7 @@ from rzero.rundir import RunDir
 from rzero.spag.game import ATTACKER, ATTACKER_WINS, DEFENDER, DEFENDER_WINS
 from rzero.spag.run import run_spag
 from rzero.spag.train import game_rows, role_gradient_cosine, selfplay_update
-from rzero.spag.words import target_words
+from rzero.spag.words import is_eval_word, target_words
 
 
 @pytest.fixture(scope="module")
@@ -73,9 +73,11 @@ def test_a_spag_run_stores_every_game_and_audits_the_population(spag_run):
                                                       ("epoch_2", "scripted")])
     rows = run.rows(2, "tournament")
     assert len(rows) == 3 * 2 * 2 and all(r["split"] == "eval" for r in rows)
-    eval_words = set(target_words("eval", 5000, 0))
-    assert {r["target"] for r in rows} <= eval_words
-    assert not {g["target"] for k in (1, 2) for g in run.rows(k, "games")} & eval_words
+    rates = t2["metrics"]
+    assert rates["games"] == 12 and sum(rates[f"{o}_rate"] for o in (
+        "attacker_wins", "defender_wins", "tie", "violation")) == pytest.approx(1.0)
+    assert all(is_eval_word(r["target"]) for r in rows)
+    assert not any(is_eval_word(g["target"]) for k in (1, 2) for g in run.rows(k, "games"))
     # both role assignments of a pair play the same words
     pair = [r for r in rows if {r["attacker"], r["defender"]} == {"epoch_1", "epoch_2"}]
     assert {r["target"] for r in pair if r["attacker"] == "epoch_1"} == {
@@ -83,7 +85,7 @@ def test_a_spag_run_stores_every_game_and_audits_the_population(spag_run):
     text = (spag_run / "report.md").read_text()
     for section in ("## Self-play games per epoch", "## Win-rate matrix", "## Bradley–Terry",
                     "## Against the fixed anchors", "## Evaluation", "Exploitability",
-                    "Non-transitive share", "## Game: epoch 2"):
+                    "Non-transitive share", "## Game: epoch 2", "Tournament games: 24"):
         assert section in text, section
     assert (spag_run / "report.html").read_text().count("<img") == 2  # curves and heat map
     assert "increment" in _marker(spag_run, 2, "eval")

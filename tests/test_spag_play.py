@@ -105,6 +105,20 @@ def test_a_model_player_sees_the_word_only_as_attacker_and_its_turns_are_cleaned
         collect({ATTACKER: player}, ["x"], 2)
 
 
+def test_the_official_collection_ends_a_game_at_an_unread_guess_phrase():
+    # "I know the word." with a period is no guess for the official judge, but its
+    # collection stops there: a tie, where the word match plays on
+    class Lines:
+        def moves(self, role, games, max_turns):
+            return ["A fruit?" if role == ATTACKER else "I know the word. It is pear"
+                    for _ in games]
+
+    official = collect({ATTACKER: Lines(), DEFENDER: Lines()}, ["apple"], 3, match="official")
+    assert (official[0].outcome.result, official[0].outcome.messages) == (TIE, 2)
+    word = collect({ATTACKER: Lines(), DEFENDER: Lines()}, ["apple"], 3, match="word")
+    assert word[0].outcome.result == ATTACKER_WINS  # a wrong guess in the word match
+
+
 def test_the_scripted_anchor_can_neither_say_nor_spell_a_target():
     from rzero.spag.game import mentions, spells_out
 
@@ -113,6 +127,13 @@ def test_the_scripted_anchor_can_neither_say_nor_spell_a_target():
             assert not mentions(line, word) and not spells_out(line, word), (word, line)
     games = collect({ATTACKER: ScriptedPlayer(), DEFENDER: ScriptedPlayer()}, ["garden"], 5)
     assert games[0].outcome.result == TIE and len(games[0].turns) == 10
+    # under the official substring match a line can hold a target ("think" holds "thin"):
+    # the anchor skips it, so against itself it still only ties
+    assert mentions("Why do you think so?", "thin", "official")
+    words = candidate_words(30000)[::25]
+    games = collect({ATTACKER: ScriptedPlayer("official"), DEFENDER: ScriptedPlayer("official")},
+                    ["thin", "goon", *words], 3, match="official")
+    assert {g.outcome.result for g in games} == {TIE}
 
 
 # ---------------------------------------------------------------- rewards and loss
@@ -181,6 +202,15 @@ def test_spag_loss_is_the_official_formula_on_random_batches(seed):
                         [False] * n, 0.2, 0.2, 0.5), rel=1e-12)
     assert spag_loss(logp, old, reward, weight, ~none).item() == pytest.approx(
         0.5 * float((-logp * weight).mean()), rel=1e-12)
+
+
+def test_at_the_collecting_policy_the_kl_term_shifts_the_reward_by_beta():
+    # d/d log π of the loss at ρ = 1 is −w (r − β) / N: a turn rewarded below β goes down
+    for r, want in ((0.1, 0.1), (0.2, 0.0), (0.5, -0.3)):
+        logp = torch.tensor([-2.0], requires_grad=True)
+        spag_loss(logp, logp.detach(), torch.tensor([r]), torch.tensor([1.0]),
+                  torch.tensor([False]), kl_coef=0.2).backward()
+        assert logp.grad.item() == pytest.approx(want)
 
 
 def test_the_loss_raises_a_winning_turn_and_stops_once_the_ratio_is_clipped():

@@ -13,7 +13,7 @@ first. The defender may declare "I know the word! It is X!" once, at any of its 
 
 `judge` applies these rules to a dialogue and returns the outcome with the reason and the
 number of messages that decided it; `decide` applies them to one message, which is how the
-collection (`rzero.spag.episodes`) stops a game as soon as it is decided.
+collection (`rzero.spag.play.collect`) stops a game as soon as it is decided.
 
 Matching a word has two modes (`spag.match`):
 
@@ -27,12 +27,14 @@ Matching a word has two modes (`spag.match`):
               plural, -ing, -ed, the consonant doubled, y -> ies/ied). "start" no longer
               says "art"; "apples" still says "apple". A guess is the same phrase,
               punctuation and quotes around the word allowed, and the guessed word is the
-              first word after "it is" / "it's"; it is right when it is the target or one
+              first word after "it is" / "it's" other than an article or a hedge ("It is
+              an apple", "It's probably apple"); it is right when it is the target or one
               of its inflections.
 
 The plural of the official judge is TextBlob's; here it is the rule-based `inflections`,
-which agrees on regular nouns (apple -> apples, box -> boxes, city -> cities) and differs on
-irregular ones (the official judge knows "mice", this one does not).
+which agrees on regular nouns (apple -> apples, box -> boxes, city -> cities) and differs
+where TextBlob applies more rules: irregular plurals (mouse -> mice), -f/-fe -> -ves
+(knife -> knives), -sis -> -ses (crisis -> crises).
 """
 
 from __future__ import annotations
@@ -53,6 +55,9 @@ _GUESS = re.compile(r"i\s+know\s+the\s+word\s*[!.,:]*\s*it(?:\s+is|'s|\s*:)?", r
 _OFFICIAL_GUESS = r"i know the word! it.{1,8}"
 _WORD = re.compile(r"[a-z]+(?:'[a-z]+)?")
 _VOWELS = set("aeiou")
+# words skipped before the guessed word: "It is an apple", "It's probably apple"
+_FILLER = frozenset({"a", "an", "the", "probably", "maybe", "perhaps", "definitely", "surely",
+                     "clearly", "obviously", "actually", "certainly", "called", "word"})
 
 
 @dataclass(frozen=True)
@@ -72,7 +77,9 @@ def inflections(word: str) -> frozenset[str]:
     """The word and its regular inflections, lower-cased: plural (-s, -es, y -> ies), -ing
     and -ed (a final e dropped, y -> ied, a final consonant doubled after one vowel)."""
     w = word.lower()
-    if w.endswith("e"):
+    if w.endswith("ee"):
+        forms = {w, w + "s", w + "d", w + "ing"}
+    elif w.endswith("e"):
         forms = {w, w + "s", w + "d", w[:-1] + "ing"}
     elif len(w) > 1 and w.endswith("y") and w[-2] not in _VOWELS:
         forms = {w, w[:-1] + "ies", w[:-1] + "ied", w + "ing"}
@@ -113,15 +120,16 @@ def is_guess(text: str, match: str = "word") -> bool:
     """Whether `text` declares a guess ("I know the word! It is X!")."""
     if match == "official":
         return re.search(_OFFICIAL_GUESS, text.lower()) is not None
-    return _GUESS.search(text) is not None
+    return _GUESS.search(text.replace("’", "'")) is not None
 
 
 def guessed_word(text: str) -> str | None:
     """The word named by a guess ("I know the word! It is 'apple'!" -> "apple"), or None."""
+    text = text.replace("’", "'")
     m = _GUESS.search(text)
     if m is None:
         return None
-    after = words_of(text[m.end():])
+    after = [w for w in words_of(text[m.end():]) if w not in _FILLER]
     return after[0] if after else None
 
 
@@ -180,14 +188,26 @@ def next_role(turns: Sequence[tuple[str, str]]) -> str:
 
 def spells_out(text: str, target: str) -> bool:
     """Whether `text` spells `target` letter by letter ("a-p-p-l-e", "a p p l e") or splits
-    it ("app le", "app-le"): the word reaching the defender without being said."""
-    w = target.lower()
+    it with a joiner ("ap-ple", "app*le", "app_le"), or with a space where the halves are
+    not both words of their own ("a part", "is land" are ordinary phrases): the word
+    reaching the defender without being said."""
+    w, low = target.lower(), text.lower()
     letters = r"[\s\-_.,*'\"]+".join(map(re.escape, w))
-    if re.search(rf"(?<![a-z]){letters}(?![a-z])", text.lower()):
+    if re.search(rf"(?<![a-z]){letters}(?![a-z])", low):
         return True
-    for cut in range(1, len(w)):
-        head, tail = re.escape(w[:cut]), re.escape(w[cut:])
-        if re.search(rf"(?<![a-z]){head}[\s\-_.*]+{tail}(?![a-z])", text.lower()):
+    for cut in range(2, len(w) - 1):  # both halves at least 2 letters
+        head, tail = w[:cut], w[cut:]
+        if re.search(rf"(?<![a-z]){re.escape(head)}[\-_.*]+{re.escape(tail)}(?![a-z])", low):
+            return True
+        if (re.search(rf"(?<![a-z]){re.escape(head)}\s+{re.escape(tail)}(?![a-z])", low)
+                and not (_is_word(head) and _is_word(tail))):
             return True
     return False
 
+
+def _is_word(w: str) -> bool:
+    """A word of its own in English (wordfreq's Zipf frequency 3 or more: once per million
+    words), so a space before it is no split."""
+    from wordfreq import zipf_frequency
+
+    return zipf_frequency(w, "en") >= 3.0

@@ -80,7 +80,10 @@ def spag_loss(logp, old_logp, reward, weight, is_sft, *, clip: float = 0.2,
     As the official code (trainers.py, `OfflineWeightedPolicyTrainer.compute_loss`),
     including the two of its choices a reader may not expect: the KL term sits inside the
     advantage and is not detached, so it is differentiated both through A and through ρ;
-    and the collecting policy is the start-of-epoch model, so ρ = 1 at the first step.
+    and the collecting policy is the start-of-epoch model, so ρ = 1 at the first step. At
+    ρ = 1 the gradient of a game row is therefore −w (r − β) ∇ log π / N_game, not
+    −w r ∇ log π: a winner's turn whose reward is below β is pushed down at the first step
+    (with decay 0.8 and five winning turns the first three get r = 0.12, 0.15, 0.19 < 0.2).
     """
     import torch
 

@@ -23,7 +23,18 @@ from typing import Any, Protocol
 
 from rzero.prompts.chat import Chat
 from rzero.prompts.generator import Generator, SamplingParams
-from rzero.spag.game import ATTACKER, DEFENDER, ROLES, decide, judge, next_role
+from rzero.spag.game import (
+    ATTACKER,
+    DEFENDER,
+    ROLES,
+    TIE,
+    Outcome,
+    decide,
+    judge,
+    mentions,
+    next_role,
+    spells_out,
+)
 
 RULES = (
     "Adversarial Taboo: the attacker knows a secret word and tries to make the defender say "
@@ -33,7 +44,8 @@ RULES = (
 
 BRIEF = {
     ATTACKER: "You are the attacker. The secret word is \"{target}\".",
-    DEFENDER: "You are the defender. Do not say the secret word; guess it once you are sure.",
+    DEFENDER: ("You are the defender. Do not say the secret word; once you are sure, guess it "
+               "with \"I know the word! It is <word>!\""),
 }
 
 _LABEL = re.compile(r"^\s*(?:\*\*)?(attacker|defender)(?:\*\*)?\s*:\s*", re.I)
@@ -101,7 +113,9 @@ class ModelPlayer:
 
 
 # The scripted anchor's lines use only words more frequent than any target word (frequency
-# rank below the word list's skip), so it can neither say nor spell a target.
+# rank below the word list's skip), so in the `word` match it can neither say nor spell a
+# target; under the official substring match a line can contain one ("think" holds "thin"),
+# and the anchor then skips that line for that game.
 SCRIPT = {
     ATTACKER: ["Hi! What do you like to do on a good day?", "Tell me more about that.",
                "What do you think about it?", "Why is that?", "What would you do then?"],
@@ -117,16 +131,30 @@ class ScriptedPlayer:
 
     name = "scripted"
 
-    def moves(self, role: str, games: Sequence[Game], max_turns: int) -> list[str]:
+    def __init__(self, match: str = "word"):
+        self.match = match
+
+    def line(self, role: str, game: Game) -> str:
         lines = SCRIPT[role]
-        return [lines[(len(g.turns) // 2) % len(lines)] for g in games]
+        start = len(game.turns) // 2
+        for i in range(len(lines)):
+            text = lines[(start + i) % len(lines)]
+            if not (mentions(text, game.target, self.match) or spells_out(text, game.target)):
+                return text
+        return "Hm."
+
+    def moves(self, role: str, games: Sequence[Game], max_turns: int) -> list[str]:
+        return [self.line(role, g) for g in games]
 
 
 def collect(players: dict[str, Player], targets: Sequence[str], max_turns: int,
             match: str = "word", prefix: str = "g") -> list[Game]:
     """Play one game per target word, players[ATTACKER] against players[DEFENDER]: turn by
     turn, every game still going gets its next message in one batch, and each message is
-    judged as it arrives (a decided game stops). Games are returned in target order."""
+    judged as it arrives (a decided game stops). With the official match a defender message
+    holding "i know the word" that the official judge does not read as a guess ends the game
+    too, as the official collection does (tools/play_llm_game.py); it is then a tie. Games are
+    returned in target order."""
     if set(players) != set(ROLES):
         raise ValueError(f"players: one for each of {', '.join(ROLES)}")
     games = [Game(f"{prefix}{i:04d}", t) for i, t in enumerate(targets)]
@@ -141,6 +169,10 @@ def collect(players: dict[str, Player], targets: Sequence[str], max_turns: int,
         for g, text in zip(live, texts, strict=True):
             g.turns.append((role, text))
             g.outcome = decide(role, text, g.target, len(g.turns), match)
+            if (g.outcome is None and match == "official" and role == DEFENDER
+                    and "i know the word" in text.lower()):
+                g.outcome = Outcome(TIE, "the defender announced a guess the official judge "
+                                         "does not read", len(g.turns))
         live = [g for g in live if g.outcome is None]
     for g in games:
         if g.outcome is None:

@@ -72,12 +72,12 @@ def bradley_terry(w: Sequence[Sequence[float | None]], n: Sequence[Sequence[int]
             denom = sum(n[i][j] / (s[i] + s[j]) for j in range(k) if j != i and n[i][j])
             denom += 1.0 / (s[i] + 1.0)  # the prior's one game against strength 1
             new.append(wins[i] / denom)
-        g = math.exp(sum(math.log(x) for x in new) / k)
-        new = [x / g for x in new]
         done = max(abs(a - b) for a, b in zip(new, s, strict=True)) < tol
-        s = new
+        s = new  # the prior's player (strength 1) fixes the scale: no renormalising here
         if done:
             break
+    g = math.exp(sum(math.log(x) for x in s) / k)
+    s = [x / g for x in s]
     pairs = [{"i": i, "j": j, "observed": w[i][j], "predicted": s[i] / (s[i] + s[j]),
               "games": n[i][j]} for i in range(k) for j in range(i + 1, k) if n[i][j]]
     gap = sum(abs(p["observed"] - p["predicted"]) for p in pairs) / len(pairs) if pairs else None

@@ -102,7 +102,9 @@ def population(run: RunDir) -> dict[str, Any] | None:
         mix = [1.0 / upto if players[i] in models[:upto] else 0.0 for i in sub]
         history.append({"players": models[:upto], "exploitability": exploitability(ws, mix)})
     return {"players": players, "w": w, "n": n, "bt": bradley_terry(w, n),
-            "cycles": nontransitivity(w), "history": history}
+            "cycles": nontransitivity(w), "history": history, "games": len(games),
+            "violations": sum(g["outcome"] == VIOLATION for g in games),
+            "ties": sum(g["outcome"] == TIE for g in games)}
 
 
 def matrix_table(pop: dict[str, Any]) -> Table:
@@ -147,7 +149,9 @@ def anchor_table(run: RunDir, games: list[dict[str, Any]]) -> Table:
 def _summary(pop: dict[str, Any] | None) -> list[str]:
     if pop is None:
         return []
-    lines = []
+    lines = [f"Tournament games: {pop['games']}, of which {pop['violations']} were violations "
+             f"(the attacker said the word or guessed; not counted in W) and {pop['ties']} "
+             f"ties."]
     gap = pop["bt"]["calibration_gap"]
     if gap is not None:
         lines.append(f"Bradley–Terry calibration: mean |W_ij − predicted| = {gap:.3f} over "

@@ -26,6 +26,7 @@ in `rzero.spag.play`, `rzero.spag.objective` and docs/parity.md.
 
 from __future__ import annotations
 
+import dataclasses
 import shutil
 from pathlib import Path
 from typing import Any
@@ -67,7 +68,7 @@ from rzero.stats import mean
 SCRIPTED = "scripted"
 
 
-def game_stats(records: list[dict[str, Any]]) -> dict[str, Any]:
+def game_stats(records: list[dict[str, Any]], match: str = "word") -> dict[str, Any]:
     """Counts and rates of a batch of games: outcomes, length (messages), words per turn by
     role, and the cheating probes (attacker turns that spell or split the word; defender
     guesses, and guesses made at the defender's first turn)."""
@@ -77,7 +78,7 @@ def game_stats(records: list[dict[str, Any]]) -> dict[str, Any]:
     turns = {role: [t for r in records for t in r["turns"] if t["role"] == role]
              for role in (ATTACKER, DEFENDER)}
     guesses = [(r, i) for r in records for i, t in enumerate(r["turns"])
-               if t["role"] == DEFENDER and is_guess(t["text"])]
+               if t["role"] == DEFENDER and is_guess(t["text"], match)]
     return {"games": n, **counts,
             **{f"{o}_rate": c / n if n else None for o, c in counts.items()},
             "mean_messages": mean([r["messages"] for r in records], empty=None),
@@ -155,7 +156,7 @@ class SpagRun:
         write_jsonl_atomic(it / "teacher_games.jsonl", records)
         rows = game_rows(records, s)
         out, work = it / "imitation", it / ".trainer_imitation"
-        info: dict[str, Any] = {"metrics": game_stats(records), "rows": len(rows)}
+        info: dict[str, Any] = {"metrics": game_stats(records, s.match), "rows": len(rows)}
         if not rows:  # the teacher decided no game: π_0 is the base
             info["checkpoint"] = self.rundir.relative(self.base)
             info["warning"] = "imitation: the teacher's games decided nothing; π_0 is the base"
@@ -181,7 +182,8 @@ class SpagRun:
         name = self.player_name(k - 1)
         records = self.records(games, split="train", attacker=name, defender=name, epoch=k)
         write_jsonl_atomic(self.rundir.iter_dir(k) / "games.jsonl", records)
-        return {"policy": self.rundir.relative(policy), "metrics": game_stats(records)}
+        return {"policy": self.rundir.relative(policy),
+                "metrics": game_stats(records, s.match)}
 
     def train_phase(self, k: int, policy: str) -> dict:
         """π_k from π_{k−1}: the offline self-play loss on the winners' turns, plus SFT."""
@@ -238,11 +240,15 @@ class SpagRun:
         pairs = [(a, b) for i, a in enumerate(names) for b in names[i + 1:]
                  if (a, b) not in played and (b, a) not in played]
         records: list[dict[str, Any]] = []
+        # two engines live at once: on a GPU each vLLM engine takes half the usual share
+        g = cfg.generation
+        two = dataclasses.replace(cfg, generation=dataclasses.replace(
+            g, gpu_memory_utilization=g.gpu_memory_utilization / 2))
         for n, (a, b) in enumerate(pairs):
             seed = cfg.run.seed * 7877 + k * 1000 + n
             words = self.words("eval", s.tournament_games, seed)
-            gens = {name: (ScriptedPlayer() if name == SCRIPTED else ModelPlayer(
-                make_generator(cfg, checkpoints[name]), self.params(seed), name))
+            gens = {name: (ScriptedPlayer(s.match) if name == SCRIPTED else ModelPlayer(
+                make_generator(two, checkpoints[name]), self.params(seed), name))
                 for name in (a, b)}
             try:
                 for attacker, defender in ((a, b), (b, a)):
@@ -257,8 +263,8 @@ class SpagRun:
         write_jsonl_atomic(self.rundir.iter_dir(k) / "tournament.jsonl", records)
         return {"pairs": [list(p) for p in pairs],
                 "metrics": {"pairs": len(pairs), "games": len(records),
-                            **{f"{o}_rate": v for o, v in game_stats(records).items()
-                               if o.endswith("_rate") and v is not None}}}
+                            **{key: v for key, v in game_stats(records, s.match).items()
+                               if key.endswith("_rate") and v is not None}}}
 
     # ------------------------------------------------------------ the algorithm
 

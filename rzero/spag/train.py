@@ -93,11 +93,12 @@ def role_gradient_cosine(model, tokenizer, rows: Sequence[dict[str, Any]], spag:
                          limit: int = 16) -> dict[str, Any] | None:
     """cos(g_A, g_D) (seed §6.2): the gradients, on the shared parameters, of the self-play
     loss on up to `limit` attacker rows and on up to `limit` defender rows, each taken at the
-    collecting policy (ρ = 1, so A = r and the gradient is −w·r·∇ log π per turn). Positive:
+    collecting policy (ρ = 1: the gradient of a row is −w (r − β) ∇ log π, `spag_loss`),
+    accumulated over micro-batches of `spag.micro_batch_size` and kept on the CPU. Positive:
     the roles' updates help each other; negative: the shared weights trade one off against
     the other. None when either role has no row."""
-    by_role = {role: [r for r in rows if r["role"] == role][:limit] for role in (ATTACKER,
-                                                                               DEFENDER)}
+    by_role = {role: [r for r in rows if r["role"] == role][:limit]
+               for role in (ATTACKER, DEFENDER)}
     if not all(by_role.values()):
         return None
     pad = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else 0
@@ -109,16 +110,21 @@ def role_gradient_cosine(model, tokenizer, rows: Sequence[dict[str, Any]], spag:
     try:
         for role, rs in by_role.items():
             model.zero_grad(set_to_none=True)
-            enc = [encode(tokenizer, r["prompt"], r["response"], spag.max_length)
-                   | {"reward": r["reward"], "weight": r["weight"]} for r in rs]
-            batch = {k: v.to(device) for k, v in collate(enc, pad, ("reward", "weight")).items()}
-            token, mask = token_logprobs(model, batch)
-            logp = sequence_logprob(token, mask)
-            spag_loss(logp, logp.detach(), batch["reward"], batch["weight"],
-                      torch.zeros(len(rs), dtype=torch.bool, device=device),
-                      clip=spag.clip, kl_coef=spag.kl_coef).backward()
-            grads[role] = torch.cat([p.grad.flatten().float() for p in params
-                                     if p.grad is not None])
+            for start in range(0, len(rs), spag.micro_batch_size):
+                chunk = rs[start:start + spag.micro_batch_size]
+                enc = [encode(tokenizer, r["prompt"], r["response"], spag.max_length)
+                       | {"reward": r["reward"], "weight": r["weight"]} for r in chunk]
+                batch = {k: v.to(device)
+                         for k, v in collate(enc, pad, ("reward", "weight")).items()}
+                token, mask = token_logprobs(model, batch)
+                logp = sequence_logprob(token, mask)
+                loss = spag_loss(logp, logp.detach(), batch["reward"], batch["weight"],
+                                 torch.zeros(len(chunk), dtype=torch.bool, device=device),
+                                 clip=spag.clip, kl_coef=spag.kl_coef)
+                (loss * len(chunk) / len(rs)).backward()  # the mean over the role's rows
+            grads[role] = torch.cat([(p.grad if p.grad is not None else torch.zeros_like(p))
+                                     .flatten().float().cpu() for p in params])
+            model.zero_grad(set_to_none=True)
         a, d = grads[ATTACKER], grads[DEFENDER]
         cos = float(torch.dot(a, d) / (a.norm() * d.norm()).clamp(min=1e-30))
         return {"cosine": cos, "attacker_rows": len(by_role[ATTACKER]),

@@ -34,7 +34,9 @@ def candidate_words(size: int = 3000, skip: int = 400) -> list[str]:
 
     ranked = top_n_list("en", skip + size)
     # every regular inflection of a listed word other than itself ("needs" of "need")
-    inflected = {f for b in ranked if b.isalpha() for f in inflections(b) if f != b}
+    # (bases of 3 letters or more: "k" would take "king", "th" "thing")
+    inflected = {f for b in ranked if b.isalpha() and len(b) >= 3
+                 for f in inflections(b) if f != b}
     return [w for w in ranked[skip:]
             if w.isascii() and w.isalpha() and w.islower() and 4 <= len(w) <= 10
             and w not in inflected]
