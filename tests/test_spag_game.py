@@ -62,6 +62,10 @@ def test_the_official_judge_matches_substrings_and_the_default_whole_words():
     smart = game("Be smart about it.", "OK")
     assert judge(smart, "art", 5, "official").result == VIOLATION
     assert judge(smart, "art", 5, "word").result == TIE
+    # a word glued to the next one by a case change is still said (seen in a 135M model's game)
+    glued = game("repeatTheartres, do your job", "ok")
+    assert judge(glued, "repeat", 5, "word").result == VIOLATION
+    assert judge(glued, "repeat", 5, "official").result == VIOLATION
     # both: an inflection of the word counts
     for match in ("official", "word"):
         assert mentions("They were painting all day", "paint", match)

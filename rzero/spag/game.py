@@ -103,8 +103,13 @@ def _official_forms(word: str) -> list[str]:
     return forms + [q.format(f) for q in ('"{}"', "'{}'", "`{}`") for f in forms]
 
 
+_CASE_JOIN = re.compile(r"(?<=[a-z])(?=[A-Z])")
+
+
 def words_of(text: str) -> list[str]:
-    return _WORD.findall(text.lower().replace("’", "'"))
+    """The lower-cased words of `text`, a lower-to-upper case change splitting words that a
+    model glued together ("repeatTheartres" is "repeat" and "theartres")."""
+    return _WORD.findall(_CASE_JOIN.sub(" ", text).lower().replace("’", "'"))
 
 
 def mentions(text: str, target: str, match: str = "word") -> bool:

@@ -157,8 +157,10 @@ def _summary(pop: dict[str, Any] | None) -> list[str]:
         lines.append(f"Bradley–Terry calibration: mean |W_ij − predicted| = {gap:.3f} over "
                      f"{len(pop['bt']['pairs'])} pairs.")
     if pop["cycles"] is not None:
-        lines.append(f"Non-transitive share of W − ½: {pop['cycles']['cyclic_share']:.3f} "
-                     f"(0: one ranking explains every result).")
+        c = pop["cycles"]
+        lines.append(f"Non-transitive share of W − ½: {c['cyclic_share']:.3f} (0: one ranking "
+                     f"explains every result), of ‖W − ½‖ = {c['norm']:.3f} (near 0 the "
+                     f"results are draws and the share describes noise).")
     else:
         lines.append("Non-transitive share: needs three or more players with every pair "
                      "played.")
