@@ -43,7 +43,7 @@ from rzero.challenger.train import sample_pool, train_challenger
 from rzero.config import RZeroConfig
 from rzero.engine import distributed
 from rzero.engine.generation import make_generator
-from rzero.engine.models import load_model, load_tokenizer, resolve_model
+from rzero.engine.models import load_for_training, resolve_model
 from rzero.engine.replicas import frozen_solver as serve_frozen
 from rzero.evaluation import (
     evaluate,
@@ -81,9 +81,7 @@ class RZeroRun:
         self.base = resolve_model(cfg.model.name)
 
     def load(self, checkpoint: str):  # -> (model, tokenizer)
-        c = self.cfg.model
-        return (load_model(checkpoint, dtype=c.dtype, device=c.device,
-                           attn_implementation=c.attn_implementation), load_tokenizer(checkpoint))
+        return load_for_training(checkpoint, self.cfg.model)
 
     def generator(self, checkpoint: str):  # closed when the phase ends
         return self.phases.generator(checkpoint)

@@ -20,7 +20,7 @@ from typing import Any
 from rzero import preflight
 from rzero.code.report import rebuild
 from rzero.config import RZeroConfig
-from rzero.engine.models import load_model, load_tokenizer, resolve_model
+from rzero.engine.models import load_for_training, resolve_model
 from rzero.evaluation import evaluation_phase
 from rzero.executor.sandbox import Limits
 from rzero.labeling.equivalence import use_settings
@@ -52,9 +52,7 @@ class CodeRun:
         self.timing = self.phases.timing
 
     def load(self, checkpoint: str):  # -> (model, tokenizer)
-        c = self.cfg.model
-        return (load_model(checkpoint, dtype=c.dtype, device=c.device,
-                           attn_implementation=c.attn_implementation), load_tokenizer(checkpoint))
+        return load_for_training(checkpoint, self.cfg.model)
 
     def generator(self, checkpoint: str):  # closed when the phase ends
         return self.phases.generator(checkpoint)

@@ -249,3 +249,11 @@ def load_model(spec: str, dtype: str = "float32", device: str = "auto",
     except OSError as exc:
         raise _hub_error(spec, exc) from None
     return model.to(pick_device(device))
+
+
+def load_for_training(checkpoint: str, model_cfg) -> tuple:
+    """(model, tokenizer) of `checkpoint` as every loop's training phases load it: the
+    `model:` section's dtype, device and attention kernel."""
+    c = model_cfg
+    return (load_model(checkpoint, dtype=c.dtype, device=c.device,
+                       attn_implementation=c.attn_implementation), load_tokenizer(checkpoint))

@@ -35,7 +35,7 @@ from rzero import preflight
 from rzero.config import ConfigError, RZeroConfig
 from rzero.data.sft import load_sft
 from rzero.engine.generation import make_generator
-from rzero.engine.models import load_model, load_tokenizer, resolve_model
+from rzero.engine.models import load_for_training, resolve_model
 from rzero.evaluation import evaluation_phase
 from rzero.io import write_jsonl_atomic
 from rzero.labeling.equivalence import use_settings
@@ -114,9 +114,7 @@ class SpagRun:
         self.trackers, self.phases = watch.watched_phases(cfg, self.rundir, rebuild)
 
     def load(self, checkpoint: str):  # -> (model, tokenizer)
-        c = self.cfg.model
-        return (load_model(checkpoint, dtype=c.dtype, device=c.device,
-                           attn_implementation=c.attn_implementation), load_tokenizer(checkpoint))
+        return load_for_training(checkpoint, self.cfg.model)
 
     def params(self, seed: int) -> SamplingParams:
         s = self.cfg.spag

@@ -30,7 +30,7 @@ from pathlib import Path
 from rzero import preflight
 from rzero.config import RZeroConfig
 from rzero.data.sft import load_sft, split
-from rzero.engine.models import load_model, load_tokenizer, resolve_model
+from rzero.engine.models import load_for_training, resolve_model
 from rzero.engine.preference import pair_logprobs, train_pairs, train_sft, updates_for
 from rzero.evaluation import evaluation_phase, score_completion
 from rzero.io import write_jsonl_atomic
@@ -68,9 +68,7 @@ class SpinRun:
         self.trackers, self.phases = watch.watched_phases(cfg, self.rundir, rebuild)
 
     def load(self, checkpoint: str):  # -> (model, tokenizer)
-        c = self.cfg.model
-        return (load_model(checkpoint, dtype=c.dtype, device=c.device,
-                           attn_implementation=c.attn_implementation), load_tokenizer(checkpoint))
+        return load_for_training(checkpoint, self.cfg.model)
 
     def logprobs(self, checkpoint: str, prompts: list, responses: list[str]) -> list[tuple]:
         """(summed log-prob, tokens) of each response under one checkpoint, then freed."""
