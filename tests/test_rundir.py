@@ -64,7 +64,6 @@ def test_a_damaged_marker_names_its_file(tmp_path):
 def test_a_moved_run_resumes_on_its_own_files(one_iteration, format_checkpoint, tmp_path,
                                               monkeypatch):
     import rzero.engine.models
-    import rzero.loop
 
     copy = _copy(one_iteration, tmp_path / "moved" / "run")
     # the evaluation of iteration 1 is redone in the copy: it must load the copy's solver,
@@ -78,7 +77,6 @@ def test_a_moved_run_resumes_on_its_own_files(one_iteration, format_checkpoint, 
         return real(spec, *args, **kwargs)
 
     monkeypatch.setattr(rzero.engine.models, "load_model", watching)
-    monkeypatch.setattr(rzero.loop, "load_model", watching)
     run_iterations(load_config(None, tiny_overrides(format_checkpoint)), copy)
     assert RunDir(copy).marker(1, "eval")["checkpoint"] == "run:iter_01/solver"
     assert loads == [str(copy / "iter_01/solver")]
