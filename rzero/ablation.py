@@ -18,9 +18,12 @@ SPIN's (a recipe with run.task spin; seed §1.3 and §6.1 ask for both controls)
                            as all of the recipe's iterations together (no new opponent)
 
 SPAG's (a recipe with run.task spag; the paper's AlpacaSFT control, seed §2.1):
-    spag                   SPAG as the recipe sets it
+    spag                   SPAG with one model in both roles (the paper)
     sft                    the same updates per epoch spent on the SFT rows alone (the games
                            are played, stored and audited, and train nothing)
+    separate_roles         an attacker model and a defender model, each trained on its own
+                           role's turns (seed §2.2: does one role's skill need the other's
+                           weights?); not among the defaults
 
 Where we depart from the paper, and why: every variant but `shared` pins roles.shared=false,
 so each ablation is "R-Zero minus one thing" even when the recipe itself sets shared weights.
@@ -56,8 +59,9 @@ SPIN_VARIANTS: dict[str, list[str]] = {
     "one_opponent": ["spin.objective=spin", "run.iterations=1"],  # + epochs, `_overrides`
 }
 SPAG_VARIANTS: dict[str, list[str]] = {
-    "spag": ["spag.objective=spag"],
-    "sft": ["spag.objective=sft"],
+    "spag": ["spag.objective=spag", "spag.roles=shared"],
+    "sft": ["spag.objective=sft", "spag.roles=shared"],
+    "separate_roles": ["spag.objective=spag", "spag.roles=separate"],
 }
 DEFAULT_VARIANTS = ("separate", "shared")
 DEFAULT_SPIN_VARIANTS = ("spin", "sft")

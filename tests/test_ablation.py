@@ -394,10 +394,11 @@ def test_spin_recipes_get_spins_controls():
 def test_spag_recipes_get_the_sft_control():
     cfg = load_config("configs/spag-tiny.yaml")
     assert parse_variants(None, "spag") == ["spag", "sft"]
-    assert parse_variants("all", "spag") == ["spag", "sft"]
+    assert parse_variants("all", "spag") == ["spag", "sft", "separate_roles"]
     with pytest.raises(ConfigError, match="unknown variant.*'spin'.*run.task='spag'"):
         parse_variants("spin", "spag")
     sft = variant_config(cfg, "sft")
     assert sft.spag.objective == "sft" and sft.spag.sft_rows == cfg.spag.sft_rows
     assert sft.spag.games == cfg.spag.games and sft.run.iterations == cfg.run.iterations
     assert variant_config(cfg, "spag").fingerprint() == cfg.fingerprint()
+    assert variant_config(cfg, "separate_roles").spag.roles == "separate"

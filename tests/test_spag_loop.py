@@ -158,7 +158,8 @@ def test_imitation_learns_from_a_teacher_served_over_http(spag_model, tmp_path):
     assert teacher[0]["turns"][1]["text"] == f"I know the word! It is {words[0]}!"
     m = _marker(tmp_path / "run", 0, "imitation")
     assert m["checkpoint"] == "run:iter_00/imitation" and m["metrics"]["rows"] == 3
-    assert _marker(tmp_path / "run", 1, "games")["policy"] == "run:iter_00/imitation"
+    assert _marker(tmp_path / "run", 1, "games")["policy"] == {ATTACKER: "run:iter_00/imitation",
+                                                              DEFENDER: "run:iter_00/imitation"}
 
 
 @pytest.mark.parametrize("sets, message", [
@@ -187,3 +188,31 @@ def test_the_sft_control_plays_the_games_and_trains_only_the_sft_rows(spag_model
     assert train["metrics"]["sft_rows"] == 4
     # the updates SPAG spends on winner turns + SFT rows, here on the SFT rows alone
     assert train["metrics"]["updates"] == max(1, -(-(winners + 4) // 4))
+
+
+def test_separate_roles_train_one_model_per_role_on_its_own_turns(spag_model, tmp_path):
+    run_dir = tmp_path / "run"
+    run = run_spag(load_config(None, spag_overrides(spag_model, **{
+        "spag.roles": "separate", "run.iterations": 1, "eval.limit": 2})), run_dir)
+    train = _marker(run_dir, 1, "train")
+    assert train["checkpoints"] == {ATTACKER: "run:iter_01/model/attacker",
+                                    DEFENDER: "run:iter_01/model/defender"}
+    assert train["checkpoint"] == "run:iter_01/model/defender" and train["gradient_cosine"] is None
+    assert _marker(run_dir, 1, "eval")["checkpoint"] == "run:iter_01/model/defender"
+    assert _marker(run_dir, 1, "tournament")["metrics"]["games"] == 12
+    assert "an attacker model and a defender model" in (run_dir / "report.md").read_text()
+    # the update alone on decided games: each model is trained on its own role's turns only
+    games = [episode(0, ATTACKER_WINS, 3), episode(1, DEFENDER_WINS, 4),
+             episode(2, DEFENDER_WINS, 2)]
+    (run_dir / "iter_02").mkdir()
+    (run_dir / "iter_02" / "games.jsonl").write_text(
+        "".join(json.dumps(g) + "\n" for g in games))
+    base = str(spag_model)
+    info = run.train_phase(2, {ATTACKER: base, DEFENDER: base})
+    rows = game_rows(games, run.cfg.spag)
+    assert info["metrics"]["attacker_rows"] == sum(r["role"] == ATTACKER for r in rows) == 2
+    assert info["metrics"]["defender_rows"] == sum(r["role"] == DEFENDER for r in rows) == 3
+    assert info["start"] == {ATTACKER: base, DEFENDER: base}
+    weights = {role: load_model(run.rundir.resolve(c)).state_dict()["lm_head.weight"]
+               for role, c in info["checkpoints"].items()}
+    assert not weights[ATTACKER].equal(weights[DEFENDER])

@@ -456,6 +456,13 @@ class SpagConfig(Section):
     kl_coef: float = option(0.2, "KL coefficient β toward the collecting policy (paper: 0.2).",
                             min=0.0)
     sft_coef: float = option(0.5, "Weight α of the SFT loss (paper: 0.5).", min=0.0)
+    roles: str = option("shared", "shared (one model plays both roles, the paper) or "
+                                  "separate (an attacker model and a defender model from the "
+                                  "same start, each trained on its own role's winner turns "
+                                  "and the SFT rows: the seed's role-independence question; "
+                                  "the math evaluation then scores the defender, and the "
+                                  "roles' gradient cosine is not taken, no weight being "
+                                  "shared).", choices=("shared", "separate"))
     objective: str = option("spag", "spag (the offline self-play loss on the winners' turns "
                                     "plus α SFT) or sft (the control: the same updates spent "
                                     "on the SFT rows alone; the games are still played and "

@@ -32,8 +32,11 @@ def spag_plan_markdown(cfg: RZeroConfig, source: str | None = None) -> str:
                      f"{pairs} pairs x 2 roles x {s.tournament_games} games"
                      if s.tournament_games else "–",
                      f"{', '.join(e.benchmarks)} ({e.limit or 'all'} items)" if e.enabled else "–"])
-    lines = [f"Plan of `{source or 'the defaults'}`: SPAG, {cfg.run.iterations} epochs, one "
-             f"process ({cfg.generation.backend} generation, training on {cfg.model.device}).",
+    roles = ("an attacker model and a defender model, each trained on its own role's turns"
+             if s.roles == "separate" else "one model in both roles")
+    lines = [f"Plan of `{source or 'the defaults'}`: SPAG, {cfg.run.iterations} epochs, {roles}, "
+             f"one process ({cfg.generation.backend} generation, training on "
+             f"{cfg.model.device}).",
              "", markdown_table(["epoch", "self-play", "update", "tournament (held-out words)",
                                  "evaluation"], rows)]
     once = ["the base model's evaluation (iteration 0)"] if e.enabled else []

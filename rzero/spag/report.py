@@ -47,6 +47,13 @@ def _rate(k: int, n: int) -> str:
     return f"{k / n:.3f} [{low:.3f}, {high:.3f}]"
 
 
+def _final_loss(metrics: dict[str, Any]) -> str:
+    if "attacker_final_loss" in metrics:  # spag.roles separate: one model per role
+        return (f"{num(metrics['attacker_final_loss'], '{:.4f}')} / "
+                f"{num(metrics['defender_final_loss'], '{:.4f}')}")
+    return num(metrics.get("final_loss"), "{:.4f}")
+
+
 def selfplay_table(run: RunDir) -> Table:
     rows = []
     for k, m in committed(run, SPAG_PHASES).items():
@@ -61,12 +68,12 @@ def selfplay_table(run: RunDir) -> Table:
                      f"{g['spelled']}/{g['attacker_turns']}",
                      f"{g['guesses']} ({g['first_turn_guesses']} at the first turn)",
                      f"{t.get('attacker_rows', '–')} / {t.get('defender_rows', '–')}",
-                     num(t.get("gradient_cosine")), num(t.get("final_loss"), "{:.4f}")])
+                     num(t.get("gradient_cosine")), _final_loss(t)])
     return ("Self-play games per epoch (95 % Wilson intervals)",
             ["epoch", "games", "attacker wins", "defender wins", "ties", "violations",
              "messages", "words per turn A / D", "attacker turns spelling the word",
              "defender guesses", "winner turns trained A / D", "cos(g_A, g_D)",
-             "final loss"], rows)
+             "final loss (A / D with separate roles)"], rows)
 
 
 def tournament_games(run: RunDir) -> list[dict[str, Any]]:
@@ -210,8 +217,13 @@ def _intro(cfg: RZeroConfig) -> list[str]:
     s = cfg.spag
     teacher = (f"imitation of {s.teacher_model} ({s.imitation_games} games) first"
                if s.teacher_url else "no imitation step (no teacher)")
-    return ["SPAG: one model plays both roles of Adversarial Taboo against itself; each epoch "
-            "its winners' turns are reinforced offline, with SFT rows mixed in.",
+    who = ("an attacker model and a defender model (spag.roles separate) play Adversarial "
+           "Taboo against each other; each epoch each one's winning turns are reinforced "
+           "offline, with SFT rows mixed in; the math evaluation scores the defender"
+           if s.roles == "separate" else
+           "one model plays both roles of Adversarial Taboo against itself; each epoch its "
+           "winners' turns are reinforced offline, with SFT rows mixed in")
+    return [f"SPAG: {who}.",
             f"- {s.games} games per epoch, at most {s.max_turns} turns each, match "
             f"`{s.match}`, temperature {s.temperature:g}, {s.max_new_tokens} tokens a turn; "
             f"{teacher}",

@@ -11,6 +11,9 @@
                       (`turn_rewards`, `spag_loss`, π_old = π_{k−1}) plus α times SFT on
                       `spag.sft_rows` instruction rows; the cosine of the two roles'
                       gradients is measured first
+                      (`spag.roles: separate`: π is a pair, an attacker model and a
+                      defender model; each plays and trains only its own role, with the
+                      same SFT rows, and the math evaluation scores the defender)
         tournament    π_k against every earlier player (the base, π_0, π_1 ...) and the
                       scripted anchor, each pair in both role assignments on the same
                       held-out words; the win-rate matrix, its Bradley–Terry fit and the
@@ -93,9 +96,13 @@ def game_stats(records: list[dict[str, Any]], match: str = "word") -> dict[str, 
             "first_turn_guesses": sum(i == 1 for _, i in guesses)}
 
 
+Policy = dict[str, str]  # role -> checkpoint; one model (spag.roles shared) holds both
+
+
 class SpagRun:
     def __init__(self, cfg: RZeroConfig, run_dir: str | Path, *, fresh: bool = False):
         self.cfg = cfg
+        self.separate = cfg.spag.roles == "separate"
         self.rundir = RunDir(run_dir)
         preflight.check(cfg)  # outside inputs (benchmarks), before anything is written
         s = cfg.spag
@@ -170,47 +177,90 @@ class SpagRun:
         info["metrics"] |= {"updates": result["updates"], "rows": len(rows)}
         return info
 
-    def games_phase(self, k: int, policy: str) -> dict:
-        """A copy of π_{k−1} plays both roles of the epoch's games."""
+    def two_engines(self) -> RZeroConfig:
+        """The config of an engine that lives beside another one: on a GPU each vLLM engine
+        takes half the usual share of the memory."""
+        g = self.cfg.generation
+        return dataclasses.replace(self.cfg, generation=dataclasses.replace(
+            g, gpu_memory_utilization=g.gpu_memory_utilization / 2))
+
+    def games_phase(self, k: int, policy: Policy) -> dict:
+        """A copy of π_{k−1} plays both roles of the epoch's games (with separate roles, its
+        attacker model against its defender model)."""
         s, cfg = self.cfg.spag, self.cfg
         seed = cfg.run.seed * 7907 + k
-        player = ModelPlayer(self.phases.generator(policy), self.params(seed))
-        games = collect({ATTACKER: player, DEFENDER: player},
-                        self.words("train", s.games, seed), s.max_turns, s.match)
+        if policy[ATTACKER] == policy[DEFENDER]:
+            player = ModelPlayer(self.phases.generator(policy[ATTACKER]), self.params(seed))
+            players = {ATTACKER: player, DEFENDER: player}
+        else:
+            players = {role: ModelPlayer(self.phases.track(
+                make_generator(self.two_engines(), policy[role])), self.params(seed))
+                for role in (ATTACKER, DEFENDER)}
+        games = collect(players, self.words("train", s.games, seed), s.max_turns, s.match)
         name = self.player_name(k - 1)
         records = self.records(games, split="train", attacker=name, defender=name, epoch=k)
         write_jsonl_atomic(self.rundir.iter_dir(k) / "games.jsonl", records)
-        return {"policy": self.rundir.relative(policy),
+        return {"policy": {role: self.rundir.relative(c) for role, c in policy.items()},
                 "metrics": game_stats(records, s.match)}
 
-    def train_phase(self, k: int, policy: str) -> dict:
-        """π_k from π_{k−1}: the offline self-play loss on the winners' turns, plus SFT."""
-        s, cfg, it = self.cfg.spag, self.cfg, self.rundir.iter_dir(k)
+    def train_phase(self, k: int, policy: Policy) -> dict:
+        """π_k from π_{k−1}: the offline self-play loss on the winners' turns, plus SFT (with
+        separate roles, each role's model on its own role's turns)."""
+        s, it = self.cfg.spag, self.rundir.iter_dir(k)
         rows = game_rows(self.rundir.rows(k, "games"), s)
-        model, tokenizer = self.load(policy)
-        cosine = role_gradient_cosine(model, tokenizer, rows, s)
-        out, work = it / "model", it / ".trainer_spag"
+        if not self.separate:
+            info = self.train_model(k, policy[ATTACKER], rows, it / "model", "")
+            return info | {"checkpoints": {role: info["checkpoint"] for role in policy}}
+        parts = {role: self.train_model(k, policy[role], [r for r in rows if r["role"] == role],
+                                        it / "model" / role, role) for role in (ATTACKER, DEFENDER)}
+        metrics = {key: sum(p["metrics"].get(key, 0) for p in parts.values())
+                   for key in ("game_rows", "updates", "train_seconds")}
+        metrics |= {"attacker_rows": parts[ATTACKER]["metrics"].get("game_rows", 0),
+                    "defender_rows": parts[DEFENDER]["metrics"].get("game_rows", 0),
+                    "sft_rows": len(self.sft), "gradient_cosine": None,
+                    **{f"{role}_final_loss": parts[role]["metrics"].get("final_loss")
+                       for role in parts}}
+        info = {"checkpoint": parts[DEFENDER]["checkpoint"],  # the model the evaluation scores
+                "checkpoints": {role: p["checkpoint"] for role, p in parts.items()},
+                "start": {role: p["start"] for role, p in parts.items()},
+                "gradient_cosine": None, "objective": s.objective, "roles": "separate",
+                "train_log": [r | {"role": role} for role, p in parts.items()
+                              for r in p.get("train_log", [])],
+                "metrics": metrics}
+        warnings = [p["warning"] for p in parts.values() if p.get("warning")]
+        return info | ({"warning": "; ".join(warnings)} if warnings else {})
+
+    def train_model(self, k: int, start: str, rows: list[dict[str, Any]], out: Path,
+                    role: str) -> dict:
+        """One model's update from `start` on `rows` (winner turns) and the SFT rows, saved to
+        `out`; the roles' gradient cosine when the model plays both (`role` empty)."""
+        s, cfg = self.cfg.spag, self.cfg
+        model, tokenizer = self.load(start)
+        cosine = None if role else role_gradient_cosine(model, tokenizer, rows, s)
+        work = out.parent / f".trainer_spag{'_' + role if role else ''}"
+        whose = f"the {role}'s model" if role else "the policy"
         if not self.sft and (not rows or s.objective == "sft"):
             del model
             release_memory()
-            return {"checkpoint": self.rundir.relative(policy), "start": self.rundir.relative(policy),
+            return {"checkpoint": self.rundir.relative(start), "start": self.rundir.relative(start),
                     "metrics": {"rows": 0, "updates": 0},
-                    "warning": f"train: epoch {k} has no rows to train ({len(rows)} winner "
-                               f"turns, objective {s.objective}, no SFT rows); the policy "
-                               f"carries over"}
+                    "warning": f"train: epoch {k} has no rows to train {whose} ({len(rows)} "
+                               f"winner turns, objective {s.objective}, no SFT rows); "
+                               f"{whose} carries over"}
         # the SFT control spends the updates SPAG would on these rows on the SFT rows alone
         updates = updates_for(len(rows) + len(self.sft), s)
         trained = rows if s.objective == "spag" else []
         result = selfplay_update(model, tokenizer, trained, self.sft, s, work,
                                  seed=cfg.run.seed + k, model_cfg=cfg.model,
-                                 report_to=cfg.run.report_to, desc=f"epoch {k} {s.objective}",
+                                 report_to=cfg.run.report_to,
+                                 desc=f"epoch {k} {s.objective}{' ' + role if role else ''}",
                                  save_to=out, updates=updates)
         shutil.rmtree(work, ignore_errors=True)
         del model
         release_memory()
         log = result["train_log"]
-        by_role = {role: sum(r["role"] == role for r in trained) for role in (ATTACKER, DEFENDER)}
-        return {"checkpoint": self.rundir.relative(out), "start": self.rundir.relative(policy),
+        by_role = {r: sum(t["role"] == r for t in trained) for r in (ATTACKER, DEFENDER)}
+        return {"checkpoint": self.rundir.relative(out), "start": self.rundir.relative(start),
                 "gradient_cosine": cosine,
                 "train_log": [{"step": r["step"], "loss": r["loss"]} for r in log],
                 "objective": s.objective,
@@ -227,7 +277,7 @@ class SpagRun:
             return "imitation" if self.cfg.spag.teacher_url else "base"
         return f"epoch_{k}"
 
-    def tournament_phase(self, k: int, checkpoints: dict[str, str]) -> dict:
+    def tournament_phase(self, k: int, checkpoints: dict[str, Policy]) -> dict:
         """Every pair of players not yet played (π_k against each earlier one and the
         scripted anchor, and at the first tournament the base against π_0 and the anchor),
         both role assignments on the same held-out words."""
@@ -238,31 +288,43 @@ class SpagRun:
         pairs = [(a, b) for i, a in enumerate(names) for b in names[i + 1:]
                  if (a, b) not in played and (b, a) not in played]
         records: list[dict[str, Any]] = []
-        # two engines live at once: on a GPU each vLLM engine takes half the usual share
-        g = cfg.generation
-        two = dataclasses.replace(cfg, generation=dataclasses.replace(
-            g, gpu_memory_utilization=g.gpu_memory_utilization / 2))
         for n, (a, b) in enumerate(pairs):
             seed = cfg.run.seed * 7877 + k * 1000 + n
             words = self.words("eval", s.tournament_games, seed)
-            gens = {name: (ScriptedPlayer(s.match) if name == SCRIPTED else ModelPlayer(
-                make_generator(two, checkpoints[name]), self.params(seed), name))
-                for name in (a, b)}
+            live: dict[str, ModelPlayer] = {}  # checkpoint -> its engine, at most two at once
             try:
                 for attacker, defender in ((a, b), (b, a)):
-                    games = collect({ATTACKER: gens[attacker], DEFENDER: gens[defender]},
-                                    words, s.max_turns, s.match, prefix=f"{attacker}-{defender}-")
+                    cast = {ATTACKER: attacker, DEFENDER: defender}
+                    needed = {checkpoints[n][r] for r, n in cast.items() if n != SCRIPTED}
+                    for c in [c for c in live if c not in needed]:  # the last assignment's
+                        live.pop(c).generator.close()
+                    players = {r: self.entrant(n, r, checkpoints, live, seed)
+                               for r, n in cast.items()}
+                    games = collect(players, words, s.max_turns, s.match,
+                                    prefix=f"{attacker}-{defender}-")
                     records += self.records(games, split="eval", attacker=attacker,
                                             defender=defender, epoch=k)
             finally:
-                for g in gens.values():
-                    if isinstance(g, ModelPlayer):
-                        g.generator.close()
+                for p in live.values():
+                    p.generator.close()
         write_jsonl_atomic(self.rundir.iter_dir(k) / "tournament.jsonl", records)
         return {"pairs": [list(p) for p in pairs],
                 "metrics": {"pairs": len(pairs), "games": len(records),
                             **{key: v for key, v in game_stats(records, s.match).items()
                                if key.endswith("_rate") and v is not None}}}
+
+    def entrant(self, name: str, role: str, checkpoints: dict[str, Policy],
+                live: dict[str, ModelPlayer], seed: int):
+        """The player `name` in `role`: the scripted anchor, or an engine of its model for
+        that role, kept in `live` (checkpoint -> player) so that with one model per player
+        the same two engines serve both role assignments of a pair."""
+        if name == SCRIPTED:
+            return ScriptedPlayer(self.cfg.spag.match)
+        checkpoint = checkpoints[name][role]
+        if checkpoint not in live:
+            live[checkpoint] = ModelPlayer(make_generator(self.two_engines(), checkpoint),
+                                           self.params(seed), name)
+        return live[checkpoint]
 
     # ------------------------------------------------------------ the algorithm
 
@@ -274,19 +336,20 @@ class SpagRun:
         cfg, run_phase = self.cfg, self.phases.run
         if cfg.eval.enabled:
             run_phase(0, "eval", self.eval_phase, self.base)
-        checkpoints = {"base": self.base}
-        policy = self.base
-        if cfg.spag.teacher_url:
-            policy = run_phase(0, "imitation", self.imitation_phase)["checkpoint"]
-            checkpoints["imitation"] = policy
+        policy = {ATTACKER: self.base, DEFENDER: self.base}
+        checkpoints = {"base": policy}
+        if cfg.spag.teacher_url:  # π_0: both roles (both models) start from the imitation
+            start = run_phase(0, "imitation", self.imitation_phase)["checkpoint"]
+            policy = checkpoints["imitation"] = {ATTACKER: start, DEFENDER: start}
         for k in range(1, cfg.run.iterations + 1):
             run_phase(k, "games", self.games_phase, policy)
-            policy = run_phase(k, "train", self.train_phase, policy)["checkpoint"]
+            trained = run_phase(k, "train", self.train_phase, policy)
+            policy = {role: self.rundir.resolve(c) for role, c in trained["checkpoints"].items()}
             checkpoints[self.player_name(k)] = policy
             if cfg.spag.tournament_games:
                 run_phase(k, "tournament", self.tournament_phase, dict(checkpoints))
             if cfg.eval.enabled:
-                run_phase(k, "eval", self.eval_phase, policy)
+                run_phase(k, "eval", self.eval_phase, policy[DEFENDER])
 
 
 def run_spag(cfg: RZeroConfig, run_dir: str | Path, *, fresh: bool = False) -> SpagRun:
