@@ -107,6 +107,19 @@ def test_the_sft_control_spends_the_same_updates_without_an_opponent(spin_model,
     assert "SFT control" in (run.rundir.path / "report.md").read_text()
 
 
+def test_a_spin_comparison_speaks_of_spin_not_of_r_zeros_labels(spin_run, tmp_path):
+    import shutil
+
+    from rzero.reports.comparison import compare
+
+    shutil.copytree(spin_run, tmp_path / "again")
+    md = compare([spin_run, tmp_path / "again"], tmp_path / "cmp")["md"].read_text()
+    assert md.startswith("# SPIN ablation: comparison")
+    assert "## Evaluation per iteration" in md and "## Differences between the variants" in md
+    for rzero_only in ("label acc", "solver step", "labelled pool", "Qwen3-4B-Base"):
+        assert rzero_only not in md, rzero_only
+
+
 def test_the_embedded_sft_set_never_holds_an_evaluation_item():
     from rzero.evaluation.easy import easy_benchmark, easy_dev_benchmark
 

@@ -164,6 +164,7 @@ def build_comparison(run_dirs: list[str | Path]) -> dict[str, Any]:
                      "variants": {n: _cell(r, k) for n, r in zip(names, runs, strict=True)}})
     first = runs[0]["cfg"]
     return {
+        "task": first.run.task,
         "runs": [{"name": n, "path": str(r["path"]), "shared": r["cfg"].roles.shared,
                   "iterations": r["cfg"].run.iterations, "solver_steps": r["cfg"].solver.steps,
                   "audit": ({"report": str(r["path"] / "audit" / "report.json"),
@@ -212,8 +213,38 @@ def _value(v: Any) -> str:
     return json.dumps(v, ensure_ascii=False)
 
 
+SYMMETRIC = {"spin": "SPIN", "spag": "SPAG"}  # run.task -> name; no challenger, no labels
+
+
+def _title(comp: dict[str, Any]) -> str:
+    return f"{SYMMETRIC.get(comp.get('task'), 'R-Zero')} ablation: comparison"
+
+
+def _caption(comp: dict[str, Any]) -> str:
+    return ("eval average per iteration" if comp.get("task") in SYMMETRIC
+            else "eval average and label accuracy per iteration")
+
+
+def _symmetric_tables(comp: dict[str, Any]) -> list[tuple[str, list[str], list[list[str]]]]:
+    """A SPIN or SPAG ablation's: the evaluation average per iteration (nothing is labelled,
+    no solver step is counted) and the config differences."""
+    names = [r["name"] for r in comp["runs"]]
+    rows = [["0 (base)" if row["iteration"] == 0 else str(row["iteration"]),
+             *(_pct(row["variants"][n]["eval_average"]) for n in names)]
+            for row in comp["rows"]]
+    tables = [("Evaluation per iteration", ["iter", *(f"{_display(n)}: eval avg (%)"
+                                                       for n in names)], rows)]
+    if comp["config_differences"]:
+        tables.append(("Config differences (run.output_dir ignored)", ["field", *names],
+                       [[key, *(_value(vals[n]) for n in names)]
+                        for key, vals in comp["config_differences"].items()]))
+    return tables
+
+
 def _tables(comp: dict[str, Any]) -> list[tuple[str, list[str], list[list[str]]]]:
     """(title, header, rows) of the tables, as plain text; md and html escape it their way."""
+    if comp.get("task") in SYMMETRIC:
+        return _symmetric_tables(comp)
     names = [r["name"] for r in comp["runs"]]
     main_header = ["iter", "solver step"]
     ctx_header = ["iter"]
@@ -259,6 +290,14 @@ def _header_lines(comp: dict[str, Any]) -> list[str]:
                  f"{key} = " + ", ".join(f"{_value(v)} ({n})" for n, v in vals.items())
                  for key, vals in comp["config_differences"].items())
                  or "none (apart from run.output_dir)") + "."]
+    if comp.get("task") in SYMMETRIC:
+        unit = "epoch" if comp["task"] == "spag" else "iteration"
+        lines.append(f"Eval avg: the evaluation average (pass@1, %) of the model after that "
+                     f"{unit}; iteration 0 is the base model.")
+        if len(names) > 1:
+            lines.append("Whether two variants differ is the paired difference on the same "
+                         "items (below).")
+        return lines
     if any(r["solver_steps"] != comp["runs"][0]["solver_steps"] for r in comp["runs"]):
         lines.append("The runs differ in solver.steps, so one iteration is a different "
                      "number of solver steps in each (shown separated by /).")
@@ -302,7 +341,7 @@ def _paper_table() -> tuple[list[str], list[list[str]]]:
 
 
 def render_markdown(comp: dict[str, Any]) -> str:
-    out = ["# R-Zero ablation: comparison", ""]
+    out = [f"# {_title(comp)}", ""]
     out += [f"- {markdown_cell(line)}" for line in _header_lines(comp)] + [""]
     for title, header, rows in _tables(comp):
         out += [f"## {title}", "", markdown_table(header, rows)]
@@ -312,10 +351,11 @@ def render_markdown(comp: dict[str, Any]) -> str:
         out += [f"- {markdown_cell(s)}" for s in comp["contrasts"]["sentences"]] + [""]
     if warnings := _warnings(comp):
         out += ["## Warnings", ""] + [f"- {markdown_cell(w)}" for w in warnings] + [""]
-    out += ["![eval average and label accuracy per iteration](comparison.png)", ""]
-    header, rows = _paper_table()
-    out += ["## For reference: the paper (Qwen3-4B-Base, seed §4.3)", ""]
-    out += [markdown_table(header, rows)]
+    out += [f"![{_caption(comp)}](comparison.png)", ""]
+    if comp.get("task") not in SYMMETRIC:
+        header, rows = _paper_table()
+        out += ["## For reference: the paper (Qwen3-4B-Base, seed §4.3)", ""]
+        out += [markdown_table(header, rows)]
     return "\n".join(out)
 
 
@@ -331,11 +371,12 @@ def render_html(comp: dict[str, Any], png: bytes | None = None) -> str:
     if warnings := _warnings(comp):
         parts += [heading("Warnings"), bullets(warnings)]
     if png is not None:
-        parts.append(figure(png, "eval average and label accuracy per iteration"))
-    header, rows = _paper_table()
-    parts += [heading("For reference: the paper (Qwen3-4B-Base, seed §4.3)"),
-              html_table(header, rows)]
-    return html_page("R-Zero ablation: comparison", parts)
+        parts.append(figure(png, _caption(comp)))
+    if comp.get("task") not in SYMMETRIC:
+        header, rows = _paper_table()
+        parts += [heading("For reference: the paper (Qwen3-4B-Base, seed §4.3)"),
+                  html_table(header, rows)]
+    return html_page(_title(comp), parts)
 
 
 def _wilson_bar(metrics: dict[str, Any] | None) -> tuple[float, float] | None:
@@ -350,7 +391,8 @@ def _wilson_bar(metrics: dict[str, Any] | None) -> tuple[float, float] | None:
 
 def plot_comparison(comp: dict[str, Any]) -> bytes:
     """PNG: eval average (left; with 95 % Wilson bars when there is one benchmark) and label
-    accuracy with Wilson bars (right) per iteration."""
+    accuracy with Wilson bars (right) per iteration; a SPIN or SPAG ablation's: the eval
+    average alone."""
     names = [r["name"] for r in comp["runs"]]
     rows = comp["rows"]
     # small horizontal offsets and one marker each keep equal values of variants visible
@@ -374,6 +416,11 @@ def plot_comparison(comp: dict[str, Any]) -> bytes:
                            low=[100 * s["ci_low"] for _, s in acc],
                            high=[100 * s["ci_high"] for _, s in acc], **style))
     ticks = [r["iteration"] for r in rows]
+    if comp.get("task") in SYMMETRIC:  # no solver steps, nothing labelled to audit
+        return errorbar_png([Panel("Evaluation average", "iteration",
+                                   "pass@1 (%), 95 % Wilson (one benchmark)", evals,
+                                   ylim=(-2, 102), xticks=ticks,
+                                   xticklabels=[str(k) for k in ticks])])
     labels = [f"{r['iteration']}\n(step {_steps(r)})" for r in rows]
     xlabel = "iteration (solver step)"
     return errorbar_png([
