@@ -216,12 +216,26 @@ def _value(v: Any) -> str:
 SYMMETRIC = {"spin": "SPIN", "spag": "SPAG"}  # run.task -> name; no challenger, no labels
 
 
+def _symmetric(comp: dict[str, Any]) -> bool:
+    return comp.get("task") in SYMMETRIC
+
+
+def _differences(comp: dict[str, Any]) -> list[tuple[str, list[str], list[list[str]]]]:
+    """The config differences as a table, when there are any."""
+    names = [r["name"] for r in comp["runs"]]
+    if not comp["config_differences"]:
+        return []
+    return [("Config differences (run.output_dir ignored)", ["field", *names],
+             [[key, *(_value(vals[n]) for n in names)]
+              for key, vals in comp["config_differences"].items()])]
+
+
 def _title(comp: dict[str, Any]) -> str:
     return f"{SYMMETRIC.get(comp.get('task'), 'R-Zero')} ablation: comparison"
 
 
 def _caption(comp: dict[str, Any]) -> str:
-    return ("eval average per iteration" if comp.get("task") in SYMMETRIC
+    return ("eval average per iteration" if _symmetric(comp)
             else "eval average and label accuracy per iteration")
 
 
@@ -234,16 +248,12 @@ def _symmetric_tables(comp: dict[str, Any]) -> list[tuple[str, list[str], list[l
             for row in comp["rows"]]
     tables = [("Evaluation per iteration", ["iter", *(f"{_display(n)}: eval avg (%)"
                                                        for n in names)], rows)]
-    if comp["config_differences"]:
-        tables.append(("Config differences (run.output_dir ignored)", ["field", *names],
-                       [[key, *(_value(vals[n]) for n in names)]
-                        for key, vals in comp["config_differences"].items()]))
-    return tables
+    return tables + _differences(comp)
 
 
 def _tables(comp: dict[str, Any]) -> list[tuple[str, list[str], list[list[str]]]]:
     """(title, header, rows) of the tables, as plain text; md and html escape it their way."""
-    if comp.get("task") in SYMMETRIC:
+    if _symmetric(comp):
         return _symmetric_tables(comp)
     names = [r["name"] for r in comp["runs"]]
     main_header = ["iter", "solver step"]
@@ -272,11 +282,7 @@ def _tables(comp: dict[str, Any]) -> list[tuple[str, list[str], list[list[str]]]
             ctx.append(ctx_cells)
     tables = [("Performance and label accuracy per iteration", main_header, main),
               ("Context: the labelled pool", ctx_header, ctx)]
-    if comp["config_differences"]:
-        tables.append(("Config differences (run.output_dir ignored)", ["field", *names],
-                       [[key, *(_value(vals[n]) for n in names)]
-                        for key, vals in comp["config_differences"].items()]))
-    return tables
+    return tables + _differences(comp)
 
 
 def _header_lines(comp: dict[str, Any]) -> list[str]:
@@ -290,7 +296,7 @@ def _header_lines(comp: dict[str, Any]) -> list[str]:
                  f"{key} = " + ", ".join(f"{_value(v)} ({n})" for n, v in vals.items())
                  for key, vals in comp["config_differences"].items())
                  or "none (apart from run.output_dir)") + "."]
-    if comp.get("task") in SYMMETRIC:
+    if _symmetric(comp):
         unit = "epoch" if comp["task"] == "spag" else "iteration"
         lines.append(f"Eval avg: the evaluation average (pass@1, %) of the model after that "
                      f"{unit}; iteration 0 is the base model.")
@@ -352,7 +358,7 @@ def render_markdown(comp: dict[str, Any]) -> str:
     if warnings := _warnings(comp):
         out += ["## Warnings", ""] + [f"- {markdown_cell(w)}" for w in warnings] + [""]
     out += [f"![{_caption(comp)}](comparison.png)", ""]
-    if comp.get("task") not in SYMMETRIC:
+    if not _symmetric(comp):
         header, rows = _paper_table()
         out += ["## For reference: the paper (Qwen3-4B-Base, seed §4.3)", ""]
         out += [markdown_table(header, rows)]
@@ -372,7 +378,7 @@ def render_html(comp: dict[str, Any], png: bytes | None = None) -> str:
         parts += [heading("Warnings"), bullets(warnings)]
     if png is not None:
         parts.append(figure(png, _caption(comp)))
-    if comp.get("task") not in SYMMETRIC:
+    if not _symmetric(comp):
         header, rows = _paper_table()
         parts += [heading("For reference: the paper (Qwen3-4B-Base, seed §4.3)"),
                   html_table(header, rows)]
@@ -416,7 +422,7 @@ def plot_comparison(comp: dict[str, Any]) -> bytes:
                            low=[100 * s["ci_low"] for _, s in acc],
                            high=[100 * s["ci_high"] for _, s in acc], **style))
     ticks = [r["iteration"] for r in rows]
-    if comp.get("task") in SYMMETRIC:  # no solver steps, nothing labelled to audit
+    if _symmetric(comp):  # no solver steps, nothing labelled to audit
         return errorbar_png([Panel("Evaluation average", "iteration",
                                    "pass@1 (%), 95 % Wilson (one benchmark)", evals,
                                    ylim=(-2, 102), xticks=ticks,

@@ -295,11 +295,11 @@ class SpagRun:
             try:
                 for attacker, defender in ((a, b), (b, a)):
                     cast = {ATTACKER: attacker, DEFENDER: defender}
-                    needed = {checkpoints[n][r] for r, n in cast.items() if n != SCRIPTED}
+                    needed = {checkpoints[who][r] for r, who in cast.items() if who != SCRIPTED}
                     for c in [c for c in live if c not in needed]:  # the last assignment's
                         live.pop(c).generator.close()
-                    players = {r: self.entrant(n, r, checkpoints, live, seed)
-                               for r, n in cast.items()}
+                    players = {r: self.entrant(who, r, checkpoints, live, seed)
+                               for r, who in cast.items()}
                     games = collect(players, words, s.max_turns, s.match,
                                     prefix=f"{attacker}-{defender}-")
                     records += self.records(games, split="eval", attacker=attacker,
