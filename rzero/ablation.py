@@ -36,9 +36,7 @@ import gc
 import sys
 from pathlib import Path
 
-import yaml
-
-from rzero.config import ConfigError, RZeroConfig, config_from_dict
+from rzero.config import ConfigError, RZeroConfig, apply_override, config_from_dict
 from rzero.loop import run_iterations
 from rzero.reports.comparison import compare
 from rzero.rundir import RunDir
@@ -99,9 +97,7 @@ def variant_config(cfg: RZeroConfig, variant: str) -> RZeroConfig:
                           f"allowed variants are {', '.join(allowed)}")
     raw = cfg.to_dict()
     for text in _overrides(cfg, variant):
-        key, _, value = text.partition("=")
-        section, name = key.split(".")
-        raw[section][name] = yaml.safe_load(value)
+        apply_override(raw, text)
     return config_from_dict(raw)
 
 

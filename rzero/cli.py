@@ -17,7 +17,10 @@ from rzero.engine.models import DEFAULT_MODEL, ModelSpecError, generation_dtype
 def _add_config_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--config", default=None, help="YAML recipe (default: built-in defaults)")
     p.add_argument("--set", dest="overrides", action="append", default=[],
-                   metavar="SECTION.KEY=VALUE", help="override one config field (repeatable)")
+                   metavar="SECTION.KEY=VALUE",
+                   help="override one config field (repeatable; the value is YAML). A mapping "
+                        "merges into the recipe's: SECTION.KEY.SUB=VALUE sets one entry, "
+                        "SECTION.KEY:=VALUE replaces the mapping whole")
 
 
 def cmd_info(args) -> int:

@@ -3,6 +3,7 @@ import sys
 from pathlib import Path
 
 import pytest
+import yaml
 
 from rzero.config import ConfigError, RZeroConfig, describe_fields, load_config
 
@@ -28,6 +29,44 @@ def test_override_parses_yaml_scalars():
     assert cfg.labeling.delta == 0.2
     assert cfg.roles.shared is True
     assert cfg.eval.benchmarks == ["synthetic", "gsm8k"]
+
+
+PAPER = "configs/r-zero-qwen3-4b.yaml"
+
+
+def test_an_override_of_a_mapping_merges_into_the_recipes_and_can_replace_it():
+    paper = load_config(PAPER).challenger.trl
+    assert {"loss_type", "weight_decay", "top_p"} <= set(paper)
+    whole = load_config(PAPER, ["challenger.trl={log_completions: true}"]).challenger.trl
+    assert whole == {**paper, "log_completions": True}
+    one = load_config(PAPER, ["challenger.trl.weight_decay=0.02"]).challenger.trl
+    assert one == {**paper, "weight_decay": 0.02}
+    assert load_config(PAPER, ["challenger.trl:={log_completions: true}"]).challenger.trl == \
+        {"log_completions": True}
+    # below a field the recipe leaves unset, the default mapping is the start
+    assert load_config(None, ["solver.trl.top_p=0.9"]).solver.trl == {"top_p": 0.9}
+    # the other role's mapping and the file on disk are untouched
+    assert load_config(PAPER, ["challenger.trl.top_p=1.0"]).solver.trl == \
+        load_config(PAPER).solver.trl
+
+
+def test_rzero_config_shows_the_merged_mapping():
+    out = subprocess.run([sys.executable, "-m", "rzero", "config", "--config", PAPER,
+                          "--set", "challenger.trl={log_completions: true}"],
+                         capture_output=True, text=True, check=True).stdout
+    challenger = yaml.safe_load(out)["challenger"]["trl"]
+    assert challenger["loss_type"] == "grpo" and challenger["log_completions"] is True
+
+
+@pytest.mark.parametrize("override, expected", [
+    ("run.iterations.x=1", "run.iterations=3 is not a mapping; set it whole with "
+                           "run.iterations=value"),
+    ("run=3", "the key must be section.key"),
+    ("run.bogus.x=1", "run.bogus: unknown key"),
+])
+def test_a_dotted_key_below_a_field_that_is_no_mapping_is_refused(override, expected):
+    with pytest.raises(ConfigError, match=expected):
+        load_config(None, [override])
 
 
 def test_int_accepted_for_float():

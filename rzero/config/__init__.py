@@ -2,9 +2,10 @@
 
     fields.py    ConfigError; `option` (a field's default, help, choices, range); `Section`
     sections.py  the sections: model, roles, challenger, solver, labeling, generation, audit,
-                 eval, watch, code, run
+                 eval, watch, code, spin, spag, run
     schema.py    RZeroConfig (the sections together and their cross-section checks), the
-                 fingerprint that guards resume, loading with --set overrides, --fields
+                 fingerprint that guards resume, loading with --set overrides (merged into a mapping,
+                 or replacing it with :=), --fields
 
 This package imports nothing else of rzero, so a recipe loads without torch or TRL.
 `from rzero.config import ...` is the public face; the names below are all it offers.
@@ -15,6 +16,7 @@ from rzero.config.schema import (
     FINGERPRINTED_WHEN_SET,
     NOT_FINGERPRINTED,
     RZeroConfig,
+    apply_override,
     config_from_dict,
     describe_fields,
     fingerprinted,
@@ -42,5 +44,5 @@ __all__ = [
     "ChallengerConfig", "CodeConfig", "ConfigError", "EvalConfig", "GRPOSection",
     "GenerationConfig", "LabelingConfig", "ModelConfig", "RZeroConfig", "RolesConfig",
     "RunConfig", "Section", "SolverConfig", "SpagConfig", "SpinConfig", "WatchConfig",
-    "config_from_dict", "describe_fields", "fingerprinted", "load_config", "option",
+    "apply_override", "config_from_dict", "describe_fields", "fingerprinted", "load_config", "option",
 ]

@@ -3,7 +3,9 @@
 Every field carries its help text and its allowed values in the dataclass metadata, so the
 validator, the `rzero config` listing and the error messages all read from one place.
 YAML recipes in `configs/` use exactly these section and field names; `--set a.b=v`
-overrides one field (the value is parsed as YAML, so `--set run.iterations=3` is an int).
+overrides one field (the value is parsed as YAML, so `--set run.iterations=3` is an int), a
+mapping merges into the recipe's (`--set challenger.trl.weight_decay=0.02` sets one entry,
+`--set 'challenger.trl={top_p: 1.0}'` adds to the rest) and `a.b:=v` replaces it whole.
 Anything unknown, mistyped or out of range fails before any work starts, with one line that
 names the key, the value and what is allowed.
 """
@@ -159,24 +161,75 @@ def _build(raw: dict[str, Any]) -> RZeroConfig:
     return RZeroConfig(**built)
 
 
-# What `grpo.grpo_config` sets from a role's own fields (or from the run) and so a `trl:`
-# mapping may not: one value, one place.
-def _parse_override(text: str) -> tuple[list[str], Any]:
+def _parse_override(text: str) -> tuple[list[str], Any, bool]:
+    """`section.key[.sub...]=value` (merge) or `section.key[.sub...]:=value` (replace) →
+    (the key's parts, the value read as YAML, whether it replaces)."""
     if "=" not in text:
         raise ConfigError(f"--set {text!r}: expected section.key=value")
     key, _, value = text.partition("=")
-    parts = key.strip().split(".")
-    if len(parts) != 2 or not all(parts):
-        raise ConfigError(f"--set {text!r}: the key must be section.key, e.g. run.iterations")
+    replace = key.endswith(":")
+    parts = key.removesuffix(":").strip().split(".")
+    if len(parts) < 2 or not all(parts):
+        raise ConfigError(f"--set {text!r}: the key must be section.key (or section.key.sub "
+                          f"for a mapping field), e.g. run.iterations")
     try:
         parsed = yaml.safe_load(value) if value.strip() else ""
     except yaml.YAMLError:
         parsed = value
-    return parts, parsed
+    return parts, parsed, replace
+
+
+def merge_mappings(old: Any, new: Any) -> Any:
+    """`new` laid over `old`: where both are mappings, key by key and recursively (a key
+    only `old` has is kept); anywhere else `new` itself."""
+    if not (isinstance(old, dict) and isinstance(new, dict)):
+        return new
+    merged = dict(old)
+    for key, value in new.items():
+        merged[key] = merge_mappings(old.get(key), value)
+    return merged
+
+
+def apply_override(raw: dict[str, Any], text: str) -> None:
+    """One `--set` into the recipe's raw mapping `raw`. A mapping value merges into the
+    mapping it replaces (the recipe's, or the field's default), a dotted key below a field
+    (`challenger.trl.weight_decay`) sets one entry of that mapping, and `:=` replaces
+    instead of merging."""
+    (section, key, *path), value, replace = _parse_override(text)
+    if raw.get(section) is None:
+        raw[section] = {}
+    fields = raw[section]
+    if not isinstance(fields, dict):
+        raise ConfigError(f"{section}: expected a mapping of fields")
+    defaults = getattr(_DEFAULTS, section, None)
+    current = fields[key] if key in fields else getattr(defaults, key, None)
+    if path:
+        fields[key] = _set_below(current, path, value, replace, [section, key], text)
+    else:
+        fields[key] = value if replace else merge_mappings(current, value)
+
+
+def _set_below(mapping: Any, path: list[str], value: Any, replace: bool, where: list[str],
+               text: str) -> dict[str, Any]:
+    """A copy of `mapping` (at config key `where`) with the entry at `path` below it set to
+    `value`, merged unless `replace`."""
+    if mapping is None:
+        mapping = {}
+    if not isinstance(mapping, dict):
+        name = ".".join(where)
+        raise ConfigError(f"--set {text!r}: {name}={mapping!r} is not a mapping; set it "
+                          f"whole with {name}=value")
+    head, *rest = path
+    if rest:
+        entry = _set_below(mapping.get(head), rest, value, replace, [*where, head], text)
+    else:
+        entry = value if replace else merge_mappings(mapping.get(head), value)
+    return {**mapping, head: entry}
 
 
 def load_config(path: str | Path | None = None, overrides: list[str] | None = None) -> RZeroConfig:
-    """Read a YAML recipe (or the defaults), apply `section.key=value` overrides, validate."""
+    """Read a YAML recipe (or the defaults), apply `--set` overrides (`apply_override`: a
+    mapping merges into the recipe's, `:=` replaces), validate."""
     raw: dict[str, Any] = {}
     if path is not None:
         path = Path(path)
@@ -189,11 +242,7 @@ def load_config(path: str | Path | None = None, overrides: list[str] | None = No
         if not isinstance(raw, dict):
             raise ConfigError(f"config file {str(path)!r}: expected a mapping of sections")
     for text in overrides or []:
-        (section, key), value = _parse_override(text)
-        sec = raw.setdefault(section, {})
-        if not isinstance(sec, dict):
-            raise ConfigError(f"{section}: expected a mapping of fields")
-        sec[key] = value
+        apply_override(raw, text)
     return _build(raw)
 
 
