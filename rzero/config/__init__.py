@@ -2,7 +2,8 @@
 
     fields.py    ConfigError; `option` (a field's default, help, choices, range); `Section`
     sections.py  the sections: model, roles, challenger, solver, labeling, generation, audit,
-                 eval, watch, code, spin, spag, run
+                 eval, watch, code, run (with the trackers run.report_to names)
+    symmetric.py the sections of SPIN and SPAG
     schema.py    RZeroConfig (the sections together and their cross-section checks), the
                  fingerprint that guards resume, loading with --set overrides (merged into a mapping,
                  or replacing it with :=), --fields
@@ -23,6 +24,7 @@ from rzero.config.schema import (
     load_config,
 )
 from rzero.config.sections import (
+    TRACKERS,
     AuditConfig,
     ChallengerConfig,
     CodeConfig,
@@ -34,15 +36,16 @@ from rzero.config.sections import (
     RolesConfig,
     RunConfig,
     SolverConfig,
-    SpagConfig,
-    SpinConfig,
     WatchConfig,
+    installed_trackers,
 )
+from rzero.config.symmetric import SpagConfig, SpinConfig
 
 __all__ = [
-    "FINGERPRINTED_WHEN_SET", "NOT_FINGERPRINTED", "AuditConfig",
+    "FINGERPRINTED_WHEN_SET", "NOT_FINGERPRINTED", "TRACKERS", "AuditConfig",
     "ChallengerConfig", "CodeConfig", "ConfigError", "EvalConfig", "GRPOSection",
     "GenerationConfig", "LabelingConfig", "ModelConfig", "RZeroConfig", "RolesConfig",
     "RunConfig", "Section", "SolverConfig", "SpagConfig", "SpinConfig", "WatchConfig",
-    "apply_override", "config_from_dict", "describe_fields", "fingerprinted", "load_config", "option",
+    "apply_override", "config_from_dict", "describe_fields", "fingerprinted",
+    "installed_trackers", "load_config", "option",
 ]

@@ -40,10 +40,9 @@ from rzero.config.sections import (
     RolesConfig,
     RunConfig,
     SolverConfig,
-    SpagConfig,
-    SpinConfig,
     WatchConfig,
 )
+from rzero.config.symmetric import SpagConfig, SpinConfig
 
 __all__ = ["AuditConfig", "ChallengerConfig", "CodeConfig", "ConfigError", "EvalConfig",
            "GRPOSection",
