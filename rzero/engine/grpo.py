@@ -39,6 +39,7 @@ import torch
 from rzero.config import ConfigError, GenerationConfig, GRPOSection, ModelConfig
 from rzero.config.schedule import role_schedule
 from rzero.engine import distributed
+from rzero.engine.lora import has_adapter, lora_config, save_lora
 from rzero.engine.models import generation_dtype, train_compute
 
 # rzero's value for each TRL option that changes what is optimised or sampled, so a TRL
@@ -123,12 +124,18 @@ def score_completions_only():
 
 def save_trained(trainer, tokenizer, target: Path) -> None:
     """Every training process takes part (ZeRO-3 gathers its parameter shards here); the main
-    process writes a temp dir and renames it, so a checkpoint dir is complete or absent."""
+    process writes a temp dir and renames it, so a checkpoint dir is complete or absent. A
+    LoRA phase's checkpoint is the merged model with its adapter beside it
+    (`lora.save_lora`)."""
     tmp = target.with_name(f".{target.name}.tmp")
     if distributed.is_main():
         shutil.rmtree(tmp, ignore_errors=True)
     distributed.barrier()
-    trainer.save_model(str(tmp))
+    if has_adapter(trainer.model):
+        if distributed.is_main():
+            save_lora(trainer, tokenizer, tmp)
+    else:
+        trainer.save_model(str(tmp))
     if distributed.is_main():
         tokenizer.save_pretrained(tmp)
         (tmp / "training_args.bin").unlink(missing_ok=True)
@@ -291,11 +298,14 @@ def train_grpo(model, tokenizer, rows: list[dict[str, Any]],
         from rzero.engine.decoding import rollouts_through_decode
 
         dtype = generation_dtype(model_cfg.generation_dtype, model_cfg.device)
-        rollouts = rollouts_through_decode(model, getattr(torch, dtype))
+        rollouts = rollouts_through_decode(model, getattr(torch, dtype), lora=bool(role.lora))
     with rollouts, score_completions_only():
+        # a role's `lora:` trains adapters on frozen base weights (TRL's peft_config); the KL
+        # reference is then the model with the adapter disabled
         trainer = GRPOTrainer(model=model, reward_funcs=reward_funcs, args=args,
                               train_dataset=Dataset.from_list(data), processing_class=tokenizer,
-                              callbacks=[_timed_callback(stats), _Progress()])
+                              callbacks=[_timed_callback(stats), _Progress()],
+                              peft_config=lora_config(role.lora) if role.lora else None)
         trainer.remove_callback(ProgressCallback)
         trainer.remove_callback(PrinterCallback)
         t0 = time.perf_counter()
