@@ -1,16 +1,13 @@
-"""The self-play audit wired into a run (rzero.selfplay.watch, rzero.engine.trackers, rzero.reports.sections):
+"""The self-play audit wired into a run (rzero.selfplay.watch, rzero.reports.sections):
 each phase's marker gets its numbers and warnings, a stop fires from the stored marker, the
-fingerprint ignores the watch, and the trackers receive the loop's metrics. No model runs here:
+fingerprint ignores the watch (the trackers: tests/test_trackers.py). No model runs here:
 the run directories are written by hand."""
 
 import json
-import os
-import sys
-import types
 
 import pytest
 
-from rzero import preflight, reports
+from rzero import reports
 from rzero.config import load_config
 from rzero.io import write_json_atomic, write_jsonl_atomic
 from rzero.rundir import RunDir, TrackerLog
@@ -204,85 +201,3 @@ def test_rebuild_copies_warnings_and_records_the_best_solver(tmp_path, capsys):
     text = (run.path / "report.md").read_text()
     assert text.index("## Science card") < text.index("## Evaluation and the increment curve")
     assert "Best solver by held-out evaluation average: the solver of iteration 1" in text
-
-
-class FakeWandb(types.ModuleType):
-    """Records what the sink sends, as wandb in offline mode would store it."""
-
-    def __init__(self):
-        super().__init__("wandb")
-        self.logged: list[dict] = []
-        self.inits: list[dict] = []
-        self.finished = False
-
-    def init(self, **kwargs):
-        self.inits.append(kwargs)
-        return self
-
-    def log(self, row):
-        self.logged.append(row)
-
-    def finish(self):
-        self.finished = True
-
-
-def test_the_loop_metrics_and_warnings_reach_wandb(tmp_path, monkeypatch):
-    fake = FakeWandb()
-    monkeypatch.setitem(sys.modules, "wandb", fake)
-    monkeypatch.setenv("WANDB_MODE", "offline")
-    cfg = cfg_with(**{"run.report_to": "[wandb]", "run.iterations": 1})
-    run = RunDir(tmp_path / "run")
-    run.prepare(cfg)
-    commit(run, cfg, 1, "challenger", {"metrics": {"mean_reward": 0.25},
-                                       "steps": [step(1, 0.25, 0.5, 0.9)],
-                                       "warnings": ["diversity: x"]})
-    close(run)
-    assert fake.inits[0]["project"] == "rzero"
-    assert {"challenger/mean_reward": 0.25, "watch/warnings": 1.0,
-            "iteration": 1} == fake.logged[0]
-    assert fake.logged[1]["challenger_step/mean_reward"] == 0.25
-    assert fake.logged[1]["global_step"] == 1  # (k - 1) * steps + step
-    assert fake.logged[2]["warnings/challenger"] == "- diversity: x"
-    assert fake.finished
-
-
-def test_tensorboard_gets_the_phase_metrics(tmp_path):
-    cfg = cfg_with(**{"run.iterations": 1})
-    run = RunDir(tmp_path / "run")
-    run.prepare(cfg)
-    commit(run, cfg, 1, "pool", {"metrics": {"kept": 3}, "warnings": ["band: y"]})
-    close(run)
-    assert list((run.path / "tensorboard").glob("events.out.tfevents.*"))
-
-
-def test_a_tracker_that_is_not_installed_is_refused_before_the_run(tmp_path, monkeypatch):
-    from rzero.config import ConfigError
-
-    monkeypatch.setitem(sys.modules, "trackio", None)  # import fails, as when not installed
-    monkeypatch.setattr("importlib.util.find_spec", lambda name: None if name == "trackio"
-                        else object())
-    with pytest.raises(ConfigError, match="trackio is not installed"):
-        preflight.check(cfg_with(**{"run.report_to": "[trackio]"}))
-
-
-def test_trl_logs_go_to_this_runs_logging_dir_only_when_the_run_reports(tmp_path, monkeypatch):
-    from rzero.engine import trackers
-
-    env = trackers.phase_environment(tmp_path / "run", 2, "solver")
-    logs = tmp_path / "run/tensorboard/trl/iter_02_solver"
-    assert env["TENSORBOARD_LOGGING_DIR"] == str(logs)
-    monkeypatch.delenv("TENSORBOARD_LOGGING_DIR", raising=False)
-    trackers.enter_phase(tmp_path / "run", 2, "solver", [])
-    assert "TENSORBOARD_LOGGING_DIR" not in os.environ
-    trackers.enter_phase(tmp_path / "run", 2, "solver", ["tensorboard"])
-    assert os.environ["TENSORBOARD_LOGGING_DIR"] == str(logs)
-
-
-def test_grpo_config_reports_to_the_run_trackers(tmp_path):
-    from rzero.config import SolverConfig
-    from rzero.engine.grpo import grpo_config
-
-    role = SolverConfig(steps=1, group_size=2, prompts_per_step=1)
-    assert grpo_config(role, tmp_path, seed=0).report_to == []
-    assert grpo_config(role, tmp_path, seed=0,
-                       report_to=["tensorboard"]).report_to == ["tensorboard"]
