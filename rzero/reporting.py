@@ -96,6 +96,11 @@ def paragraph(text: Any, css_class: str | None = None) -> Html:
     return Html(f"<p{attr}>{escape(text)}</p>")
 
 
+def link(href: str, text: Any) -> Html:
+    """`<a href>` to a page beside this one (`href` relative, escaped)."""
+    return Html(f'<a href="{escape(href)}">{escape(text)}</a>')
+
+
 def bullets(items: Iterable[Any]) -> Html:
     """`<ul>` of escaped items."""
     return Html("<ul>" + "".join(f"<li>{_fragment(i)}</li>" for i in items) + "</ul>")

@@ -33,8 +33,11 @@ def test_every_judge_call_failing_exits_1_with_one_line(tmp_path, capsys):
         code = main(["audit", str(tmp_path), *judge_args(server.base_url)])
     err = capsys.readouterr().err.strip().splitlines()
     assert code == 1
-    assert err == ["error: nothing could be judged (3 items: HTTP 500 after 1 attempts: 3); "
-                   "the report counts none of them"]
+    # the audit's progress lines (time-stamped) come first; the error is one line, the last
+    assert [line for line in err if "error" in line] == [
+        "error: nothing could be judged (3 items: HTTP 500 after 1 attempts: 3); "
+        "the report counts none of them"]
+    assert err[-1].startswith("error: nothing could be judged")
     assert (tmp_path / "audit" / "report.md").is_file()  # the report says so too
 
 
@@ -149,3 +152,39 @@ def test_eval_and_generate_use_the_configs_engine(tmp_path, capsys, monkeypatch)
     assert main(["generate", *args, "--prompt", "x"]) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and "vLLM is not installed" in err[0]
+
+
+def test_every_command_logs_through_tqdm_and_leaves_logging_as_it_found_it(tmp_path, capsys,
+                                                                           monkeypatch):
+    """The run-level line of each phase reaches stderr through the one logging setup, and
+    lands beside a progress bar, never on its line: tqdm writes it above the bar."""
+    import logging
+
+    from tqdm.auto import tqdm
+
+    from rzero.cli import commands
+    from rzero.config import load_config
+    from rzero.rundir import PhaseRunner, RunDir
+
+    def fake_config(args):
+        cfg = load_config(None, ["run.iterations=2", "run.report_to=none"])
+        run = RunDir(tmp_path / "run")
+        run.prepare(cfg)
+        bar = tqdm(total=2, desc="phase")
+        PhaseRunner(cfg, run).run(1, "pool", lambda k: {"metrics": {}})
+        bar.update(2)
+        bar.close()
+        return 0
+
+    monkeypatch.setattr(commands, "cmd_config", fake_config)
+    import rzero.cli.parser as parser
+
+    monkeypatch.setattr(parser, "cmd_config", fake_config)
+    assert main(["config"]) == 0
+    err = capsys.readouterr().err
+    lines = [line for line in err.replace("\r", "\n").splitlines() if "·" in line]
+    assert lines[0].endswith("iteration 1/2 · pool") and lines[1].endswith(
+        "iteration 1/2 · pool: done in 0 s")
+    assert not any("phase:" in line for line in lines)  # no log line glued to the bar
+    logger = logging.getLogger("rzero")
+    assert logger.handlers == [] and logger.propagate and logger.level == logging.NOTSET

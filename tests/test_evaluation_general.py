@@ -11,6 +11,7 @@ from rzero import evaluation as ev
 from rzero.engine.generation import GenerationStats
 from rzero.evaluation import loaders
 from rzero.evaluation.general import choice_letter, problem_text, text_match
+from rzero.stats import wilson_interval
 
 CHOICES = ["42", "a dog", "x + 1"]
 
@@ -153,7 +154,8 @@ def test_evaluate_scores_choices_and_samples_one_benchmark_k_times():
                     "What is 3+4?": ["\\boxed{7}", "\\boxed{7}", "\\boxed{8}", "\\boxed{7}"]})
     results = ev.evaluate(gen, {"mmlupro": MC, "aime@4": MATH}, temperature=0.6)
     # mmlupro greedy: 1 of 2 right; aime@4: 3 of 4 samples right -> mean@4 = 0.75, maj@4 = 1
-    assert results["benchmarks"]["mmlupro"] == {"n": 2, "pass@1": 0.5}
+    assert results["benchmarks"]["mmlupro"] == {"n": 2, "pass@1": 0.5,
+                                                "pass@1_interval": list(wilson_interval(1, 2))}
     row = results["benchmarks"]["aime@4"]
     assert (row["pass@1"], row["mean@4"], row["maj@4"]) == (0.75, 0.75, 1.0)
     assert results["average"] == pytest.approx((0.5 + 0.75) / 2)
@@ -162,8 +164,9 @@ def test_evaluate_scores_choices_and_samples_one_benchmark_k_times():
     assert gen.calls == [(1, 0.0), (4, 0.6)]
     assert results["settings"]["samples"] == {"mmlupro": 1, "aime@4": 4}
     md = ev.results_markdown(results)
-    assert "| mmlupro | 2 | 50.0 | – | – |" in md
-    assert "| aime@4 | 1 | 75.0 | 75.0 | 100.0 |" in md
+    # pass@1's interval: Wilson for the greedy benchmark; none for one item sampled 4 times
+    assert "| mmlupro | 2 | 50.0 | [9.5, 90.5] | – | – |" in md
+    assert "| aime@4 | 1 | 75.0 | – | 75.0 | 100.0 |" in md
 
 
 def test_majority_of_choice_samples_is_by_option():

@@ -12,6 +12,7 @@ from conftest import tiny_llama
 from rzero import evaluation as ev
 from rzero.cli import build_parser
 from rzero.engine.generation import GenerationStats, HFGenerator, SamplingParams
+from rzero.stats import wilson_interval
 
 # ---------------------------------------------------------------- scoring
 
@@ -68,7 +69,8 @@ def test_evaluate_greedy_pass_at_1():
                              "What is 10-3?": ["I think 7"]})  # right value, but no box
     results = ev.evaluate(gen, {"toy": ITEMS}, batch=2)
     # 2 of 3 boxed answers right -> pass@1 = 2/3
-    assert results["benchmarks"]["toy"] == {"n": 3, "pass@1": pytest.approx(2 / 3)}
+    assert results["benchmarks"]["toy"] == {"n": 3, "pass@1": pytest.approx(2 / 3),
+                                            "pass@1_interval": list(wilson_interval(2, 3))}
     assert results["average"] == pytest.approx(2 / 3)
     assert results["metrics"] == ["pass@1"]
     # batch=2 -> two calls of 2 and 1 prompts, greedy with one sample each
@@ -109,7 +111,8 @@ def test_evaluate_by_name_with_limit_and_write_results(tmp_path):
     synthetic = ev.synthetic_benchmark()[:4]
     gen = ScriptedGenerator({i["problem"]: [f"\\boxed{{{i['answer']}}}"] for i in synthetic})
     results = ev.evaluate(gen, ["synthetic"], limit=4)
-    assert results["benchmarks"]["synthetic"] == {"n": 4, "pass@1": 1.0}
+    assert results["benchmarks"]["synthetic"] == {"n": 4, "pass@1": 1.0,
+                                                  "pass@1_interval": list(wilson_interval(4, 4))}
     json_path, md_path = ev.write_results(results, tmp_path / "out")
     saved = json.loads(json_path.read_text())
     assert saved["benchmarks"] == results["benchmarks"]
@@ -209,3 +212,15 @@ def test_evaluate_with_a_tiny_llama_end_to_end(tokenizer):
     assert all(len(r["completions"]) == 1 and isinstance(r["completions"][0], str)
                for r in results["items"])
     assert results["timing"]["new_tokens"] > 0
+
+
+def test_pass_at_1_intervals_are_wilson_for_greedy_and_t_over_items_for_mean_at_k():
+    from scipy import stats
+
+    assert ev.pass_at_1_interval([1.0, 0.0, 1.0], 1) == list(wilson_interval(2, 3))
+    means = [1.0, 0.5, 0.0, 0.75, 0.25]
+    low, high = stats.t.interval(0.95, len(means) - 1, loc=sum(means) / len(means),
+                                 scale=stats.sem(means))
+    assert ev.pass_at_1_interval(means, 4) == pytest.approx([low, high])
+    assert ev.pass_at_1_interval([1.0, 1.0, 0.75], 4)[1] == 1.0  # clipped to [0, 1]
+    assert ev.pass_at_1_interval([0.5], 4) is None

@@ -7,7 +7,7 @@ questions, and we report how often the majority-vote label ỹ agrees with it.
     run.py       audit_run: sample, judge (serving the base model when no judge is set), report
     executor.py  the executor as judge of a code run (audit.judge: executor): exact, every label
 
-Only this package talks to a judge. `rzero audit RUN_DIR` (rzero/cli.py) runs it on a finished
+Only this package talks to a judge. `rzero audit RUN_DIR` (rzero/cli/commands.py) runs it on a finished
 run; `audit.enabled` runs it inline after each iteration.
 """
 

@@ -19,6 +19,8 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
+from tqdm.auto import tqdm
+
 from rzero.audit.executor import audit_with_executor
 from rzero.audit.judge import (
     PROMPT_VERSION,
@@ -123,6 +125,10 @@ def _judge_all(judge: Judge | None, judge_name: str, items: Sequence[AuditItem],
     if todo:
         if judge is None:
             raise RuntimeError("audit: verdicts missing from the cache and no judge to ask")
+        # a bar with an ETA (an embedded judge on a CPU takes minutes); the verdicts so far
+        # as its postfix, each one also a DEBUG line
+        bar = tqdm(total=len(todo), desc="audit", unit="label")
+        tally: dict[str, int] = {}
         try:
             for done, (key, reply) in enumerate(_ask_all(judge, todo, cfg.concurrency), 1):
                 it = todo[key]
@@ -138,14 +144,19 @@ def _judge_all(judge: Judge | None, judge_name: str, items: Sequence[AuditItem],
                 if time.monotonic() - last_write > CACHE_WRITE_EVERY:
                     write_jsonl_atomic(cache_path, cache.values())
                     last_write = time.monotonic()
-                log.info("audit: %d/%d judged: %s%s", done, len(todo), verdict,
-                         f" ({reason})" if reason else "")
+                tally[verdict] = tally.get(verdict, 0) + 1
+                bar.set_postfix_str(", ".join(f"{v} {n}" for v, n in sorted(tally.items())),
+                                    refresh=False)
+                bar.update()
+                log.debug("audit: %d/%d judged: %s%s", done, len(todo), verdict,
+                          f" ({reason})" if reason else "")
         except BaseException:
             # Interrupted (Ctrl-C, SIGTERM): keep what is judged; the requests in flight run
             # on daemon threads, so nothing waits for them
             judge.cancel()
             raise
         finally:
+            bar.close()
             write_jsonl_atomic(cache_path, cache.values())
     rows = []
     for key, it in zip(keys, items, strict=True):

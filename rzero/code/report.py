@@ -19,6 +19,7 @@ from rzero.executor.tasks import CodeTask, call_text
 from rzero.io import write_text_atomic
 from rzero.reporting import heading, html_page, html_table, markdown_table, preformatted
 from rzero.reports import committed, phase_times, write_metrics
+from rzero.reports.sections import audit_link
 from rzero.rundir import PHASES, RunDir
 
 Table = tuple[str, list[str], list[list[Any]]]
@@ -221,6 +222,7 @@ def render_html(run: RunDir, cfg: RZeroConfig) -> str:
     title, tables, examples = _content(run, cfg)
     # the intro's Markdown list items as plain paragraphs (no bullets or backticks in HTML)
     parts: list[Any] = [line.removeprefix("- ").replace("`", "") for line in _intro(cfg)]
+    parts += audit_link(run)
     for name, header, rows in tables:
         parts += [heading(name), html_table(header, rows) if rows else "(none yet)"]
     if examples:

@@ -235,6 +235,20 @@ def compute_dtypes(cfg) -> dict[str, str]:
             "training": train_compute(model.train_compute, model.dtype, model.device)}
 
 
+def quiet_weight_loading() -> None:
+    """Silence transformers' "Loading weights" bar, drawn once per model load (nine times
+    by a run's first iteration: every phase loads its models), and only that bar: download
+    bars and the trainers' own stay. Idempotent; `rzero`'s entry point calls it."""
+    from transformers.utils import logging as hf_logging
+
+    def hook(factory, args, kwargs):
+        if kwargs.get("desc") == "Loading weights":
+            return hf_logging.EmptyTqdm(*args, **kwargs)
+        return factory(*args, **kwargs)
+
+    hf_logging.set_tqdm_hook(hook)
+
+
 def load_model(spec: str, dtype: str = "float32", device: str = "auto",
                attn_implementation: str | None = None):
     import torch

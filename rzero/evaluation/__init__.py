@@ -7,7 +7,7 @@ math-verify on the last `\\boxed{}`.
     scoring.py    score_completion, score_benchmark, evaluate, write_results, and
                   evaluation_phase (every loop's evaluation phase)
 
-`rzero eval` (rzero/cli.py) scores a model from the command line. This package imports
+`rzero eval` (rzero/cli/commands.py) scores a model from the command line. This package imports
 nothing from training (no trl, no rzero.engine.grpo or rzero.loop).
 """
 
@@ -26,6 +26,7 @@ from rzero.evaluation.loaders import (
 from rzero.evaluation.scoring import (
     evaluate,
     evaluation_phase,
+    pass_at_1_interval,
     results_markdown,
     score_benchmark,
     score_completion,
@@ -34,6 +35,7 @@ from rzero.evaluation.scoring import (
 from rzero.evaluation.synthetic import SYNTHETIC, Item, render_answer, synthetic_benchmark
 
 __all__ = [
+    "pass_at_1_interval",
     "GENERAL_BENCHMARKS",
     "HUB_BENCHMARKS",
     "SYNTHETIC",

@@ -37,6 +37,7 @@ from rzero.labeling.equivalence import Direction, equivalent, equivalent_many
 from rzero.labeling.voting import majority_vote_many
 from rzero.prompts.solver import solver_chat
 from rzero.reporting import markdown_cell, markdown_table
+from rzero.stats import mean_interval, wilson_interval
 
 logger = logging.getLogger(__name__)
 
@@ -87,13 +88,31 @@ def score_benchmark(name: str, items: Sequence[Item], completions: Sequence[Sequ
     for r in records:
         r["mean"] = sum(r["correct"]) / k
     n = len(records)
-    row: dict[str, Any] = {"n": n, "pass@1": sum(r["mean"] for r in records) / n if n else 0.0}
+    row: dict[str, Any] = {"n": n, "pass@1": sum(r["mean"] for r in records) / n if n else 0.0,
+                           "pass@1_interval": pass_at_1_interval([r["mean"] for r in records],
+                                                                 k)}
     if k > 1:
         for r in math:
             r["majority_correct"] = next(verdicts)
         row[f"mean@{k}"] = row["pass@1"]
         row[f"maj@{k}"] = sum(r["majority_correct"] for r in records) / n if n else 0.0
     return records, row
+
+
+def pass_at_1_interval(means: Sequence[float], k: int) -> list[float] | None:
+    """The 95 % interval of a benchmark's pass@1 from its items' fractions right (`means`).
+
+    k = 1 (greedy, each item right or wrong): the Wilson interval of c right out of n items,
+    as the run report and `rzero compare` give it. k > 1 (mean@k): x̄ ± t·s/√n over the n
+    items' fractions, since an item's k samples are not independent draws of the benchmark
+    (a Wilson interval over n·k samples would be too narrow); clipped to [0, 1]. None with
+    fewer than 2 items sampled k > 1 times."""
+    if k == 1:
+        return list(wilson_interval(round(sum(means)), len(means)))
+    if len(means) < 2:
+        return None
+    _, low, high = mean_interval(means)
+    return [max(0.0, low), min(1.0, high)]
 
 
 # ---------------------------------------------------------------- evaluate
@@ -150,7 +169,7 @@ def evaluate(generator: Generator, benchmarks: Sequence[str] | Mapping[str, list
             completions += generator.generate(chunk, k,
                                               replace(sampling(k), seed=seed + start))
             bar.update(len(chunk))
-            logger.info("eval %s: %d/%d items generated", name, len(completions), len(items))
+            logger.debug("eval %s: %d/%d items generated", name, len(completions), len(items))
         # ---- score
         item_records, row = score_benchmark(name, items, completions, k, direction)
         records += item_records
@@ -185,7 +204,8 @@ def evaluate(generator: Generator, benchmarks: Sequence[str] | Mapping[str, list
 
 
 def results_markdown(results: dict[str, Any]) -> str:
-    """The summary as a Markdown table, accuracies in percent."""
+    """The summary as a Markdown table, accuracies in percent, pass@1 with its 95 % interval
+    (`pass_at_1_interval`)."""
     metrics = results["metrics"]
     settings = results["settings"]
     lines = ["# Evaluation", ""]
@@ -194,11 +214,22 @@ def results_markdown(results: dict[str, Any]) -> str:
     lines += [f"Decoding: {settings['decoding']}, {settings['num_samples']} sample(s), "
               f"temperature {settings['temperature']}, max {settings['max_new_tokens']} new "
               f"tokens, seed {settings['seed']}", ""]
-    rows = [[name, row["n"], *(f"{100 * row[m]:.1f}" if m in row else "–" for m in metrics)]
+
+    def interval(row: dict[str, Any]) -> str:
+        iv = row.get("pass@1_interval")
+        return f"[{100 * iv[0]:.1f}, {100 * iv[1]:.1f}]" if iv else "–"
+
+    rows = [[name, row["n"], *(f"{100 * row[m]:.1f}" if m in row else "–" for m in metrics[:1]),
+             interval(row), *(f"{100 * row[m]:.1f}" if m in row else "–" for m in metrics[1:])]
             for name, row in results["benchmarks"].items()]
-    rows.append(["**average**", "", *(f"{100 * results['averages'][m]:.1f}" for m in metrics)])
-    return "\n".join(lines) + "\n" + markdown_table(["benchmark", "n", *metrics], rows,
-                                                     align="lr" + "r" * len(metrics))
+    rows.append(["**average**", "", f"{100 * results['averages'][metrics[0]]:.1f}", "",
+                 *(f"{100 * results['averages'][m]:.1f}" for m in metrics[1:])])
+    table = markdown_table(["benchmark", "n", metrics[0], "95 % interval", *metrics[1:]], rows,
+                           align="lrrr" + "r" * (len(metrics) - 1))
+    note = ("\npass@1's interval: Wilson over the n items (greedy), or the t-interval of the "
+            "items' fractions right (k samples each). The average (unweighted over "
+            "benchmarks, as in the paper's tables) has none.\n")
+    return "\n".join(lines) + "\n" + table + note
 
 
 def write_results(results: dict[str, Any], output_dir: str | Path) -> tuple[Path, Path]:

@@ -200,6 +200,7 @@ def render_html(run: RunDir, cfg: RZeroConfig, summary: list[Any]) -> str:
         heading("Science card", 2),
         html_table(card_header, [[cell.replace("`", "") for cell in row] for row in card]),
         *([paragraph(stop, "note")] if stop else []),
+        *sections.audit_link(run),
         html_table(header, rows),
         figure(errorbar_png(_challenger_panels(run, cfg)), "Challenger GRPO steps"),
         figure(errorbar_png(_pool_panels(run, cfg)), "Labelled pools"),

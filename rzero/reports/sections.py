@@ -27,6 +27,7 @@ import json
 from typing import Any
 
 from rzero.config import RZeroConfig
+from rzero.reporting import Html, link
 from rzero.rundir import PHASES, RunDir
 from rzero.selfplay.watch import stop_of
 from rzero.stats import slope_interval, wilson_interval
@@ -381,3 +382,12 @@ def best_line(run: RunDir, cfg: RZeroConfig) -> str | None:
             f"{best['average']:.3f}, `{run.resolve(best['checkpoint'])}` (`rzero best RUN_DIR` "
             f"prints it; also in best.json). Chosen on the evaluation items themselves, so the "
             f"pick is optimistic by the noise of those items.")
+
+
+def audit_link(run: RunDir) -> list[Html]:
+    """A paragraph linking the label audit's page (RUN_DIR/audit/report.html, every judged
+    item) once `rzero audit` or the loop's audit phase wrote it; nothing before."""
+    if not (run.path / "audit" / "report.html").is_file():
+        return []
+    return [Html(f"<p>Label audit by the judge, every judged item: "
+                 f"{link('audit/report.html', 'audit/report.html')}</p>")]

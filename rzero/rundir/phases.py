@@ -16,6 +16,7 @@ choice, handed to the runner as hooks.
 from __future__ import annotations
 
 import gc
+import logging
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -32,6 +33,7 @@ from rzero.rundir.folder import RunDir
 TRAINING_PHASES = ("challenger", "solver")  # run on every training process
 
 Hook = Callable[[int, str, dict[str, Any]], Any]
+log = logging.getLogger(__name__)
 
 
 class PhaseRunner:
@@ -63,7 +65,12 @@ class PhaseRunner:
         """Skip a committed phase; else run it, measure it and commit its marker. Returns
         the marker with its checkpoint resolved against the run directory."""
         done = distributed.on_main(self.rundir.marker, k, phase)
+        where = f"iteration {k}/{self.cfg.run.iterations} · {phase}"
+        if done is not None and distributed.is_main():
+            log.info("%s: committed before, skipped", where)
         if done is None:
+            if distributed.is_main():
+                log.info("%s", where)
             if phase in TRAINING_PHASES:
                 # every training process trains; the main one commits, the others get it
                 done = distributed.on_main(self._commit, k, phase, *self._work(k, phase, fn,
@@ -107,6 +114,8 @@ class PhaseRunner:
             info = hook(k, phase, info)
         self.timing.record(f"{k}/{phase}", seconds, info.get("peak_rss_gib"))
         marker = self.rundir.commit(self.cfg, k, phase, info, seconds)
+        log.info("iteration %d/%d · %s: done in %.0f s", k, self.cfg.run.iterations, phase,
+                 seconds)
         for hook in self.after_commit:
             hook(k, phase, marker)
         return marker

@@ -1,0 +1,87 @@
+"""`rzero <command>` / `python -m rzero <command>`; the Makefile calls these.
+
+    commands.py   what each command does (`cmd_*`)
+    parser.py     the argument parser: descriptions, help and defaults of every flag
+
+`main` parses, sets up logging once for every command (through tqdm, so a line never lands
+on a progress bar), and turns a user error into one line and exit code 2.
+"""
+
+from __future__ import annotations
+
+import logging
+import signal
+import sys
+import threading
+
+from rzero.cli.commands import cmd_serve_solver
+from rzero.cli.parser import _add_serve_solver_args, build_parser
+from rzero.config import ConfigError
+from rzero.engine.models import ModelSpecError
+
+__all__ = ["_add_serve_solver_args", "build_parser", "cmd_serve_solver", "main",
+           "setup_logging"]
+
+
+def _raise_interrupt(signum, frame):
+    raise KeyboardInterrupt
+
+
+class _Stderr(logging.StreamHandler):
+    """A handler that writes to `sys.stderr` as it is when a line is logged (a redirect, a
+    test's capture), not as it was when the handler was made."""
+
+    @property
+    def stream(self):
+        return sys.stderr
+
+    @stream.setter
+    def stream(self, value) -> None:
+        pass
+
+
+def setup_logging() -> logging.Handler:
+    """One logging setup for every command: rzero's INFO lines (phase starts and ends,
+    evaluation and audit progress) on stderr with the time; `main` routes them through tqdm
+    so a line never lands on a progress bar, and removes the handler when the command ends
+    (so `main` called from Python leaves logging as it found it). Returns the handler."""
+    logger = logging.getLogger("rzero")
+    handler = _Stderr()
+    handler.setFormatter(logging.Formatter("%(asctime)s %(message)s", datefmt="%H:%M:%S"))
+    logger.addHandler(handler)
+    logger.setLevel(logging.INFO)
+    logger.propagate = False
+    return handler
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    from tqdm.contrib.logging import logging_redirect_tqdm
+
+    from rzero.engine.models import quiet_weight_loading
+
+    handler = setup_logging()
+    quiet_weight_loading()
+    # SIGTERM (kill, a scheduler's preemption) unwinds like Ctrl-C, so model servers and
+    # replicas started by this run are stopped on the way out
+    if threading.current_thread() is threading.main_thread():
+        signal.signal(signal.SIGTERM, _raise_interrupt)
+    from rzero.io import DamagedFileError
+    from rzero.rundir import RunDirConflict
+
+    try:
+        with logging_redirect_tqdm(loggers=[logging.getLogger("rzero")]):
+            return args.func(args)
+    except (ConfigError, ModelSpecError, RunDirConflict, DamagedFileError) as exc:
+        # a user error: one line naming the file or field and the fix, exit 2
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        print("interrupted", file=sys.stderr)
+        return 130
+    finally:
+        logger = logging.getLogger("rzero")
+        logger.removeHandler(handler)
+        logger.setLevel(logging.NOTSET)
+        logger.propagate = True

