@@ -51,11 +51,13 @@ __all__ = ["AuditConfig", "ChallengerConfig", "CodeConfig", "ConfigError", "Eval
            "describe_fields", "load_config"]
 
 
-NOT_FINGERPRINTED = ("run.output_dir", "run.verify", "run.stop_on", "run.report_to", "watch.*")
+NOT_FINGERPRINTED = ("run.output_dir", "run.verify", "run.stop_on", "run.report_to",
+                     "run.push_to_hub", "run.hub_model_id", "run.hub_private", "watch.*")
 # fields added after run directories existed: hashed only when set away from their default,
 # so a run made before a field existed still resumes (its fingerprint is unchanged)
 FINGERPRINTED_WHEN_SET = ("generation.kv_cache_gib", "generation.enforce_eager",
-                          "generation.max_model_len", "run.cpu_processes")
+                          "generation.max_model_len", "run.cpu_processes", "challenger.lora",
+                          "solver.lora")
 
 
 def fingerprinted(key: str) -> bool:

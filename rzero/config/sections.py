@@ -467,6 +467,15 @@ class RunConfig(Section):
                                                "environment variables apply, e.g. "
                                                "WANDB_MODE=offline.",
                               choices=(*TRACKERS, "all", "none"))
+    push_to_hub: bool = option(False, "Push each trained phase's checkpoint to the Hugging Face "
+                                      "hub as a branch of run.hub_model_id (iter-01-challenger, "
+                                      "iter-01-solver, ...) with a model card; RUN_DIR/hub.json "
+                                      "records what was pushed. The token and endpoint are "
+                                      "huggingface_hub's own (HF_TOKEN, HF_ENDPOINT).")
+    hub_model_id: str | None = option(None, "The hub repository of run.push_to_hub: "
+                                            "'user-or-org/name'.")
+    hub_private: bool = option(True, "Create the hub repository private (when it does not "
+                                     "exist yet).")
     task: str = option("math", "What the roles play: math (R-Zero, SPEC 1), rzero_code "
                                "(R-Zero's loop on code deduction tasks, every label checked by "
                                "the executor), azr (Absolute Zero: deduction, abduction, "
@@ -488,6 +497,10 @@ class RunConfig(Section):
             if word in named and len(named) > 1:
                 raise ConfigError(f"run.report_to={named!r}: {word} stands alone; write "
                                   f"run.report_to={word} or list the trackers")
+        if self.push_to_hub and not (self.hub_model_id and self.hub_model_id.count("/") == 1
+                                     and all(self.hub_model_id.split("/"))):
+            raise ConfigError(f"run.push_to_hub=true needs run.hub_model_id as "
+                              f"'user-or-org/name', got {self.hub_model_id!r}")
         if named == ["none"]:
             object.__setattr__(self, "report_to", [])
         elif named == ["all"]:

@@ -4,6 +4,7 @@
                last, verify (sizes / SHA-256 against the markers); renders nothing
     phases.py  PhaseRunner: resume-or-run, timing, peak memory, generator lifetimes, the
                commit crash point and the loop's hooks around each commit; TrackerLog
+    hub.py     HubPush: run.push_to_hub, each trained checkpoint a branch, the model card
 """
 
 from rzero.rundir.folder import (

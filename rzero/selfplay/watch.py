@@ -42,6 +42,7 @@ from rzero.config import RunConfig, RZeroConfig
 from rzero.io import write_json_atomic
 from rzero.labeling.filtering import in_band
 from rzero.rundir import PhaseRunner, RunDir, TrackerLog
+from rzero.rundir.hub import HubPush
 from rzero.selfplay.collapse import (
     answer_fragmentation,
     answer_types,
@@ -187,11 +188,15 @@ def check_stop(marker: dict[str, Any], run: RunConfig) -> None:
 def watched_phases(cfg: RZeroConfig, run: RunDir,
                    rebuild: Callable[[RunDir, RZeroConfig], Any]) -> tuple[TrackerLog, PhaseRunner]:
     """The tracker log and phase runner of one run: `after_phase` adds to each marker before
-    it commits; the trackers log it and `rebuild(run, cfg)` renders the run's report after;
+    it commits; the trackers log it, `rebuild(run, cfg)` renders the run's report after, and
+    with `run.push_to_hub` the trained checkpoints go to the hub (`rzero.rundir.hub`);
     `check_stop` sees every marker, committed now or on an earlier run."""
     log = TrackerLog(cfg, run.path)
+    # the hub push comes after the report: the model card quotes its science card
+    pushes = [HubPush(cfg, run)] if cfg.run.push_to_hub else []
     phases = PhaseRunner(cfg, run, before_commit=[partial(after_phase, cfg, run)],
-                         after_commit=[log, lambda k, phase, marker: rebuild(run, cfg)],
+                         after_commit=[log, lambda k, phase, marker: rebuild(run, cfg),
+                                       *pushes],
                          on_marker=[lambda marker: check_stop(marker, cfg.run)])
     return log, phases
 
