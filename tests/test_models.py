@@ -88,3 +88,14 @@ def test_embedded_conversion_cache_and_killed_conversion(tmp_path, monkeypatch):
     (target / "rzero_converted.json").unlink()
     assert resolve_model(DEFAULT_MODEL) == str(target)
     assert (target / "rzero_converted.json").is_file()
+
+
+def test_a_model_load_silences_only_the_weight_loading_bar(tiny_checkpoint):
+    from transformers.utils import logging as hf_logging
+
+    from rzero.engine.models import load_model
+
+    load_model(str(tiny_checkpoint), dtype="float32", device="cpu")
+    assert isinstance(hf_logging.tqdm(range(3), desc="Loading weights"), hf_logging.EmptyTqdm)
+    other = hf_logging.tqdm(range(3), desc="Downloading", disable=True)
+    assert not isinstance(other, hf_logging.EmptyTqdm)  # downloads keep their bar

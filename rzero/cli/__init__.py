@@ -59,10 +59,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     from tqdm.contrib.logging import logging_redirect_tqdm
 
-    from rzero.engine.models import quiet_weight_loading
-
     handler = setup_logging()
-    quiet_weight_loading()
     # SIGTERM (kill, a scheduler's preemption) unwinds like Ctrl-C, so model servers and
     # replicas started by this run are stopped on the way out
     if threading.current_thread() is threading.main_thread():

@@ -238,7 +238,9 @@ def compute_dtypes(cfg) -> dict[str, str]:
 def quiet_weight_loading() -> None:
     """Silence transformers' "Loading weights" bar, drawn once per model load (nine times
     by a run's first iteration: every phase loads its models), and only that bar: download
-    bars and the trainers' own stay. Idempotent; `rzero`'s entry point calls it."""
+    bars and the trainers' own stay. Idempotent; the first model load of a process calls it
+    (`load_model`, the embedded conversion), before TRL loads a reference model the same
+    way, so a command that loads no model does not import transformers for it."""
     from transformers.utils import logging as hf_logging
 
     def hook(factory, args, kwargs):
@@ -254,6 +256,7 @@ def load_model(spec: str, dtype: str = "float32", device: str = "auto",
     import torch
     from transformers import AutoModelForCausalLM
 
+    quiet_weight_loading()
     path = resolve_model(spec)
     kwargs = {"dtype": getattr(torch, dtype)}
     if attn_implementation:
