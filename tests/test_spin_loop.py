@@ -79,6 +79,31 @@ def test_a_spin_run_writes_pairs_merges_them_and_measures_the_dynamics(spin_run)
     assert json.loads((spin_run / "best.json").read_text())["iteration"] in (0, 1, 2)
 
 
+def test_scores_carried_from_the_iteration_before_are_what_scoring_again_gives(spin_run):
+    """Iteration 2 takes its opponent's and the frozen discriminator's scores of the data
+    answers from iteration 1's rows; scored afresh they are the same."""
+    from rzero.engine.models import load_for_training
+    from rzero.engine.preference import pair_logprobs
+
+    run = RunDir(spin_run)
+    cfg = run.config()
+    held = [p for p in run.rows(2, "pairs") if p["split"] == "heldout"]
+    rows = {r["id"]: r for r in run.rows(2, "heldout")}
+    for column, checkpoint in (("opponent_chosen", "iter_01/model"),
+                               ("disc_chosen", "iter_00/discriminator")):
+        model, tokenizer = load_for_training(str(spin_run / checkpoint), cfg.model)
+        fresh = pair_logprobs(model, tokenizer, [p["prompt"] for p in held],
+                              [p["chosen"] for p in held], max_length=cfg.spin.max_length,
+                              batch_size=cfg.spin.micro_batch_size)
+        for p, (logp, tokens) in zip(held, fresh, strict=True):
+            assert rows[p["id"]][column] == pytest.approx(logp, rel=1e-5, abs=1e-5)
+            assert rows[p["id"]]["chosen_tokens"] == tokens
+    # and iteration 1's opponent, the base, is scored as iteration 0 scored it
+    base = {r["id"]: r["policy_chosen"] for r in run.rows(0, "heldout")}
+    assert all(run.rows(1, "heldout")[i]["opponent_chosen"] == base[r["id"]]
+               for i, r in enumerate(run.rows(1, "heldout")))
+
+
 def test_a_spin_run_killed_after_training_resumes_to_the_same_numbers(spin_model, spin_run,
                                                                       tmp_path):
     overrides = spin_overrides(spin_model, **{"spin.discriminator_steps": 2})

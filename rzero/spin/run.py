@@ -70,13 +70,15 @@ class SpinRun:
     def load(self, checkpoint: str):  # -> (model, tokenizer)
         return load_for_training(checkpoint, self.cfg.model)
 
-    def logprobs(self, checkpoint: str, prompts: list, responses: list[str]) -> list[tuple]:
-        """(summed log-prob, tokens) of each response under one checkpoint, then freed."""
+    def logprobs(self, checkpoint: str, prompts: list,
+                 *responses: list[str]) -> list[list[tuple]]:
+        """(summed log-prob, tokens) of each response of each list under one checkpoint,
+        loaded once, then freed."""
         model, tokenizer = self.load(checkpoint)
         s = self.cfg.spin
         try:
-            return pair_logprobs(model, tokenizer, prompts, responses, max_length=s.max_length,
-                                 batch_size=s.micro_batch_size)
+            return [pair_logprobs(model, tokenizer, prompts, answers, max_length=s.max_length,
+                                  batch_size=s.micro_batch_size) for answers in responses]
         finally:
             del model
             release_memory()
@@ -91,7 +93,7 @@ class SpinRun:
     def base_dynamics_phase(self, k: int) -> dict:
         """Iteration 0: the base model's log-likelihood of the held-out data answers."""
         held = self.heldout_rows
-        scored = self.logprobs(self.base, [r.prompt for r in held], [r.response for r in held])
+        [scored] = self.logprobs(self.base, [r.prompt for r in held], [r.response for r in held])
         write_jsonl_atomic(self.rundir.iter_dir(k) / "heldout.jsonl", [
             {"id": r.id, "policy_chosen": lp, "chosen_tokens": n}
             for r, (lp, n) in zip(held, scored, strict=True)])
@@ -190,12 +192,15 @@ class SpinRun:
         """Held-out pairs of iteration k scored by θ_k, θ_{k−1} and the frozen discriminator."""
         held = [p for p in self.rundir.rows(k, "pairs") if p["split"] == "heldout"]
         prompts = [p["prompt"] for p in held]
-        scores: dict[str, dict[str, list[tuple]]] = {}
         models = {"policy": trained, "opponent": opponent} | (
             {"disc": discriminator} if discriminator else {})
+        scores = self.known_chosen(k, held)
         for name, checkpoint in models.items():
-            scores[name] = {side: self.logprobs(checkpoint, prompts, [p[side] for p in held])
-                            for side in ("chosen", "rejected")}
+            sides = [side for side in ("chosen", "rejected")
+                     if side not in scores.setdefault(name, {})]
+            scored = self.logprobs(checkpoint, prompts, *([p[side] for p in held]
+                                                          for side in sides))
+            scores[name].update(zip(sides, scored, strict=True))
         rows = []
         for i, p in enumerate(held):
             row = {"id": p["id"], "identical": p["identical"],
@@ -220,6 +225,23 @@ class SpinRun:
         warnings = [w for w in (stall_warning(dyn, k), drift_warning(dyn.get("loglik_change"), k))
                     if w]
         return {"dynamics": dyn, "metrics": metrics, "warnings": warnings}
+
+    def known_chosen(self, k: int, held: list[dict]) -> dict[str, dict[str, list[tuple]]]:
+        """The held-out data answers' scores iteration k − 1 already computed: the opponent
+        θ_{k−1} was that iteration's policy, and the frozen discriminator and the data
+        answers do not change. Scored again they give the same numbers (same model, same
+        batches), so iteration k scores only what is new: θ_k, and the opponent's answers."""
+        if self.rundir.marker(k - 1, "dynamics") is None:
+            return {}
+        before = {r["id"]: r for r in self.rundir.rows(k - 1, "heldout")}
+        if any(p["id"] not in before for p in held):
+            return {}
+        rows = [before[p["id"]] for p in held]
+        known = {"opponent": {"chosen": [(r["policy_chosen"], r["chosen_tokens"])
+                                         for r in rows]}}
+        if all("disc_chosen" in r for r in rows):
+            known["disc"] = {"chosen": [(r["disc_chosen"], r["chosen_tokens"]) for r in rows]}
+        return known
 
     # ------------------------------------------------------------ the algorithm
 
