@@ -86,10 +86,10 @@ def _figure(run: RunDir) -> bytes | None:
         return None
     xs = [k for k, _ in main]
 
-    def series(label: str, key: str, low: str, high: str, pick) -> Series:
+    def series(label: str, key: str, low: str, high: str, pick, shift: float = 0.0) -> Series:
         vals = [pick(d) for _, d in main]
-        return Series(label, xs, [v[key] for v in vals], [v[low] for v in vals],
-                      [v[high] for v in vals])
+        return Series(label, [x + shift for x in xs], [v[key] for v in vals],
+                      [v[low] for v in vals], [v[high] for v in vals])
 
     lls = [(k, (m["dynamics"].get("dynamics") or {}).get("loglik") or m["dynamics"].get("loglik"))
            for k, m in marks.items() if "dynamics" in m]
@@ -98,13 +98,13 @@ def _figure(run: RunDir) -> bytes | None:
                   lambda d: d["main"])]
     if all("discriminator" in d for _, d in main):
         acc.append(series("frozen discriminator", "accuracy", "accuracy_low", "accuracy_high",
-                          lambda d: d["discriminator"]))
+                          lambda d: d["discriminator"], shift=0.08))  # beside, not over
     panels = [
         Panel("mean margin Δ on held-out pairs", "iteration", "Δ (nats)",
               [series("θ_k vs θ_k−1", "margin", "margin_low", "margin_high",
                       lambda d: d["main"])], xticks=xs),
         Panel("discriminator accuracy (Δ > 0)", "iteration", "share of pairs", acc,
-              ylim=(0.0, 1.0), xticks=xs),
+              ylim=(0.0, 1.04), xticks=xs),
         Panel("log-likelihood of held-out data answers", "iteration", "nats per token",
               [Series("θ_k (0: base)", [k for k, _ in lls], [ll["per_token"] for _, ll in lls],
                       [ll["low"] for _, ll in lls], [ll["high"] for _, ll in lls])],
@@ -132,7 +132,7 @@ def _intro(cfg: RZeroConfig) -> list[str]:
                 "fine-tuning of the data answers (no opponent).")
     return [goal,
             f"- data: `{s.data}`, {s.prompts} training and {s.heldout} held-out prompts; λ "
-            f"per iteration {s.lambdas}; pair weights {s.pair_weights}; {s.epochs:g} epochs, "
+            f"per iteration {s.lambdas}; pair weights {s.pair_weights}; {s.epochs:g} epoch{'' if s.epochs == 1 else 's'}, "
             f"lr {s.learning_rate:g} ({s.optimizer}, {s.lr_scheduler}), {s.batch_size} pairs "
             f"per update",
             f"- model `{cfg.model.name}`, {cfg.run.iterations} iterations, seed {cfg.run.seed}"]
