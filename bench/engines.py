@@ -111,7 +111,7 @@ def start_engine(name: str, path: str, dtype: str, args):
     if name == "vllm":
         from rzero.engine.generation import VLLMGenerator
 
-        gen = VLLMGenerator(path, dtype=dtype, seed=0, kv_cache_gib=args.kv_cache_gib,
+        gen = VLLMGenerator(path, dtype=dtype, seed=0, kv_cache_bytes=int(args.kv_cache_gib * 2**30),
                             enforce_eager=args.enforce_eager)
     else:
         model = load_model(path, dtype=dtype, device="cpu").eval()

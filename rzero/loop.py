@@ -103,8 +103,9 @@ class RZeroRun:
         model, tokenizer = self.load(start)
         with ExitStack() as stack:
             # only the main process scores the challenger's steps, so only it holds S_{k-1}
-            solver = distributed.on_main(lambda: stack.enter_context(
-                serve_frozen(self.cfg, self.rundir.resolve(frozen_solver), it)), share=False)
+            # (its replicas may run on every machine)
+            solver = stack.enter_context(
+                serve_frozen(self.cfg, self.rundir.resolve(frozen_solver), it))
             frozen = None
             if solver is not None:
                 frozen = self.frozen(self.phases.track(solver))

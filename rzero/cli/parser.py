@@ -56,6 +56,10 @@ def _add_serve_solver_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--log-dir", default=None,
                    help="replica logs (default: solver_logs/ beside the URLs file)")
     p.add_argument("--startup-timeout", type=float, default=900.0, help="seconds (default 900)")
+    p.add_argument("--data-parallel", action=argparse.BooleanOptionalAction, default=True,
+                   help="vllm: the replicas as the engines of one `vllm serve "
+                        "--data-parallel-size N` on port-base, vLLM balancing them (default); "
+                        "--no-data-parallel: N servers on N ports")
 
 
 class DefaultsFormatter(argparse.HelpFormatter):

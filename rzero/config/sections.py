@@ -272,6 +272,11 @@ class GenerationConfig(Section):
                               min=0)
     solver_gpus: list[int] = option([], "GPUs for the solver replicas (replicas x "
                                     "tensor_parallel_size of them); empty: CPU.")
+    solver_data_parallel: bool = option(True, "vLLM solver replicas: one `vllm serve "
+                                        "--data-parallel-size N` per machine, its N engines "
+                                        "behind one endpoint (vLLM balances them); false: N "
+                                        "servers on N ports, rzero's client spreading the "
+                                        "requests round-robin.")
     api_key_env: str | None = option(None, "openai: NAME of the environment variable holding the "
                                        "API key (the key itself is never stored).")
     concurrency: int = option(8, "openai: requests in flight at once.", min=1)

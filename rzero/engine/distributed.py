@@ -46,6 +46,11 @@ def is_main() -> bool:
     return rank() == 0
 
 
+def local_rank() -> int:
+    """This process's rank on its own machine (the launcher's LOCAL_RANK; 0 alone)."""
+    return int(os.environ.get("LOCAL_RANK", "0"))
+
+
 def init() -> None:
     """Join the process group when launched with several processes (a no-op otherwise).
 
@@ -132,6 +137,31 @@ def on_main(fn: Callable[..., Any], *args: Any, share: bool = True, **kwargs: An
     if outcome[0] == "error":
         raise MainProcessFailed(f"the main process failed: {outcome[1]}")
     return result if is_main() else outcome[1]
+
+
+def on_each_machine(fn: Callable[..., Any], *args: Any, **kwargs: Any) -> list[Any]:
+    """Run `fn` once on every machine, on its first process (LOCAL_RANK 0), and return the
+    results of all machines, in the order of those processes' global ranks, on every
+    process. If it raised on any machine, every process raises: that machine the original
+    error, the others `MainProcessFailed` naming the machine and the error. Like `on_main`,
+    a synchronisation point; with one process it is `[fn(...)]`."""
+    if world_size() <= 1:
+        return [fn(*args, **kwargs)]
+    failure: BaseException | None = None
+    outcome: tuple[str, Any] = ("idle", None)
+    if local_rank() == 0:
+        try:
+            outcome = ("ok", fn(*args, **kwargs))
+        except BaseException as exc:  # the other machines must not wait for an answer
+            failure = exc
+            outcome = ("error", f"{type(exc).__name__}: {exc}")
+    outcomes = [(r, o) for r, (o,) in enumerate(gather([outcome])) if o[0] != "idle"]
+    if failure is not None:
+        raise failure
+    for machine, (r, (status, what)) in enumerate(outcomes):
+        if status == "error":
+            raise MainProcessFailed(f"machine {machine} (global rank {r}) failed: {what}")
+    return [what for _, (_, what) in outcomes]
 
 
 def launch_info() -> dict[str, Any]:

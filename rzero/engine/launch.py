@@ -7,12 +7,13 @@ replica per GPU. The challenger reward reaches the solver through the OpenAI-com
 protocol: `rzero serve-solver` (or `SolverReplicas` inside a program) writes the replicas'
 URLs, one a line, to the file that `generation.solver_urls_file` names, and
 `OpenAIGenerator` spreads the reward's requests round-robin over them. Beyond one node the
-same two pieces scale independently: more replicas (on any machine that can be reached) in
-the URLs file, and more training processes with `accelerate launch --num_machines N`.
+same two pieces scale together: `accelerate launch --num_machines N` trains on every
+node's training GPUs, and every node serves the frozen solver on its own solver GPUs, the
+reward's requests spread over all of them (`rzero.engine.replicas.frozen_solver`).
 
 What decides *what* runs is a pure function, so the exact commands are tested and can be
 printed: `accelerate_command` (the training launch) here, `replica_plan` (per replica:
-GPUs, port, URL, argv) in `rzero.engine.serving`.
+GPUs, port, URL, argv) in `rzero.engine.replicas`.
 """
 
 from __future__ import annotations
@@ -177,9 +178,19 @@ def placement_markdown(cfg: RZeroConfig, source: str | None = None,
         engine = "vllm" if g.backend == "vllm" or g.solver_gpus else "transformers serve"
         where = (f"GPUs {cuda_visible_devices(g.solver_gpus)}, tensor parallel "
                  f"{g.tensor_parallel_size}" if g.solver_gpus else "CPU")
-        solver = (f"{g.solver_replicas} {engine} replica(s) on {where}, started by the main "
-                  "process for each challenger phase on consecutive free loopback ports; "
-                  "their URLs in iter_KK/solver_urls.txt")
+        one_endpoint = engine == "vllm" and g.solver_data_parallel and g.solver_replicas > 1
+        what = (f"{g.solver_replicas} vllm engines behind one `--data-parallel-size "
+                f"{g.solver_replicas}` server" if one_endpoint
+                else f"{g.solver_replicas} {engine} replica(s)")
+        ports = "a free port" if one_endpoint or g.solver_replicas == 1 else "consecutive free ports"
+        if r.num_machines > 1:
+            solver = (f"{what} on {where} of every machine, started by its first process for "
+                      f"each challenger phase on {ports} of all interfaces, reached at the "
+                      "machine's host name (RZERO_NODE_ADDRESS overrides); all machines' URLs "
+                      "in iter_KK/solver_urls.txt")
+        else:
+            solver = (f"{what} on {where}, started by the main process for each challenger "
+                      f"phase on {ports} of loopback; the URLs in iter_KK/solver_urls.txt")
     elif g.solver_urls_file:
         solver = f"the servers listed in {g.solver_urls_file}"
     else:

