@@ -25,6 +25,8 @@ import os
 import time
 from pathlib import Path
 
+from engines import vote_questions  # bench/ is on sys.path when run as a script
+
 from rzero.config import load_config
 from rzero.engine.generation import OpenAIGenerator
 from rzero.engine.models import DEFAULT_MODEL, resolve_model
@@ -33,17 +35,6 @@ from rzero.engine.serving import serve_checkpoint, vllm_serve_command
 from rzero.engine.watchdog import descendants
 from rzero.prompts.generator import SamplingParams
 from rzero.prompts.solver import solver_chat
-
-FORMS = ["What is {a} + {b}?", "What is {a} times {b}?", "What is {c} - {b}?",
-         "Tom has {a} apples and buys {b} more. How many apples does he have now?"]
-
-
-def questions(k: int) -> list[str]:
-    out = []
-    for i in range(k):
-        a, b = 11 + (7 * i) % 53, 5 + (13 * i) % 41
-        out.append(FORMS[i % len(FORMS)].format(a=a, b=b, c=a + b + 30))
-    return out
 
 
 def tree_rss_gib(pids: set[int]) -> float:
@@ -124,7 +115,7 @@ def main() -> None:
     cfg = load_config("configs/rehearsal.yaml")
     extra = vllm_server_args(cfg, on_gpu=False)
     checkpoint = str(resolve_model(DEFAULT_MODEL))
-    prompts = [solver_chat(q) for q in questions(args.prompts)]
+    prompts = [solver_chat(q) for q in vote_questions(args.prompts)]
     print(f"{os.cpu_count()} CPUs, load average {' '.join(f'{x:.2f}' for x in os.getloadavg())}")
     print(f"{args.replicas} engines per way; requests: {args.prompts} prompts x {args.votes}, "
           f"temperature 1, top_k 40, max {args.max_new_tokens} new tokens; server args: "
