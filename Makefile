@@ -61,8 +61,12 @@ audit: setup
 ablate: setup
 	$(VENV)/bin/rzero ablate --config $(ABLATE_CONFIG) --out $(ABLATE_DIR) $(ARGS)
 
+# TEST_WORKERS pytest processes (pytest-xdist), one torch thread each: the suite is mostly
+# single-threaded work (imports, subprocesses, servers starting), so one process leaves a core
+# idle; the slow end-to-end tests are handed out first (tests/conftest.py)
+TEST_WORKERS ?= 2
 test: setup $(DEV_STAMP) $(ENGINE_STAMP)
-	$(VENV)/bin/pytest -q --durations=30 $(PYTEST_ARGS)
+	OMP_NUM_THREADS=$${OMP_NUM_THREADS:-1} $(VENV)/bin/pytest -q -n $(TEST_WORKERS) --dist worksteal --durations=30 $(PYTEST_ARGS)
 
 test-fast: setup $(DEV_STAMP)
 	$(VENV)/bin/pytest -q -m "not slow" $(PYTEST_ARGS)

@@ -33,7 +33,7 @@ from rzero.engine.launch import (
 )
 from rzero.engine.models import generation_dtype
 from rzero.engine.replicas import ReplicaSpec, SolverReplicas, replica_plan, vllm_server_args
-from rzero.engine.serving import ServerError, transformers_serve_command
+from rzero.engine.serving import ServerError, free_port, transformers_serve_command
 
 VLLM_SERVER = (sys.executable, "-m", "vllm.entrypoints.openai.api_server", "--model")
 LAUNCH = [sys.executable, "-m", "accelerate.commands.launch"]
@@ -363,6 +363,9 @@ def test_iterate_relaunches_itself_through_the_launcher(tmp_path):
     fake.chmod(0o755)
     env = {k: v for k, v in os.environ.items() if k not in ("WORLD_SIZE", "LOCAL_RANK")}
     env["RZERO_LAUNCHER"] = str(fake)
+    # a port free now: the default 29500 may be another test's launch, which the launch's
+    # own check rightly refuses
+    env["MASTER_PORT"] = str(port := free_port())
     proc = subprocess.run([sys.executable, "-m", "rzero", "iterate", "--set",
                            "run.train_gpus=[2, 3]", "--run-dir", str(tmp_path / "run")],
                           env=env, capture_output=True, text=True, timeout=120)
@@ -370,7 +373,7 @@ def test_iterate_relaunches_itself_through_the_launcher(tmp_path):
     assert "launching: CUDA_VISIBLE_DEVICES=2,3" in proc.stderr
     assert called.read_text().strip() == (
         f"CVD=2,3 ARGS=--config_file configs/accelerate/deepspeed_zero2.yaml "
-        f"--num_processes 2 --num_machines 1 --machine_rank 0 --main_process_port 29500 "
+        f"--num_processes 2 --num_machines 1 --machine_rank 0 --main_process_port {port} "
         f"--mixed_precision no -m rzero iterate --set run.train_gpus=[2, 3] "
         f"--run-dir {tmp_path / 'run'}")
     assert not (tmp_path / "run").exists()  # nothing ran in the launching process

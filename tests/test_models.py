@@ -41,7 +41,12 @@ def test_local_dir_without_config_is_refused(tmp_path):
 
 
 def test_hub_id_without_network_gives_a_clear_error(monkeypatch):
+    import huggingface_hub.constants
+
+    # the hub library reads HF_HUB_OFFLINE once, at import: set both, or it waits on the
+    # network's timeouts first
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    monkeypatch.setattr(huggingface_hub.constants, "HF_HUB_OFFLINE", True)
     with pytest.raises(ModelSpecError, match="could not be fetched from the Hugging Face hub"):
         load_model("someone/some-model-that-is-not-cached")
 

@@ -19,6 +19,7 @@ from pathlib import Path
 
 import pytest
 
+from rzero.engine.serving import free_port
 from rzero.engine.watchdog import descendants, parents
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -31,10 +32,12 @@ pytestmark = [
 ]
 
 
-def _env() -> dict[str, str]:
-    # what a new user's shell gives `make`: no venv on PATH
+def _env(port: int) -> dict[str, str]:
+    # what a new user's shell gives `make`: no venv on PATH; the rendezvous on a port free
+    # now (MASTER_PORT, as a cluster sets it), since the default 29500 may be another test's
     keep = ("HOME", "LANG", "TMPDIR", "HF_HOME", "RZERO_CACHE")
-    return {"PATH": "/usr/bin:/bin", **{k: os.environ[k] for k in keep if k in os.environ}}
+    return {"PATH": "/usr/bin:/bin", "MASTER_PORT": str(port),
+            **{k: os.environ[k] for k in keep if k in os.environ}}
 
 
 def _marker(run: Path, k: int, phase: str) -> dict:
@@ -55,8 +58,9 @@ def test_the_rehearsal_survives_sigkill_and_resumes(tmp_path):
     run = tmp_path / "rehearsal"
     rzero = str(Path(sys.executable).parent / "rzero")
     log = (tmp_path / "killed.log").open("w")
+    env = _env(free_port())
     proc = subprocess.Popen([rzero, "iterate", "--config", CONFIG, "--run-dir", str(run)],
-                            cwd=ROOT, env=_env(), stdout=log, stderr=subprocess.STDOUT,
+                            cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT,
                             start_new_session=True)
     urls = run / "iter_01" / "solver_urls.txt"
     deadline = time.monotonic() + 900
@@ -76,7 +80,7 @@ def test_the_rehearsal_survives_sigkill_and_resumes(tmp_path):
 
     # the same command a user types, on the same run directory: it resumes
     out = subprocess.run(["make", "iterate", f"CONFIG={CONFIG}", f"RUN_DIR={run}"], cwd=ROOT,
-                         env=_env(), capture_output=True, text=True, timeout=1500)
+                         env=env, capture_output=True, text=True, timeout=1500)
     assert out.returncode == 0, out.stdout[-2000:] + out.stderr[-4000:]
     assert "launching: " in out.stderr and "-m accelerate.commands.launch" in out.stderr
     assert _marker(run, 0, "eval") == base_eval  # committed before the kill: not redone
