@@ -66,38 +66,28 @@ def serve_requests(urls: list[str], model: str, prompts, args) -> dict:
 
 def run_manager(checkpoint: str, extra: list[str], prompts, args) -> dict:
     t0 = time.perf_counter()
-    service = SolverReplicas(checkpoint, replicas=args.replicas, engine="vllm",
-                             extra_args=extra, log_dir=Path(args.logs) / "manager")
-    service.start()
-    try:
-        start = time.perf_counter() - t0
-        pids = {p.pid for p in service.processes}
+    with SolverReplicas(checkpoint, replicas=args.replicas, engine="vllm", extra_args=extra,
+                        log_dir=Path(args.logs) / "manager") as service:
+        startup = time.perf_counter() - t0
         result = serve_requests(service.urls, service.model, prompts, args)
-        result["rss_gib"] = tree_rss_gib(pids)
-    finally:
+        result["rss_gib"] = tree_rss_gib({p.pid for p in service.processes})
         t1 = time.perf_counter()
-        service.stop()
-        result_stop = time.perf_counter() - t1
-    return {"startup_s": start, "stop_s": result_stop, **result}
+    return {"startup_s": startup, "stop_s": time.perf_counter() - t1, **result}
 
 
 def run_dp(checkpoint: str, extra: list[str], prompts, args) -> dict:
     command = functools.partial(vllm_serve_command, extra_args=[
         *extra, "--data-parallel-size", str(args.replicas)])
-    t0 = time.perf_counter()
     log = Path(args.logs) / "dp.log"
     log.parent.mkdir(parents=True, exist_ok=True)
-    cm = serve_checkpoint(checkpoint, log_path=log, command=command, startup_timeout=900)
-    served = cm.__enter__()
-    try:
-        start = time.perf_counter() - t0
+    t0 = time.perf_counter()
+    with serve_checkpoint(checkpoint, log_path=log, command=command,
+                          startup_timeout=900) as served:
+        startup = time.perf_counter() - t0
         result = serve_requests([served.base_url], served.model, prompts, args)
         result["rss_gib"] = tree_rss_gib({served.pid})
-    finally:
         t1 = time.perf_counter()
-        cm.__exit__(None, None, None)
-        stop = time.perf_counter() - t1
-    return {"startup_s": start, "stop_s": stop, **result}
+    return {"startup_s": startup, "stop_s": time.perf_counter() - t1, **result}
 
 
 def main() -> None:

@@ -114,24 +114,16 @@ def replica_plan(replicas: int, gpus: Sequence[int], tensor_parallel_size: int =
     url_host = url_host or host
     if data_parallel and engine != "vllm":
         raise ValueError("data_parallel: only vLLM runs several engines behind one endpoint")
-    if data_parallel and replicas > 1:
-        args = ["--data-parallel-size", str(replicas), "--tensor-parallel-size",
-                str(tensor_parallel_size)]
-        if gpu_memory_utilization is not None:
-            args += ["--gpu-memory-utilization", str(gpu_memory_utilization)]
-        if model_name is not None:
-            args += ["--served-model-name", model_name]
-        command = vllm_serve_command(checkpoint, host, port_base,
-                                     extra_args=[*args, *extra_args])
-        return [ReplicaSpec(index=0, gpus=gpus, cuda_visible_devices=cuda_visible_devices(gpus),
-                            port=port_base, url=f"http://{url_host}:{port_base}/v1",
-                            command=tuple(command), engine=engine, data_parallel=replicas)]
+    # one data-parallel server holds every engine; else one server per replica
+    dp = replicas if data_parallel and replicas > 1 else 1
+    per_server = tensor_parallel_size * dp
     specs = []
-    for i in range(replicas):
-        own = gpus[i * tensor_parallel_size:(i + 1) * tensor_parallel_size]
+    for i in range(replicas // dp):
+        own = gpus[i * per_server:(i + 1) * per_server]
         port = port_base + i
         if engine == "vllm":
-            args = ["--tensor-parallel-size", str(tensor_parallel_size)]
+            args = ["--data-parallel-size", str(dp)] if dp > 1 else []
+            args += ["--tensor-parallel-size", str(tensor_parallel_size)]
             if gpu_memory_utilization is not None:
                 args += ["--gpu-memory-utilization", str(gpu_memory_utilization)]
             if model_name is not None:
@@ -144,7 +136,7 @@ def replica_plan(replicas: int, gpus: Sequence[int], tensor_parallel_size: int =
             command = [*transformers_serve_command(checkpoint, host, port), *extra_args]
         specs.append(ReplicaSpec(index=i, gpus=own, cuda_visible_devices=cuda_visible_devices(own),
                                  port=port, url=f"http://{url_host}:{port}/v1",
-                                 command=tuple(command), engine=engine))
+                                 command=tuple(command), engine=engine, data_parallel=dp))
     return specs
 
 
