@@ -114,6 +114,7 @@ class RZeroRun:
         self.timing.optimizer += result.stats.seconds_optimizer - result.reward_seconds
         return {"checkpoint": self.rundir.relative(it / "challenger"), "steps": result.steps,
                 "start": self.rundir.relative(start), "metrics": result.metrics(),
+                "updates": result.stats.log,
                 "frozen_solver": self.rundir.relative(frozen_solver)}
 
     def pool_phase(self, k: int, challenger: str) -> dict:
@@ -148,12 +149,12 @@ class RZeroRun:
                                f"solver phase was skipped and the solver carried over",
                     "metrics": {"train_questions": 0}}
         out = self.rundir.iter_dir(k) / "solver"
-        stats, log = train_solver(*self.load(start), self.cfg, kept, k, out)
+        stats = train_solver(*self.load(start), self.cfg, kept, k, out)
         self.timing.optimizer += stats.seconds_optimizer
         return {"checkpoint": self.rundir.relative(out), "start": self.rundir.relative(start),
-                "train_log": [{"reward": r["reward"]} for r in log if "reward" in r],
+                "updates": stats.log,
                 "metrics": {"train_questions": len(kept),
-                            "mean_reward": mean([r["reward"] for r in log if "reward" in r])}}
+                            "mean_reward": mean([r["reward"] for r in stats.log])}}
 
     def eval_phase(self, k: int, solver: str) -> dict:
         return evaluation_phase(self.generator(solver), self.cfg,

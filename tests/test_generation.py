@@ -273,8 +273,27 @@ def test_auto_generation_dtype_follows_the_cpu_flags(monkeypatch, flags, expecte
     import rzero.engine.models
 
     monkeypatch.setattr(rzero.engine.models, "cpu_flags", lambda: flags)
+    monkeypatch.setattr(rzero.engine.models, "bf16_speedup", lambda: 2.3)  # where bf16 pays
     assert rzero.engine.models.generation_dtype("auto", "cpu") == expected
     assert rzero.engine.models.generation_dtype("float32", "cpu") == "float32"  # asked for: kept
+
+
+@pytest.mark.parametrize("speedup,expected", [(2.3, "bfloat16"), (1.19, "float32"),
+                                              (0.6, "float32")])
+def test_auto_generation_dtype_takes_bf16_only_where_it_is_measured_faster(monkeypatch,
+                                                                          speedup, expected):
+    import rzero.engine.models
+
+    monkeypatch.setattr(rzero.engine.models, "cpu_flags", lambda: {"avx512f", "avx512_bf16"})
+    monkeypatch.setattr(rzero.engine.models, "bf16_speedup", lambda: speedup)
+    assert rzero.engine.models.generation_dtype("auto", "cpu") == expected
+
+
+def test_the_bf16_speedup_is_measured_on_this_machine():
+    from rzero.engine.models import bf16_speedup
+
+    assert 0.05 < bf16_speedup() < 50
+    assert bf16_speedup() == bf16_speedup()  # measured once per process
 
 
 @pytest.mark.parametrize("flags,weights,expected", [
@@ -288,6 +307,7 @@ def test_auto_train_compute(monkeypatch, flags, weights, expected):
     from rzero.config import load_config
 
     monkeypatch.setattr(rzero.engine.models, "cpu_flags", lambda: flags)
+    monkeypatch.setattr(rzero.engine.models, "bf16_speedup", lambda: 2.3)
     assert rzero.engine.models.train_compute("auto", weights, "cpu") == expected
     assert rzero.engine.models.train_compute("float32", weights, "cpu") == "float32"
     cfg = load_config(None, [f"model.dtype={weights}", "model.device=cpu"])

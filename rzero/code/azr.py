@@ -205,14 +205,15 @@ class AZRRun(CodeRun):
             log = ProposerLog(reward, steps_log, k, cfg.challenger.steps, cfg.code.task_types,
                               summaries.append)
             work = it / ".trainer_challenger"
-            train_grpo(model, tokenizer, rows, [log], cfg.challenger, work, seed=cfg.run.seed + k,
-                       model_cfg=cfg.model, generation_cfg=cfg.generation,
-                       report_to=cfg.run.report_to,
-                       desc=f"iter {k} proposer", save_to=it / "challenger")
+            stats = train_grpo(model, tokenizer, rows, [log], cfg.challenger, work,
+                               seed=cfg.run.seed + k,
+                               model_cfg=cfg.model, generation_cfg=cfg.generation,
+                               report_to=cfg.run.report_to,
+                               desc=f"iter {k} proposer", save_to=it / "challenger")
             shutil.rmtree(work, ignore_errors=True)
         logged = self.rundir.rows(k, "challenger_steps")
         return {"checkpoint": self.rundir.relative(it / "challenger"), "steps": summaries,
-                "start": self.rundir.relative(start),
+                "updates": stats.log, "start": self.rundir.relative(start),
                 "frozen_solver": self.rundir.relative(frozen_solver),
                 "metrics": {"completions": len(logged),
                             "valid_rate": mean([float(r["valid"]) for r in logged]),
@@ -252,10 +253,11 @@ class AZRRun(CodeRun):
                 for r in pool]
         log = SolverLog(ExecutorSolverReward(format_penalty=self.cfg.code.format_penalty, **self.sandbox))
         work = out.with_name(".trainer_solver")
-        train_grpo(*self.load(start), rows, [log], self.cfg.solver, work,
-                   seed=self.cfg.run.seed + 1000 + k, model_cfg=self.cfg.model,
-                   generation_cfg=self.cfg.generation,
-                       report_to=self.cfg.run.report_to, desc=f"iter {k} solver", save_to=out)
+        stats = train_grpo(*self.load(start), rows, [log], self.cfg.solver, work,
+                           seed=self.cfg.run.seed + 1000 + k, model_cfg=self.cfg.model,
+                           generation_cfg=self.cfg.generation,
+                           report_to=self.cfg.run.report_to, desc=f"iter {k} solver",
+                           save_to=out)
         shutil.rmtree(work, ignore_errors=True)
         metrics: dict[str, Any] = {"train_tasks": len(pool),
                                    "mean_reward": mean([s["mean_reward"] for s in log.steps])}
@@ -264,7 +266,7 @@ class AZRRun(CodeRun):
                         **{f"{kind}/{key}": v for key, v in rate_fields("solve", solved,
                                                                        n).items()}}
         return {"checkpoint": self.rundir.relative(out), "start": self.rundir.relative(start),
-                "train_steps": log.steps, "metrics": metrics}
+                "train_steps": log.steps, "updates": stats.log, "metrics": metrics}
 
     # ------------------------------------------------------------ the algorithm
 

@@ -75,7 +75,7 @@ class RZeroCodeRun(CodeRun):
             reward = CodeChallengerReward(CodeVoter(solver, self.cfg.labeling), self.cfg,
                                           steps_log, k, on_step=summaries.append)
             work = it / ".trainer_challenger"
-            train_grpo(model, tokenizer, [{"prompt": challenger_prompt()}], [reward],
+            stats = train_grpo(model, tokenizer, [{"prompt": challenger_prompt()}], [reward],
                        self.cfg.challenger, work, seed=self.cfg.run.seed + k,
                        model_cfg=self.cfg.model, generation_cfg=self.cfg.generation,
                        report_to=self.cfg.run.report_to,
@@ -84,7 +84,7 @@ class RZeroCodeRun(CodeRun):
         rows = read_jsonl(steps_log)
         valid = [r for r in rows if r["valid"]]
         return {"checkpoint": self.rundir.relative(it / "challenger"), "steps": summaries,
-                "start": self.rundir.relative(start),
+                "updates": stats.log, "start": self.rundir.relative(start),
                 "frozen_solver": self.rundir.relative(frozen_solver),
                 "metrics": {"completions": len(rows), "valid_rate": len(valid) / max(1, len(rows)),
                             "mean_reward": mean([r["reward"] for r in rows]),
@@ -151,13 +151,14 @@ class RZeroCodeRun(CodeRun):
                  "task": r["task"]} for r in kept]
         reward = PseudoLabelReward()
         work = out.with_name(".trainer_solver")
-        train_grpo(*self.load(start), rows, [reward], self.cfg.solver, work,
-                   seed=self.cfg.run.seed + 1000 + k, model_cfg=self.cfg.model,
-                   generation_cfg=self.cfg.generation,
-                       report_to=self.cfg.run.report_to, desc=f"iter {k} solver", save_to=out)
+        stats = train_grpo(*self.load(start), rows, [reward], self.cfg.solver, work,
+                           seed=self.cfg.run.seed + 1000 + k, model_cfg=self.cfg.model,
+                           generation_cfg=self.cfg.generation,
+                           report_to=self.cfg.run.report_to, desc=f"iter {k} solver",
+                           save_to=out)
         shutil.rmtree(work, ignore_errors=True)
         return {"checkpoint": self.rundir.relative(out), "start": self.rundir.relative(start),
-                "train_steps": reward.steps,
+                "train_steps": reward.steps, "updates": stats.log,
                 "metrics": {"train_tasks": len(kept),
                             "mean_reward": mean([s["mean_reward"] for s in reward.steps]),
                             "true_rate": mean([s["true_rate"] for s in reward.steps])}}

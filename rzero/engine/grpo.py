@@ -30,7 +30,7 @@ import contextlib
 import shutil
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -79,6 +79,10 @@ class TrainStats:
     seconds_total: float = 0.0
     seconds_optimizer: float = 0.0  # forward/backward/step, not rollouts or rewards
     steps: int = 0
+    # TRL's log of every optimiser update, its scalars as TRL names them (reward, reward_std,
+    # frac_reward_zero_std, kl, grad_norm, clip_ratio/..., completions/mean_length, ...),
+    # with the update's number as `update`
+    log: list[dict[str, float]] = field(default_factory=list)
 
 
 def _timed_callback(stats: TrainStats):
@@ -120,6 +124,86 @@ def score_completions_only():
         yield
     finally:
         trl_utils._use_triton = original
+
+
+# TRL loss types whose update does not depend on how one update's rows are grouped into
+# equal micro-batches: dapo normalises by the rollout's token count, grpo and dr_grpo sum
+# per-sequence terms (bnpo normalises by each micro-batch's own tokens, so grouping matters)
+SORTABLE_LOSSES = ("dapo", "grpo", "dr_grpo")
+
+
+def by_completion_length(rows: dict[str, Any]) -> dict[str, Any]:
+    """A rollout's per-row values (tensors and lists, as TRL's `shuffle_sequence_dict` takes
+    them) reordered by completion length, shortest first."""
+    order = torch.argsort(rows["completion_mask"].sum(dim=1), stable=True)
+
+    def permute(v):
+        if v is None or (isinstance(v, torch.Tensor) and v.ndim == 0):
+            return v
+        if isinstance(v, torch.Tensor):
+            return v[order]
+        return [v[i] for i in order.tolist()]
+
+    return {key: permute(v) for key, v in rows.items()}
+
+
+def trainer_class(cpu_logps: bool):
+    """TRL's GRPOTrainer, or with `cpu_logps` a subclass whose per-token log-probabilities
+    come from `rzero.engine.logprobs.completion_logps` (the prompts' shared prefix run once,
+    one log-softmax over the completion positions, each micro-batch cut to its longest
+    completion: TRL's numbers, faster on a CPU) where the model and inputs allow it (a plain
+    decoder on CPU in one process, text only; anything else goes through TRL's own
+    forward), and whose micro-batches hold completions of similar length."""
+    from trl import GRPOTrainer
+
+    if not cpu_logps:
+        return GRPOTrainer
+    from rzero.engine.logprobs import completion_logps, supports_cpu_logps
+
+    class CpuLogpsGRPOTrainer(GRPOTrainer):
+        def _prepare_inputs(self, generation_batch):
+            """With one update per rollout, the rollout's rows go to the micro-batches
+            sorted by completion length instead of shuffled, so each micro-batch's forward
+            is cut to its own longest completion (`completion_logps`). The update is the
+            same: every micro-batch has as many rows and is part of the one update, and
+            the loss is normalised over the whole rollout (`SORTABLE_LOSSES`)."""
+            args = self.args
+            if (not self.model.training or self.num_iterations != 1
+                    or args.steps_per_generation != args.gradient_accumulation_steps
+                    or self.loss_type not in SORTABLE_LOSSES):
+                return super()._prepare_inputs(generation_batch)
+            import trl.trainer.grpo_trainer as trl_grpo
+
+            shuffle = trl_grpo.shuffle_sequence_dict
+            trl_grpo.shuffle_sequence_dict = by_completion_length
+            try:
+                return super()._prepare_inputs(generation_batch)
+            finally:
+                trl_grpo.shuffle_sequence_dict = shuffle
+
+        def _get_per_token_logps_and_entropies(self, model, input_ids, attention_mask,
+                                               logits_to_keep, batch_size=None,
+                                               compute_entropy=False, compute_aux_loss=False,
+                                               **media):
+            if (compute_aux_loss or any(v is not None for v in media.values())
+                    or distributed.world_size() > 1 or not supports_cpu_logps(model)):
+                return super()._get_per_token_logps_and_entropies(
+                    model, input_ids, attention_mask, logits_to_keep, batch_size,
+                    compute_entropy, compute_aux_loss, **media)
+            batch_size = batch_size or input_ids.size(0)
+            logps, entropies = [], []
+            for start in range(0, input_ids.size(0), batch_size):
+                with self.accelerator.autocast():
+                    lp, ent = completion_logps(
+                        model, input_ids[start:start + batch_size],
+                        attention_mask[start:start + batch_size], logits_to_keep,
+                        temperature=self.temperature, compute_entropy=compute_entropy)
+                logps.append(lp)
+                entropies.append(ent)
+            return (torch.cat(logps, dim=0),
+                    torch.cat(entropies, dim=0) if compute_entropy else None, None)
+
+    return CpuLogpsGRPOTrainer
 
 
 def save_trained(trainer, tokenizer, target: Path) -> None:
@@ -237,11 +321,16 @@ def train_grpo(model, tokenizer, rows: list[dict[str, Any]],
                model_cfg: ModelConfig | None = None,
                generation_cfg: GenerationConfig | None = None, deepspeed: str | None = None,
                report_to: Sequence[str] = (), log: Callable[[dict[str, float]], None] | None = None,
-               desc: str = "grpo", save_to: str | Path | None = None) -> TrainStats:
+               desc: str = "grpo", save_to: str | Path | None = None,
+               callbacks: Sequence[Any] = (), cpu_logps: bool = True) -> TrainStats:
     """Train `model` in place with GRPO on `rows` (each has a 'prompt' chat plus columns that
     the reward functions receive as keyword lists), with the settings of one role's section
-    (`grpo_config`). Returns timings. With `save_to`, the trained weights are saved there as
-    a Hugging Face checkpoint (see `save_trained`).
+    (`grpo_config`). Returns timings and TRL's log of every update (`TrainStats.log`; `log`
+    also receives each row as it comes). With `save_to`, the trained weights are saved there
+    as a Hugging Face checkpoint (see `save_trained`). `callbacks`: further transformers
+    TrainerCallbacks (a learning curve, say). `cpu_logps`: on CPU the per-token
+    log-probabilities come from `rzero.engine.logprobs` (`trainer_class`; TRL's numbers,
+    faster); False keeps TRL's own forward.
 
     `model` must have been loaded with `from_pretrained(dir)`: TRL rebuilds the frozen KL
     reference from `model.config._name_or_path`, i.e. the weights at the start of the phase.
@@ -250,8 +339,6 @@ def train_grpo(model, tokenizer, rows: list[dict[str, Any]],
     from tqdm.auto import tqdm
     from transformers import TrainerCallback
     from transformers.trainer_callback import PrinterCallback, ProgressCallback
-    from trl import GRPOTrainer
-
     stats = TrainStats()
     if not rows:
         raise ValueError("train_grpo: no training rows")
@@ -279,10 +366,14 @@ def train_grpo(model, tokenizer, rows: list[dict[str, Any]],
         def on_log(self, args, state, control, logs=None, **kwargs):
             if not logs:
                 return
-            scalars = {k: float(v) for k, v in logs.items() if isinstance(v, (int, float))}
-            if "reward" in scalars:
-                self.bar.set_postfix(reward=f"{scalars['reward']:.3f}",
-                                     kl=f"{scalars.get('kl', 0.0):.4f}")
+            scalars = {k: float(v) for k, v in logs.items() if isinstance(v, (int, float))
+                       and not isinstance(v, bool)}
+            if "reward" not in scalars:  # the end-of-training summary (train_runtime, ...)
+                return
+            scalars = {"update": float(state.global_step), **scalars}
+            stats.log.append(scalars)
+            self.bar.set_postfix(reward=f"{scalars['reward']:.3f}",
+                                 kl=f"{scalars.get('kl', 0.0):.4f}")
             if log is not None:
                 log(scalars)
 
@@ -302,9 +393,10 @@ def train_grpo(model, tokenizer, rows: list[dict[str, Any]],
     with rollouts, score_completions_only():
         # a role's `lora:` trains adapters on frozen base weights (TRL's peft_config); the KL
         # reference is then the model with the adapter disabled
-        trainer = GRPOTrainer(model=model, reward_funcs=reward_funcs, args=args,
+        trainer = trainer_class(cpu_logps and on_cpu)(
+                              model=model, reward_funcs=reward_funcs, args=args,
                               train_dataset=Dataset.from_list(data), processing_class=tokenizer,
-                              callbacks=[_timed_callback(stats), _Progress()],
+                              callbacks=[_timed_callback(stats), _Progress(), *callbacks],
                               peft_config=lora_config(role.lora) if role.lora else None)
         trainer.remove_callback(ProgressCallback)
         trainer.remove_callback(PrinterCallback)

@@ -14,6 +14,7 @@ half-written checkpoint that a later load would accept.
 
 from __future__ import annotations
 
+import functools
 import importlib.util
 import os
 import shutil
@@ -191,14 +192,46 @@ def cpu_flags(cpuinfo: str = "/proc/cpuinfo") -> set[str]:
     return set()
 
 
+# bf16 is chosen on a CPU when its matrix products run at least this much faster than float32
+BF16_MIN_SPEEDUP = 1.2
+
+
+@functools.cache
+def bf16_speedup() -> float:
+    """How much faster this CPU runs an nn.Linear(576, 1536) over 256 rows (one layer of the
+    embedded model on a batch) in bfloat16 than in float32: the best of 5 timings each,
+    measured once per process (about 0.1 s)."""
+    import time
+
+    import torch
+
+    best = {}
+    x = torch.randn(256, 576)
+    layer = torch.nn.Linear(576, 1536)
+    with torch.no_grad():
+        for dtype in (torch.float32, torch.bfloat16):
+            lin, inputs = layer.to(dtype), x.to(dtype)
+            lin(inputs)
+            times = []
+            for _ in range(5):
+                t0 = time.perf_counter()
+                lin(inputs)
+                times.append(time.perf_counter() - t0)
+            best[dtype] = min(times)
+    return best[torch.float32] / best[torch.bfloat16]
+
+
 def generation_dtype(requested: str, device: str = "cpu") -> str:
     """The dtype in-process generation computes in: `requested`, or for "auto" bfloat16
     where it pays and float32 elsewhere.
 
-    On CPU bf16 pays only with native bf16 matrix instructions (AMX, AVX-512 BF16): there an
-    nn.Linear(576, 1536) runs 2.3x (AVX-512 BF16, Zen 4) to 9.5x (AMX, Sapphire Rapids) faster
-    than in float32; without them torch emulates bf16 and it is slower than float32. On CUDA,
-    bfloat16 where the GPU supports it.
+    On CPU bf16 can pay only with native bf16 matrix instructions (AMX, AVX-512 BF16);
+    without them torch emulates bf16 and it is slower than float32. With them it is measured
+    (`bf16_speedup`, at least `BF16_MIN_SPEEDUP`), not assumed: an nn.Linear(576, 1536) ran
+    2.3x faster in bf16 on an AMD EPYC (Zen 4, AVX-512 BF16) and 9.5x on Sapphire Rapids
+    (AMX), but 0.6x on an Intel Xeon with AVX-512 BF16 and no AMX, where a GRPO update of
+    the learning recipe took 1.60 s per completion in bf16 and 1.19 s in float32
+    (bench/solver_update.py). On CUDA, bfloat16 where the GPU supports it.
     """
     if requested not in ("auto", "float32", "bfloat16"):
         raise ValueError(f"generation dtype {requested!r}: expected auto, float32 or bfloat16")
@@ -208,7 +241,9 @@ def generation_dtype(requested: str, device: str = "cpu") -> str:
 
     if pick_device(device).startswith("cuda"):
         return "bfloat16" if torch.cuda.is_bf16_supported() else "float32"
-    return "bfloat16" if cpu_flags() & set(BF16_CPU_FLAGS) else "float32"
+    if not cpu_flags() & set(BF16_CPU_FLAGS):
+        return "float32"
+    return "bfloat16" if bf16_speedup() >= BF16_MIN_SPEEDUP else "float32"
 
 
 def train_compute(requested: str, weights_dtype: str, device: str = "auto") -> str:

@@ -28,8 +28,9 @@ STEP_ROWS = (("steps", "challenger_step"), ("train_steps", "solver_step"))
 
 
 def metrics_rows(run: RunDir, cfg: RZeroConfig) -> list[dict[str, Any]]:
-    """One row per committed phase and per GRPO step (``challenger_step``, and the code
-    tier's ``solver_step``), in run order, from the markers, so metrics.jsonl never holds a
+    """One row per committed phase, per GRPO step (``challenger_step``, and the code
+    tier's ``solver_step``) and per optimiser update of a GRPO phase (``challenger_update``,
+    ``solver_update``: TRL's log, kl, grad_norm, frac_reward_zero_std, ...), in run order, from the markers, so metrics.jsonl never holds a
     duplicated or missing row. A phase's row carries the warnings it recorded (``warning``:
     the loop's own, ``warnings``: the collapse watch's) and, when it stopped the run,
     ``stop``."""
@@ -41,6 +42,9 @@ def metrics_rows(run: RunDir, cfg: RZeroConfig) -> list[dict[str, Any]]:
                 continue
             for key, name in STEP_ROWS:
                 rows += [{"iteration": k, "phase": name, **s} for s in m.get(key, [])]
+            # TRL's log of every optimiser update of a GRPO phase
+            rows += [{"iteration": k, "phase": f"{phase}_update", **u}
+                     for u in m.get("updates", [])]
             rows.append({"iteration": k, "phase": phase, "seconds": m["seconds"],
                          **m.get("metrics", {}),
                          **{key: m[key] for key in ("warning", "warnings", "stop")

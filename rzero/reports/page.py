@@ -75,7 +75,8 @@ def _pool_panels(run: RunDir, cfg: RZeroConfig) -> list[Panel]:
 def _solver_panel(run: RunDir, cfg: RZeroConfig) -> Panel:
     series = []
     for k in run.trained_iterations():
-        log = (run.marker(k, "solver") or {}).get("train_log", [])
+        marker = run.marker(k, "solver") or {}
+        log = marker.get("updates", marker.get("train_log", []))  # train_log: older runs
         x = [(k - 1) * cfg.solver.steps + i + 1 for i in range(len(log))]
         series.append(Series(f"iteration {k}", x, [r["reward"] for r in log]))
     return Panel("solver: training reward per GRPO step (agreement with the pseudo-label)",
