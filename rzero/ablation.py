@@ -25,6 +25,14 @@ SPAG's (a recipe with run.task spag; the paper's AlpacaSFT control, seed §2.1):
                            role's turns (seed §2.2: does one role's skill need the other's
                            weights?); not among the defaults
 
+The solver task's (a recipe with run.task solver): the label source at a seed, the rest of
+the recipe (questions, updates, learning rate) the same, so every variant spends the same
+compute; the grid's table and curves go to OUT/grid.md and OUT/grid.html:
+    truth-S                the questions' known answers (the positive control), seed S
+    vote-S                 the base solver's majority vote over labeling.num_votes samples
+    shuffled-S             the known answers shuffled across questions (the negative control)
+  for S in 0, 1, 2; the defaults are truth at three seeds, vote and shuffled at seed 0.
+
 Where we depart from the paper, and why: every variant but `shared` pins roles.shared=false,
 so each ablation is "R-Zero minus one thing" even when the recipe itself sets shared weights.
 """
@@ -40,6 +48,8 @@ from rzero.config import ConfigError, RZeroConfig, apply_override, config_from_d
 from rzero.loop import run_iterations
 from rzero.reports.comparison import compare
 from rzero.rundir import RunDir
+from rzero.solver_task.report import grid_report
+from rzero.solver_task.run import run_solver_task
 from rzero.spag.run import run_spag
 from rzero.spin.plan import merged_pairs
 from rzero.spin.run import run_spin
@@ -61,7 +71,11 @@ SPAG_VARIANTS: dict[str, list[str]] = {
     "sft": ["spag.objective=sft", "spag.roles=shared"],
     "separate_roles": ["spag.objective=spag", "spag.roles=separate"],
 }
+SOLVER_VARIANTS: dict[str, list[str]] = {
+    f"{labels}-{seed}": [f"solver_task.labels={labels}", f"run.seed={seed}"]
+    for labels in ("truth", "vote", "shuffled") for seed in (0, 1, 2)}
 DEFAULT_VARIANTS = ("separate", "shared")
+DEFAULT_SOLVER_VARIANTS = ("truth-0", "truth-1", "truth-2", "vote-0", "shuffled-0")
 DEFAULT_SPIN_VARIANTS = ("spin", "sft")
 DEFAULT_SPAG_VARIANTS = ("spag", "sft")
 DEFAULT_OUT = "runs/ablate"
@@ -69,12 +83,13 @@ DEFAULT_OUT = "runs/ablate"
 
 def variants_for(task: str) -> dict[str, list[str]]:
     """The variants of a recipe of `task` (`run.task`)."""
-    return {"spin": SPIN_VARIANTS, "spag": SPAG_VARIANTS}.get(task, VARIANTS)
+    return {"spin": SPIN_VARIANTS, "spag": SPAG_VARIANTS,
+            "solver": SOLVER_VARIANTS}.get(task, VARIANTS)
 
 
 def default_variants(task: str) -> tuple[str, ...]:
-    return {"spin": DEFAULT_SPIN_VARIANTS, "spag": DEFAULT_SPAG_VARIANTS}.get(task,
-                                                                           DEFAULT_VARIANTS)
+    return {"spin": DEFAULT_SPIN_VARIANTS, "spag": DEFAULT_SPAG_VARIANTS,
+            "solver": DEFAULT_SOLVER_VARIANTS}.get(task, DEFAULT_VARIANTS)
 
 
 def _overrides(cfg: RZeroConfig, variant: str) -> list[str]:
@@ -151,9 +166,15 @@ def ablate(cfg: RZeroConfig, variants: list[str] | tuple[str, ...], out_dir: str
         run_dir = out_dir / variant
         print(f"ablate: variant {variant} ({i}/{len(configs)}): "
               f"{' '.join(_overrides(cfg, variant))} -> {run_dir}", flush=True)
-        runner = {"spin": run_spin, "spag": run_spag}.get(cfg.run.task, run_iterations)
+        runner = {"spin": run_spin, "spag": run_spag,
+                  "solver": run_solver_task}.get(cfg.run.task, run_iterations)
         runner(vcfg, run_dir, fresh=fresh)
         gc.collect()
+        if cfg.run.task == "solver":  # the table grows run by run
+            grid_report([out_dir / v for v in configs], out_dir)
+
+    if cfg.run.task == "solver":
+        return grid_report([out_dir / v for v in configs], out_dir)
 
     # -- one table over all of them
     paths = compare([out_dir / v for v in configs], out_dir)

@@ -293,7 +293,7 @@ def test_azr_report_has_the_per_type_table(azr_run):
     (["run.task=azr", "roles.train_challenger=false"], "roles.train_challenger=false"),
     (["run.task=azr", "audit.enabled=true"], "no pseudo-labels to audit"),
     (["run.task=azr", "challenger.prompt_file=x.txt"], "challenger.prompt_file"),
-    (["run.task=azr", "run.train_gpus=[0,1]"], "the code tier trains in one process"),
+    (["run.task=azr", "run.train_gpus=[0,1]"], "trains in one process"),
 ])
 def test_code_tier_config_errors_name_the_fix(sets, message):
     with pytest.raises(ConfigError, match=message.replace("(", r"\(")):

@@ -76,11 +76,13 @@ def cmd_iterate(args) -> int:
 
     cfg = load_config(args.config, args.overrides)
     run_dir = Path(args.run_dir or cfg.run.output_dir)
-    if cfg.run.task != "math":  # the code tier (rzero_code, azr), SPIN or SPAG: one process
+    if cfg.run.task != "math":  # the code tier (rzero_code, azr), SPIN, SPAG or the solver task: one process
         if cfg.run.task == "spin":
             from rzero.spin import run_spin as run_task
         elif cfg.run.task == "spag":
             from rzero.spag.run import run_spag as run_task
+        elif cfg.run.task == "solver":
+            from rzero.solver_task import run_solver_task as run_task
         else:
             from rzero.code import run_code_iterations as run_task
 
@@ -288,14 +290,18 @@ def cmd_ablate(args) -> int:
 
     try:
         cfg = load_config(args.config, args.overrides)
-        if cfg.run.task not in ("math", "spin", "spag"):
+        if cfg.run.task not in ("math", "spin", "spag", "solver"):
             raise ConfigError(f"run.task={cfg.run.task!r}: rzero ablate runs the math loop's, "
-                              "SPIN's and SPAG's variants; run a code recipe with rzero iterate")
+                              "SPIN's, SPAG's and the solver task's variants; run a code "
+                              "recipe with rzero iterate")
         variants = parse_variants(args.variants, cfg.run.task)
         md = ablate(cfg, variants, args.out, fresh=args.fresh)
     except (ConfigError, RunDirConflict, CompareError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
+    if cfg.run.task == "solver":  # the grid's table
+        print(f"grid: {md}\n      {md.with_suffix('.html')}\n\n{md.read_text()}", end="")
+        return 0
     print(printed_summary(md), end="")
     return 0
 

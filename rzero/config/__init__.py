@@ -4,6 +4,7 @@
     sections.py  the sections: model, roles, challenger, solver, labeling, generation, audit,
                  eval, watch, code, run (with the trackers run.report_to names)
     symmetric.py the sections of SPIN and SPAG
+    solver_task.py the section of the solver-only task (run.task solver)
     schema.py    RZeroConfig (the sections together and their cross-section checks), the
                  fingerprint that guards resume, loading with --set overrides (merged into a mapping,
                  or replacing it with :=), --fields
@@ -39,13 +40,14 @@ from rzero.config.sections import (
     WatchConfig,
     installed_trackers,
 )
+from rzero.config.solver_task import LABEL_SOURCES, SolverTaskConfig
 from rzero.config.symmetric import SpagConfig, SpinConfig
 
 __all__ = [
     "FINGERPRINTED_WHEN_SET", "NOT_FINGERPRINTED", "TRACKERS", "AuditConfig",
     "ChallengerConfig", "CodeConfig", "ConfigError", "EvalConfig", "GRPOSection",
     "GenerationConfig", "LabelingConfig", "ModelConfig", "RZeroConfig", "RolesConfig",
-    "RunConfig", "Section", "SolverConfig", "SpagConfig", "SpinConfig", "WatchConfig",
+    "LABEL_SOURCES", "RunConfig", "Section", "SolverConfig", "SolverTaskConfig", "SpagConfig", "SpinConfig", "WatchConfig",
     "apply_override", "config_from_dict", "describe_fields", "fingerprinted",
     "installed_trackers", "load_config", "option",
 ]

@@ -42,6 +42,7 @@ from rzero.config.sections import (
     SolverConfig,
     WatchConfig,
 )
+from rzero.config.solver_task import SolverTaskConfig
 from rzero.config.symmetric import SpagConfig, SpinConfig
 
 __all__ = ["AuditConfig", "ChallengerConfig", "CodeConfig", "ConfigError", "EvalConfig",
@@ -80,6 +81,7 @@ class RZeroConfig:
     code: CodeConfig = field(default_factory=CodeConfig)
     spin: SpinConfig = field(default_factory=SpinConfig)
     spag: SpagConfig = field(default_factory=SpagConfig)
+    solver_task: SolverTaskConfig = field(default_factory=SolverTaskConfig)
     run: RunConfig = field(default_factory=RunConfig)
 
     def to_dict(self) -> dict[str, Any]:
@@ -93,11 +95,11 @@ class RZeroConfig:
         how it is checked or watched, or where its metrics go). `ignore`: `section.key` or
         `section.*`."""
         d = self.to_dict()
-        for task in ("spin", "spag"):
+        for task, section in (("spin", "spin"), ("spag", "spag"), ("solver", "solver_task")):
             if d["run"]["task"] != task:
                 # the section of another task changes nothing, and runs made before it
                 # existed keep their fingerprint
-                d.pop(task)
+                d.pop(section)
         defaults = RZeroConfig().to_dict()
         for key in FINGERPRINTED_WHEN_SET:
             section, name = key.split(".")
@@ -276,11 +278,15 @@ def check_code_tier(cfg) -> None:
                           f"set audit.judge={fix}")
     if task == "math":
         return
+    if task == "solver" and cfg.audit.enabled:
+        raise ConfigError("audit.enabled=true: the solver task's labels are recorded against "
+                          "the known answers (labelled.jsonl), there is no judge audit; set "
+                          "it to false")
     if cfg.run.training_processes > 1:
         raise ConfigError(f"run.train_gpus={cfg.run.train_gpus!r}, run.cpu_processes="
-                          f"{cfg.run.cpu_processes}: the code tier trains in one process; "
+                          f"{cfg.run.cpu_processes}: run.task={task!r} trains in one process; "
                           f"leave run.train_gpus empty, cpu_processes and num_machines 1")
-    for role in ("challenger", "solver"):
+    for role in ("challenger", "solver") if task != "solver" else ():
         if getattr(cfg, role).prompt_file is not None:
             raise ConfigError(f"{role}.prompt_file: run.task={task!r} uses the code "
                               f"prompts of rzero/executor/prompts.py; leave it unset")

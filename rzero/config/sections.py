@@ -485,8 +485,9 @@ class RunConfig(Section):
                                "(R-Zero's loop on code deduction tasks, every label checked by "
                                "the executor), azr (Absolute Zero: deduction, abduction, "
                                "induction), spin (SPIN: self-play fine-tuning on an SFT "
-                               "set) or spag (SPAG: self-play of Adversarial Taboo).",
-                       choices=("math", "rzero_code", "azr", "spin", "spag"))
+                               "set), spag (SPAG: self-play of Adversarial Taboo) or solver (the "
+                               "solver alone, GRPO on fixed questions: solver_task).",
+                       choices=("math", "rzero_code", "azr", "spin", "spag", "solver"))
 
     @property
     def training_processes(self) -> int:

@@ -9,6 +9,7 @@
 
 from rzero.rundir.folder import (
     PHASES,
+    SOLVER_PHASES,
     SPAG_PHASES,
     SPIN_PHASES,
     RunDir,
@@ -25,6 +26,6 @@ from rzero.rundir.phases import (
     reset_peak_rss,
 )
 
-__all__ = ["PHASES", "SPAG_PHASES", "SPIN_PHASES", "TRAINING_PHASES", "PhaseRunner", "RunDir",
+__all__ = ["PHASES", "SOLVER_PHASES", "SPAG_PHASES", "SPIN_PHASES", "TRAINING_PHASES", "PhaseRunner", "RunDir",
            "RunDirConflict", "Timing", "TrackerLog", "peak_rss_gib", "phases_for",
            "release_memory", "reset_peak_rss"]

@@ -45,6 +45,9 @@ SPIN_PHASES = ("discriminator", "generate", "train", "dynamics", "eval")
 # SPAG's (run.task spag): the imitation of a teacher's games once (iteration 0), then per
 # epoch the self-play games, the offline update, the tournament and the evaluation
 SPAG_PHASES = ("imitation", "games", "train", "tournament", "eval")
+# the solver task's (run.task solver): the base's evaluation once (iteration 0), then per
+# iteration the fixed questions' labels, the solver's GRPO phase and the evaluation
+SOLVER_PHASES = ("labelling", "solver", "eval")
 # an iteration's JSONL files
 ROWS = ("challenger_steps", "pool", "labelled", "pairs", "heldout", "games", "tournament",
         "teacher_games")
@@ -60,7 +63,7 @@ OUTPUTS = {"challenger": ("challenger", "challenger_steps.jsonl"), "pool": ("poo
 
 def phases_for(task: str) -> tuple[str, ...]:
     """The phases of a run of `task` (`run.task`), in run order within an iteration."""
-    return {"spin": SPIN_PHASES, "spag": SPAG_PHASES}.get(task, PHASES)
+    return {"spin": SPIN_PHASES, "spag": SPAG_PHASES, "solver": SOLVER_PHASES}.get(task, PHASES)
 RUN_PREFIX = "run:"  # a marker's path inside RUN_DIR, relative to it
 
 

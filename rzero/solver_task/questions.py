@@ -1,0 +1,135 @@
+"""The solver task's training set: fixed questions, and their labels from one of three
+sources (`solver_task.labels`).
+
+    truth      each question's known answer
+    vote       the majority of m answers of the solver that starts the iteration (R-Zero's
+               solver phase, TTRL's method), kept in R-Zero's band when solver_task.band
+    shuffled   the known answers permuted across questions by a derangement, so no question
+               keeps its own answer (the negative control); a shuffled label can still be
+               right where two questions share an answer, and that share is recorded
+
+Every labelled row records whether its label is equivalent to the known answer
+(`label_correct`, None where no answer is known), so a vote run's label accuracy is exact.
+"""
+
+from __future__ import annotations
+
+import random
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from rzero.config import ConfigError, RZeroConfig
+from rzero.evaluation import BenchmarkError, load_benchmark, score_completion
+from rzero.io import DamagedFileError, read_jsonl
+from rzero.labeling.voting import FrozenSolver
+from rzero.prompts.solver import solver_chat
+from rzero.solver.dataset import label_pool
+
+
+def load_questions(spec: str, count: int = 0) -> list[dict[str, Any]]:
+    """[{id, question, answer or None}] of a benchmark spec (`easy:7`) or a JSONL file of
+    {question, answer} rows (`problem` is read as `question`); the first `count` (0: all).
+    ConfigError in one line for a missing file, a bad row or an unknown benchmark."""
+    if spec.endswith(".jsonl") or Path(spec).is_file():
+        path = Path(spec)
+        if not path.is_file():
+            raise ConfigError(f"solver_task.questions={spec!r}: no such file")
+        try:
+            raw = read_jsonl(path)
+        except DamagedFileError as exc:
+            raise ConfigError(f"solver_task.questions: {exc}") from None
+        rows = []
+        for n, r in enumerate(raw, 1):
+            question = r.get("question", r.get("problem")) if isinstance(r, dict) else None
+            if not isinstance(question, str) or not question.strip():
+                raise ConfigError(f"{path}: line {n} has no 'question' string")
+            answer = r.get("answer")
+            rows.append({"id": str(r.get("id", f"q{n - 1:05d}")), "question": question,
+                         "answer": None if answer is None else str(answer)})
+    else:
+        try:
+            _, items = load_benchmark(spec)
+        except (BenchmarkError, ValueError) as exc:
+            raise ConfigError(f"solver_task.questions={spec!r}: {exc}") from None
+        rows = [{"id": i["id"], "question": i["problem"], "answer": i.get("answer")}
+                for i in items]
+    rows = rows[:count] if count else rows
+    if not rows:
+        raise ConfigError(f"solver_task.questions={spec!r}: no questions")
+    return rows
+
+
+def derangement(n: int, seed: int) -> list[int]:
+    """A uniformly drawn cyclic permutation of range(n) (Sattolo's algorithm): no index maps
+    to itself when n > 1."""
+    order = list(range(n))
+    rng = random.Random(seed)
+    for i in range(n - 1, 0, -1):
+        j = rng.randrange(i)
+        order[i], order[j] = order[j], order[i]
+    return order
+
+
+def label_correct(label: str | None, answer: str | None, direction: str) -> bool | None:
+    """Whether `label` is equivalent to the known `answer` (None when there is none)."""
+    if answer is None:
+        return None
+    if label is None:
+        return False
+    return score_completion(f"\\boxed{{{label}}}", answer, direction)
+
+
+def fixed_labels(rows: Sequence[dict[str, Any]], source: str, seed: int,
+                 direction: str) -> list[dict[str, Any]]:
+    """truth or shuffled labels for `rows`, every row kept."""
+    if any(r["answer"] is None for r in rows):
+        missing = sum(r["answer"] is None for r in rows)
+        raise ConfigError(f"solver_task.labels={source}: {missing} of {len(rows)} questions "
+                          f"have no answer; give answers, or use labels vote")
+    answers = [r["answer"] for r in rows]
+    if source == "shuffled":
+        answers = [answers[j] for j in derangement(len(rows), seed)]
+    return [{**r, "label": a, "kept": True,
+             "label_correct": label_correct(a, r["answer"], direction)}
+            for r, a in zip(rows, answers, strict=True)]
+
+
+def vote_labels(solver: FrozenSolver, rows: Sequence[dict[str, Any]], seed: int, band: bool,
+                direction: str) -> list[dict[str, Any]]:
+    """The frozen solver's majority label of every row (`label_pool`); kept when it has a
+    label and, with `band`, lies in R-Zero's band."""
+    voted = label_pool(solver, [r["question"] for r in rows], seed=seed)
+    out = []
+    for r, v in zip(rows, voted, strict=True):
+        keep = v["kept"] if band else v["label"] is not None
+        out.append({**r, **{k: v[k] for k in ("answers", "label", "p_hat", "num_groups",
+                                              "parse_rate")},
+                    "in_band": v["kept"], "kept": keep,
+                    "label_correct": label_correct(v["label"], r["answer"], direction)})
+    return out
+
+
+def training_rows(cfg: RZeroConfig, labelled: Sequence[dict[str, Any]] | None = None
+                  ) -> list[dict[str, Any]]:
+    """GRPO rows (the solver's prompt and the label) of the kept `labelled` rows; without
+    them, the recipe's questions with their true answers (the benchmarks use this)."""
+    if labelled is None:
+        labelled = fixed_labels(load_questions(cfg.solver_task.questions, cfg.solver_task.count),
+                                "truth", cfg.run.seed, cfg.labeling.equivalence)
+    return [{"prompt": solver_chat(r["question"], cfg.solver.prompt_file), "label": r["label"]}
+            for r in labelled if r["kept"]]
+
+
+def label_summary(rows: Sequence[dict[str, Any]]) -> dict[str, Any]:
+    """Counts for the labelling phase's marker: questions, kept, and the labels' accuracy
+    against the known answers (over all labelled rows, and over the kept ones)."""
+    known = [r for r in rows if r["label_correct"] is not None]
+    kept_known = [r for r in known if r["kept"]]
+    return {"questions": len(rows), "kept": sum(r["kept"] for r in rows),
+            "labelled": sum(r["label"] is not None for r in rows),
+            "known_answers": len(known),
+            "label_accuracy": (sum(r["label_correct"] for r in known) / len(known)
+                               if known else None),
+            "kept_label_accuracy": (sum(r["label_correct"] for r in kept_known) / len(kept_known)
+                                    if kept_known else None)}
