@@ -77,10 +77,14 @@ def _solver_panel(run: RunDir, cfg: RZeroConfig) -> Panel:
     for k in run.trained_iterations():
         marker = run.marker(k, "solver") or {}
         log = marker.get("updates", marker.get("train_log", []))  # train_log: older runs
-        x = [(k - 1) * cfg.solver.steps + i + 1 for i in range(len(log))]
+        per_iteration = cfg.solver.steps * cfg.solver.updates_per_step
+        x = [(k - 1) * per_iteration + i + 1 for i in range(len(log))]
         series.append(Series(f"iteration {k}", x, [r["reward"] for r in log]))
-    return Panel("solver: training reward per GRPO step (agreement with the pseudo-label)",
-                 "global step", "mean reward", series, ylim=(0, 1),
+        if any("frac_reward_zero_std" in r for r in log):
+            series.append(Series(f"iteration {k}: groups with no reward variance", x,
+                                 [r.get("frac_reward_zero_std", 0.0) for r in log], fmt="x:"))
+    return Panel("solver: training reward per update (agreement with the pseudo-label)",
+                 "update", "mean reward / share", series, ylim=(0, 1),
                  empty_text="the solver did not train")
 
 
