@@ -167,8 +167,14 @@ def test_accelerate_launch_two_cpu_processes_runs_one_iteration(format_checkpoin
     assert [s["completions"] for s in challenger["steps"]] == [8]
     for phase in ("pool", "labelling", "solver"):
         assert read_marker(run_dir, 1, phase) is not None
-    # one row per phase plus the challenger step: nothing repeated by the second process
-    assert len((run_dir / "metrics.jsonl").read_text().splitlines()) == 5
+    # one row per phase plus the challenger step, and one per optimiser update of each GRPO
+    # phase (TRL's log): nothing repeated by the second process
+    metric_rows = [json.loads(x) for x in (run_dir / "metrics.jsonl").read_text().splitlines()]
+    assert len([r for r in metric_rows if not r["phase"].endswith("_update")]) == 5
+    for role in ("challenger", "solver"):
+        updates = read_marker(run_dir, 1, role)["updates"]
+        assert [r["update"] for r in metric_rows if r["phase"] == f"{role}_update"] == [
+            u["update"] for u in updates] and updates
     pool = (it / "pool.jsonl").read_text().splitlines()
     assert len((it / "labelled.jsonl").read_text().splitlines()) == len(pool)
     # both roles trained (gradients all-reduced over the two processes) and saved once; a

@@ -37,7 +37,7 @@ def low_half(tokenizer):
 
 
 def grpo_reward_curve(tokenizer, tmp_path, *, learning_rate: float, flip: bool = False,
-                      updates: int = 40) -> list[float]:
+                      updates: int = 80) -> list[float]:
     """TRL's mean reward of every update of `updates` GRPO updates (16 completions each) on
     the low-half target; `flip` negates the reward, which flips every advantage."""
     model = tiny_llama(tokenizer, hidden=32, layers=1, seed=3)

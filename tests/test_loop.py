@@ -175,8 +175,9 @@ def test_a_run_killed_in_every_phase_resumes_to_the_same_rows(format_checkpoint,
     assert counts["pool.jsonl"] == counts["labelled.jsonl"]
     reference = _row_counts(one_iteration)
     assert counts["pool.jsonl"] == reference["pool.jsonl"]
-    # metrics: 1 challenger-step row + challenger, pool, labelling, solver phase rows
-    assert counts["metrics"] == 5
+    # metrics: 1 challenger-step row + challenger, pool, labelling, solver phase rows, and
+    # one row per optimiser update of each role (1 each): none repeated by the reruns
+    assert counts["metrics"] == 7
     assert not list(run_dir.rglob("*.tmp")) and not list(run_dir.rglob(".trainer_*"))
 
 

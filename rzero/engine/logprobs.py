@@ -46,7 +46,9 @@ def supports_cpu_logps(model) -> bool:
     samples (Llama, Qwen2/3 without a sliding window)."""
     from rzero.engine.decoding import supports_decode
 
-    if not hasattr(model, "config") or not hasattr(model, "base_model_prefix"):
+    from transformers import PreTrainedModel
+
+    if not isinstance(model, PreTrainedModel):  # a DeepSpeed engine, DDP, ...
         return False
     if getattr(model, "peft_config", None) or not hasattr(model, model.base_model_prefix):
         return False
