@@ -44,9 +44,9 @@ def supports_cpu_logps(model) -> bool:
     """A plain (not PEFT- or engine-wrapped) decoder whose every layer attends over the full
     cache, with no logit scaling or soft-capping, on CPU: the models `rzero.engine.decoding`
     samples (Llama, Qwen2/3 without a sliding window)."""
-    from rzero.engine.decoding import supports_decode
-
     from transformers import PreTrainedModel
+
+    from rzero.engine.decoding import supports_decode
 
     if not isinstance(model, PreTrainedModel):  # a DeepSpeed engine, DDP, ...
         return False
