@@ -75,7 +75,8 @@ SOLVER_VARIANTS: dict[str, list[str]] = {
     f"{labels}-{seed}": [f"solver_task.labels={labels}", f"run.seed={seed}"]
     for labels in ("truth", "vote", "shuffled") for seed in (0, 1, 2)}
 DEFAULT_VARIANTS = ("separate", "shared")
-DEFAULT_SOLVER_VARIANTS = ("truth-0", "truth-1", "truth-2", "vote-0", "shuffled-0")
+# the three label sources at seed 0 first, so the grid's first three runs are its contrast
+DEFAULT_SOLVER_VARIANTS = ("truth-0", "vote-0", "shuffled-0", "truth-1", "truth-2")
 DEFAULT_SPIN_VARIANTS = ("spin", "sft")
 DEFAULT_SPAG_VARIANTS = ("spag", "sft")
 DEFAULT_OUT = "runs/ablate"
