@@ -163,3 +163,15 @@ def test_a_random_draw_of_shuffled_labels_is_mostly_wrong():
                             direction="both")
     accuracy = sum(r["label_correct"] for r in labelled) / len(labelled)
     assert accuracy < 0.15, accuracy
+
+
+def test_the_plan_of_the_learning_recipe_says_what_an_iteration_does(capsys):
+    from rzero.cli import main
+
+    recipe = Path(__file__).parent.parent / "configs" / "learn-solver.yaml"
+    assert main(["plan", "--config", str(recipe), "--set", "solver_task.labels=vote"]) == 0
+    out = capsys.readouterr().out
+    assert "the solver alone on fixed questions" in out and "challenger" not in out
+    assert "majority of 8 samples each" in out
+    assert "128 updates of 4 questions x G 8 = 32 completions" in out
+    assert "at update 0 and every 16 (9 points)" in out

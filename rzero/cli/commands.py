@@ -159,6 +159,11 @@ def cmd_plan(args) -> int:
 
         print(spag_plan_markdown(cfg, args.config), end="")
         return 0
+    if cfg.run.task == "solver":
+        from rzero.solver_task.plan import solver_task_plan_markdown
+
+        print(solver_task_plan_markdown(cfg, args.config), end="")
+        return 0
     print(plan_markdown(cfg, args.config), end="")
     print("\n" + placement_markdown(cfg, args.config), end="")
     return 0

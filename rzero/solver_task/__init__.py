@@ -5,6 +5,7 @@ by the truth, the solver's own majority vote or the truth shuffled (`solver_task
   curve.py      the well-formed count of every rollout and the development draw's curve
   run.py        the iterations (labelling, solver, evaluation) on the phase runner
   report.py     report.md / report.html of a run, and the table of a grid of runs
+  plan.py       `rzero plan` for a solver-task recipe
 """
 
 from __future__ import annotations
