@@ -16,7 +16,7 @@ import tempfile
 import time
 
 from rzero.config import load_config
-from rzero.loop import RZeroRun
+from rzero.math.run import MathRun
 
 
 def main() -> None:
@@ -28,7 +28,7 @@ def main() -> None:
     cfg = load_config(args.config, overrides)
     with tempfile.TemporaryDirectory() as tmp:
         t0 = time.perf_counter()
-        run = RZeroRun(cfg, f"{tmp}/run")
+        run = MathRun(cfg, f"{tmp}/run")
         run.run()
         total = time.perf_counter() - t0
     timing = run.timing

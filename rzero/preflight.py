@@ -16,8 +16,10 @@ from rzero.config import ConfigError, RZeroConfig
 
 
 def check(cfg: RZeroConfig) -> None:
-    """Raise ConfigError for the first outside input of `cfg` that a phase could not use."""
-    check_engines(cfg)
+    """Raise ConfigError for the first outside input of a GRPO system's `cfg` (R-Zero's math
+    loop, the code tier, the solver task) that a phase could not use: `check_common`, then
+    the roles' prompt files, LoRA and TRL options."""
+    check_common(cfg)
     from rzero.prompts.challenger import challenger_chat
     from rzero.prompts.solver import solver_chat
 
@@ -31,24 +33,6 @@ def check(cfg: RZeroConfig) -> None:
         except (OSError, ValueError) as exc:
             raise ConfigError(f"{key}={path!r}: {exc}; point it at a prompt file in the "
                               f"format of rzero/prompts/templates.py") from None
-    if cfg.eval.enabled:
-        from rzero.evaluation import BenchmarkError, load_benchmarks
-
-        try:
-            load_benchmarks(cfg.eval.benchmarks, limit=cfg.eval.limit)
-        except BenchmarkError as exc:
-            raise ConfigError(f"eval.benchmarks={cfg.eval.benchmarks!r}: {exc}") from None
-    if cfg.run.task == "math" and cfg.watch.coerror and not cfg.roles.shared:
-        from rzero.evaluation import BenchmarkError, load_benchmark
-
-        try:  # the co-error's calibration set
-            load_benchmark(cfg.watch.coerror_benchmark)
-        except BenchmarkError as exc:
-            raise ConfigError(f"watch.coerror_benchmark={cfg.watch.coerror_benchmark!r}: "
-                              f"{exc}") from None
-    from rzero.engine import trackers
-
-    trackers.check_installed(cfg.run.report_to)
     for role in (cfg.challenger, cfg.solver):
         if role.lora and importlib.util.find_spec("peft") is None:
             raise ConfigError(f"{role.section}.lora={role.lora!r}: LoRA trains through peft, "
@@ -59,6 +43,34 @@ def check(cfg: RZeroConfig) -> None:
 
         for role in (cfg.challenger, cfg.solver):
             check_trl_options(role)
+
+
+def check_common(cfg: RZeroConfig) -> None:
+    """What every system reads from outside: the sampling engine, the evaluation's
+    benchmarks, the trackers' clients."""
+    check_engines(cfg)
+    if cfg.eval.enabled:
+        from rzero.evaluation import BenchmarkError, load_benchmarks
+
+        try:
+            load_benchmarks(cfg.eval.benchmarks, limit=cfg.eval.limit)
+        except BenchmarkError as exc:
+            raise ConfigError(f"eval.benchmarks={cfg.eval.benchmarks!r}: {exc}") from None
+    from rzero.engine import trackers
+
+    trackers.check_installed(cfg.run.report_to)
+
+
+def check_coerror(cfg: RZeroConfig) -> None:
+    """The math loop's co-error calibration set (`watch.coerror`), when it runs."""
+    if cfg.watch.coerror and not cfg.roles.shared:
+        from rzero.evaluation import BenchmarkError, load_benchmark
+
+        try:
+            load_benchmark(cfg.watch.coerror_benchmark)
+        except BenchmarkError as exc:
+            raise ConfigError(f"watch.coerror_benchmark={cfg.watch.coerror_benchmark!r}: "
+                              f"{exc}") from None
 
 
 def check_engines(cfg: RZeroConfig) -> None:

@@ -115,7 +115,7 @@ def table(rows: dict[str, tuple[list[str], dict]]) -> str:
 def contrasts(out: Path, names: list[str]) -> str:
     """Every variant against the first one named (and against its base), as
     `rzero compare` states them; "" with fewer than two finished variants."""
-    from rzero.reporting import markdown_table
+    from rzero.render import markdown_table
     from rzero.reports.contrasts import contrast_table, variant_contrasts
     from rzero.rundir import RunDir
 

@@ -188,7 +188,7 @@ def one_iteration(format_checkpoint, tmp_path_factory) -> Path:
     """A finished one-iteration run of `tiny_overrides(format_checkpoint)`; read it, or copy
     it before changing anything."""
     from rzero.config import load_config
-    from rzero.loop import run_iterations
+    from rzero.math.run import run_iterations
 
     run_dir = tmp_path_factory.mktemp("loop") / "run"
     run_iterations(load_config(None, tiny_overrides(format_checkpoint)), run_dir)

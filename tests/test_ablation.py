@@ -14,11 +14,12 @@ import yaml
 from conftest import SHORT_CHALLENGER, SHORT_SOLVER
 from safetensors.torch import load_file
 
-from rzero.ablation import VARIANTS, ablate, parse_variants, variant_config
+from rzero.ablation import ablate, parse_variants, variant_config
 from rzero.audit.report import build_report
 from rzero.cli import build_parser
+from rzero.cli.systems import SYSTEMS, system_of
 from rzero.config import ConfigError, load_config
-from rzero.loop import RZeroRun
+from rzero.math.run import MathRun
 from rzero.reports.comparison import compare
 from rzero.rundir import RunDir
 
@@ -57,7 +58,7 @@ def ablated(format_checkpoint, tmp_path_factory):
                              for q, a in EVAL_ITEMS))
     cfg = load_config(None, ablate_overrides(format_checkpoint, bench))
     loads: list[tuple[str, str, dict[str, torch.Tensor]]] = []
-    original = RZeroRun.load
+    original = MathRun.load
 
     def recording_load(self, checkpoint):
         model, tokenizer = original(self, checkpoint)
@@ -66,8 +67,8 @@ def ablated(format_checkpoint, tmp_path_factory):
         return model, tokenizer
 
     with pytest.MonkeyPatch.context() as mp:
-        mp.setattr(RZeroRun, "load", recording_load)
-        md = ablate(cfg, ["separate", "shared"], tmp / "out")
+        mp.setattr(MathRun, "load", recording_load)
+        md = ablate(SYSTEMS["math"], cfg, ["separate", "shared"], tmp / "out")
     return {"out": tmp / "out", "md": md, "loads": loads, "cfg": cfg,
             "base": str(format_checkpoint)}
 
@@ -115,28 +116,28 @@ MAIN = "Performance and label accuracy per iteration"
 
 def test_variant_config_sets_each_variants_field():
     cfg = load_config(None, ["roles.shared=true"])  # a recipe with shared weights
-    assert variant_config(cfg, "separate").roles.shared is False
-    assert variant_config(cfg, "shared").roles.shared is True
-    base = variant_config(cfg, "base_challenger")
+    assert variant_config(system_of(cfg), cfg, "separate").roles.shared is False
+    assert variant_config(system_of(cfg), cfg, "shared").roles.shared is True
+    base = variant_config(system_of(cfg), cfg, "base_challenger")
     assert base.roles.train_challenger is False and base.roles.shared is False
-    norep = variant_config(cfg, "no_repetition_penalty")
+    norep = variant_config(system_of(cfg), cfg, "no_repetition_penalty")
     assert norep.challenger.repetition_lambda == 0.0 and norep.roles.shared is False
-    nofilter = variant_config(cfg, "no_band_filter")
+    nofilter = variant_config(system_of(cfg), cfg, "no_band_filter")
     assert nofilter.labeling.filter is False and nofilter.roles.shared is False
     # nothing else moves, and the recipe itself is untouched
-    assert variant_config(cfg, "no_band_filter").challenger == cfg.challenger
+    assert variant_config(system_of(cfg), cfg, "no_band_filter").challenger == cfg.challenger
     assert cfg.roles.shared is True and cfg.labeling.filter is True
-    assert set(VARIANTS) == {"separate", "shared", "base_challenger",
+    assert set(SYSTEMS["math"].variants) == {"separate", "shared", "base_challenger",
                              "no_repetition_penalty", "no_band_filter"}
 
 
 def test_unknown_variant_is_a_clear_error():
-    with pytest.raises(ConfigError, match="'sharde': unknown for run.task='math'; allowed variants are separate"):
-        variant_config(load_config(None), "sharde")
+    with pytest.raises(ConfigError, match="'sharde': unknown for a math recipe; allowed variants are separate"):
+        variant_config(SYSTEMS["math"], load_config(None), "sharde")
     with pytest.raises(ConfigError, match="unknown variant\\(s\\) 'bogus'"):
-        parse_variants("separate,bogus")
-    assert parse_variants(" shared , separate,shared") == ["shared", "separate"]
-    assert parse_variants("all") == list(VARIANTS)
+        parse_variants(SYSTEMS["math"], "separate,bogus")
+    assert parse_variants(SYSTEMS["math"], " shared , separate,shared") == ["shared", "separate"]
+    assert parse_variants(SYSTEMS["math"], "all") == list(SYSTEMS["math"].variants)
 
 
 # ---------------------------------------------------------------- the ablation runs
@@ -322,8 +323,8 @@ def test_rerunning_ablate_resumes_without_training(ablated, monkeypatch):
     def no_training(self, checkpoint):
         pytest.fail(f"a committed phase was redone: it loaded {checkpoint}")
 
-    monkeypatch.setattr(RZeroRun, "load", no_training)
-    assert ablate(ablated["cfg"], ["separate", "shared"], ablated["out"]) == ablated["md"]
+    monkeypatch.setattr(MathRun, "load", no_training)
+    assert ablate(SYSTEMS["math"], ablated["cfg"], ["separate", "shared"], ablated["out"]) == ablated["md"]
     assert {key: read_marker(ablated["out"] / key[0], key[1], "solver")
             for key in markers} == markers
 
@@ -366,10 +367,10 @@ def test_unknown_variant_on_the_command_line_exits_2(capsys):
 def test_the_ablate_recipe_loads_for_every_variant():
     recipe = Path(__file__).parent.parent / "configs" / "ablate-tiny.yaml"
     cfg = load_config(recipe)
-    for variant in VARIANTS:
-        vcfg = variant_config(cfg, variant)
+    for variant in SYSTEMS["math"].variants:
+        vcfg = variant_config(system_of(cfg), cfg, variant)
         assert vcfg.model == cfg.model and vcfg.run.seed == cfg.run.seed
-    assert [variant_config(cfg, v).roles.shared for v in ("separate", "shared")] == [False, True]
+    assert [variant_config(system_of(cfg), cfg, v).roles.shared for v in ("separate", "shared")] == [False, True]
 
 
 def test_spin_recipes_get_spins_controls():
@@ -377,28 +378,28 @@ def test_spin_recipes_get_spins_controls():
     from rzero.spin.plan import merged_pairs
 
     cfg = load_config("configs/spin-tiny.yaml")
-    assert parse_variants(None, "spin") == ["spin", "sft"]
-    assert parse_variants("all", "spin") == ["spin", "sft", "one_opponent"]
+    assert parse_variants(SYSTEMS["spin"], None) == ["spin", "sft"]
+    assert parse_variants(SYSTEMS["spin"], "all") == ["spin", "sft", "one_opponent"]
     with pytest.raises(ConfigError, match="unknown variant.*'shared'.*run.task='spin'"):
-        parse_variants("shared", "spin")
-    sft = variant_config(cfg, "sft")
+        parse_variants(SYSTEMS["spin"], "shared")
+    sft = variant_config(system_of(cfg), cfg, "sft")
     assert sft.spin.objective == "sft" and sft.spin.epochs == cfg.spin.epochs
     # one iteration against the base, with as many updates as the recipe's iterations
-    one = variant_config(cfg, "one_opponent")
+    one = variant_config(system_of(cfg), cfg, "one_opponent")
     total = sum(updates_for(merged_pairs(cfg, k), cfg.spin) for k in (1, 2))
     assert one.run.iterations == 1 and updates_for(merged_pairs(one, 1), one.spin) == total
-    with pytest.raises(ConfigError, match="unknown for run.task='spin'"):
-        variant_config(cfg, "shared")
+    with pytest.raises(ConfigError, match="unknown for a spin recipe"):
+        variant_config(system_of(cfg), cfg, "shared")
 
 
 def test_spag_recipes_get_the_sft_control():
     cfg = load_config("configs/spag-tiny.yaml")
-    assert parse_variants(None, "spag") == ["spag", "sft"]
-    assert parse_variants("all", "spag") == ["spag", "sft", "separate_roles"]
+    assert parse_variants(SYSTEMS["spag"], None) == ["spag", "sft"]
+    assert parse_variants(SYSTEMS["spag"], "all") == ["spag", "sft", "separate_roles"]
     with pytest.raises(ConfigError, match="unknown variant.*'spin'.*run.task='spag'"):
-        parse_variants("spin", "spag")
-    sft = variant_config(cfg, "sft")
+        parse_variants(SYSTEMS["spag"], "spin")
+    sft = variant_config(system_of(cfg), cfg, "sft")
     assert sft.spag.objective == "sft" and sft.spag.sft_rows == cfg.spag.sft_rows
     assert sft.spag.games == cfg.spag.games and sft.run.iterations == cfg.run.iterations
-    assert variant_config(cfg, "spag").fingerprint() == cfg.fingerprint()
-    assert variant_config(cfg, "separate_roles").spag.roles == "separate"
+    assert variant_config(system_of(cfg), cfg, "spag").fingerprint() == cfg.fingerprint()
+    assert variant_config(system_of(cfg), cfg, "separate_roles").spag.roles == "separate"

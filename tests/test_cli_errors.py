@@ -165,11 +165,12 @@ def test_every_command_logs_through_tqdm_and_leaves_logging_as_it_found_it(tmp_p
 
     from rzero.cli import commands
     from rzero.config import load_config
+    from rzero.math.layout import LAYOUT
     from rzero.rundir import PhaseRunner, RunDir
 
     def fake_config(args):
         cfg = load_config(None, ["run.iterations=2", "run.report_to=none"])
-        run = RunDir(tmp_path / "run")
+        run = RunDir(tmp_path / "run", LAYOUT)
         run.prepare(cfg)
         bar = tqdm(total=2, desc="phase")
         PhaseRunner(cfg, run).run(1, "pool", lambda k: {"metrics": {}})

@@ -114,21 +114,22 @@ def changed(a, b) -> bool:
 
 @pytest.fixture(scope="module")
 def rzero_code_run(code_checkpoint, tmp_path_factory) -> Path:
-    from rzero.code import run_code_iterations
+    from rzero.cli.systems import system_of
 
     run_dir = tmp_path_factory.mktemp("rzc") / "run"
-    run_code_iterations(load_config(None, code_overrides(code_checkpoint, "rzero_code")), run_dir)
+    cfg = load_config(None, code_overrides(code_checkpoint, "rzero_code"))
+    system_of(cfg).iterate(cfg, run_dir)
     return run_dir
 
 
 @pytest.fixture(scope="module")
 def azr_run(code_checkpoint, tmp_path_factory) -> Path:
-    from rzero.code import run_code_iterations
+    from rzero.cli.systems import system_of
 
     run_dir = tmp_path_factory.mktemp("azr") / "run"
     cfg = load_config(None, code_overrides(code_checkpoint, "azr", **{
         "roles.shared": True, "run.iterations": 2, "challenger.prompts_per_step": 3}))
-    run_code_iterations(cfg, run_dir)
+    system_of(cfg).iterate(cfg, run_dir)
     return run_dir
 
 

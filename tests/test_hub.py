@@ -10,6 +10,7 @@ import pytest
 from fake_hub import FakeHub
 
 from rzero.config import ConfigError, load_config
+from rzero.math.layout import LAYOUT
 from rzero.rundir import RunDir
 from rzero.rundir.hub import HubPush, pushed
 
@@ -21,7 +22,7 @@ def cfg_with(**sets):
 def committed_run(tmp_path, checkpoint):
     cfg = cfg_with(**{"run.push_to_hub": "true", "run.hub_model_id": "me/rzero-tiny",
                       "run.report_to": "none", "run.iterations": 1})
-    run = RunDir(tmp_path / "run")
+    run = RunDir(tmp_path / "run", LAYOUT)
     run.prepare(cfg)
     for phase in ("challenger", "solver"):
         out = run.iter_dir(1) / phase

@@ -13,7 +13,7 @@ from conftest import iterate_cli, tiny_overrides
 from safetensors.torch import load_file
 
 from rzero.config import load_config
-from rzero.loop import RZeroRun, run_iterations
+from rzero.math.run import MathRun, run_iterations
 from rzero.rundir import RunDir, RunDirConflict
 
 
@@ -124,7 +124,7 @@ def test_zero_valid_questions_and_empty_band(tiny_checkpoint, tmp_path):
 def test_run_dir_with_other_config_is_refused(one_iteration, format_checkpoint):
     cfg = load_config(None, tiny_overrides(format_checkpoint, **{"run.seed": 5}))
     with pytest.raises(RunDirConflict, match="run.seed"):
-        RZeroRun(cfg, one_iteration)
+        MathRun(cfg, one_iteration)
 
 
 def test_dead_solver_server_fails_the_phase_naming_the_url(format_checkpoint, tmp_path,
@@ -186,7 +186,7 @@ def test_challenger_phase_can_serve_its_frozen_solver_as_replicas(format_checkpo
     # the reward queries them over HTTP, and they are stopped when the phase ends
     cfg = load_config(None, tiny_overrides(format_checkpoint, **{
         "generation.solver_replicas": 1, "eval.enabled": False}))
-    run = RZeroRun(cfg, tmp_path / "run")
+    run = MathRun(cfg, tmp_path / "run")
     info = run.challenger_phase(1, str(format_checkpoint), str(format_checkpoint))
     it = tmp_path / "run/iter_01"
     log = next((it / "solver_logs").glob("*.log")).read_text()
@@ -273,7 +273,7 @@ class OneTemplate:
                  for a in range(params.seed % 50, params.seed % 50 + n)] for _ in prompts]
 
 
-class CollapsedChallengerRun(RZeroRun):
+class CollapsedChallengerRun(MathRun):
     """The loop as it is, with the pool written by `OneTemplate`."""
 
     def pool_phase(self, k, challenger):

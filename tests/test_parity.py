@@ -10,7 +10,7 @@ import pytest
 
 from rzero.config import ChallengerConfig, LabelingConfig, RZeroConfig, load_config
 from rzero.engine.grpo import grpo_config
-from rzero.reports.plan import plan_rows, plan_value
+from rzero.math.plan import plan_rows, plan_value
 
 ROOT = Path(__file__).parent.parent
 DOC = ROOT / "docs" / "parity.md"

@@ -10,7 +10,7 @@ import pytest
 from rzero.cli import main
 from rzero.config import ChallengerConfig, ConfigError, load_config
 from rzero.config.schedule import role_schedule
-from rzero.reports.plan import plan_rows, plan_value
+from rzero.math.plan import plan_rows, plan_value
 
 CONFIGS = Path(__file__).parent.parent / "configs"
 QWEN = CONFIGS / "r-zero-qwen3-4b.yaml"
@@ -95,7 +95,7 @@ def test_plan_without_the_claim_has_no_official_column(capsys):
 
 
 def test_report_starts_with_the_plan_and_names_the_prompt_files(tmp_path):
-    from rzero.reports.markdown import render_report
+    from rzero.math.report import render_report
     from rzero.rundir import RunDir
 
     (tmp_path / "run").mkdir()
@@ -114,7 +114,7 @@ def test_report_starts_with_the_plan_and_names_the_prompt_files(tmp_path):
 
 
 def test_report_marks_the_built_in_prompts(tmp_path):
-    from rzero.reports.markdown import prompt_files
+    from rzero.math.report import prompt_files
 
     lines = prompt_files(load_config(CONFIGS / "tiny.yaml"))
     assert lines[0].startswith("- challenger prompt: `challenger.txt` (rzero/prompts/)")

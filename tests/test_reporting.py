@@ -1,4 +1,4 @@
-"""rzero.reporting: Markdown cells stay one cell, HTML escapes model text, figures are PNG."""
+"""rzero.render: Markdown cells stay one cell, HTML escapes model text, figures are PNG."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ import re
 
 import pytest
 
-from rzero.reporting import (
+from rzero.render import (
     Html,
     Panel,
     Series,

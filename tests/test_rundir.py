@@ -15,7 +15,7 @@ from conftest import tiny_overrides
 
 from rzero.config import ConfigError, load_config
 from rzero.io import DamagedFileError, read_jsonl
-from rzero.loop import run_iterations
+from rzero.math.run import run_iterations
 from rzero.rundir import RunDir, RunDirConflict
 
 ROOT = Path(__file__).parent.parent

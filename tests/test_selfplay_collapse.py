@@ -224,7 +224,7 @@ def test_config_reads_watch_thresholds():
 def test_report_renders_the_collapse_watch(tmp_path):
     from rzero.config import RZeroConfig
     from rzero.io import write_json_atomic
-    from rzero.reports.markdown import collapse_watch
+    from rzero.math.report import collapse_watch
     from rzero.rundir import RunDir
 
     run = RunDir(tmp_path)
@@ -260,7 +260,7 @@ def test_report_renders_the_collapse_watch(tmp_path):
 
 def test_report_has_no_watch_section_without_numbers(tmp_path):
     from rzero.config import RZeroConfig
-    from rzero.reports.markdown import collapse_watch
+    from rzero.math.report import collapse_watch
     from rzero.rundir import RunDir
 
     assert collapse_watch(RunDir(tmp_path), RZeroConfig()) == []
@@ -305,7 +305,8 @@ def test_labelling_marker_gets_the_label_concentration(tmp_path):
              "kept": True} for i in range(6)]
     write_jsonl_atomic(run.iter_dir(1) / "labelled.jsonl", rows)
     info = watch.after_phase(load_config(None), run, 1, "labelling",
-                             {"metrics": {"kept_fraction": 1.0, "mean_parse_rate": 1.0}})
+                             {"metrics": {"kept_fraction": 1.0, "mean_parse_rate": 1.0}},
+                             math=True)
     assert info["metrics"]["top_label"] == "7"
     assert info["metrics"]["top_label_share"] == pytest.approx(4 / 6)
     assert [w.split(":")[0] for w in info["warnings"]] == ["label_mode"]
@@ -314,7 +315,7 @@ def test_labelling_marker_gets_the_label_concentration(tmp_path):
 def test_the_html_page_shows_the_collapse_watch_escaped(tmp_path):
     from rzero.config import RZeroConfig
     from rzero.io import write_json_atomic
-    from rzero.reports.page import render_html
+    from rzero.math.page import render_html
     from rzero.rundir import RunDir
 
     run = RunDir(tmp_path)

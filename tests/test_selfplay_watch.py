@@ -1,16 +1,18 @@
-"""The self-play audit wired into a run (rzero.selfplay.watch, rzero.reports.sections):
+"""The self-play audit wired into a run (rzero.selfplay.watch, rzero.math.sections):
 each phase's marker gets its numbers and warnings, a stop fires from the stored marker, the
 fingerprint ignores the watch (the trackers: tests/test_trackers.py). No model runs here:
 the run directories are written by hand."""
 
 import json
+from functools import partial
 
 import pytest
 
-from rzero import reports
 from rzero.config import load_config
 from rzero.io import write_json_atomic, write_jsonl_atomic
-from rzero.rundir import RunDir, TrackerLog
+from rzero.math.layout import LAYOUT
+from rzero.math.report import rebuild
+from rzero.rundir import Run, RunDir, StopRun, TrackerLog, check_stop
 from rzero.selfplay import watch
 
 
@@ -62,7 +64,7 @@ def test_a_one_template_pool_trips_diversity_and_stops_when_asked(tmp_path):
     run = RunDir(tmp_path)
     write_jsonl_atomic(run.iter_dir(1) / "pool.jsonl", one_template_pool(10))
     cfg = cfg_with(**{"run.stop_on": "[diversity]"})
-    info = watch.after_phase(cfg, run, 1, "pool", {"metrics": {"valid_rate": 1.0}})
+    info = watch.after_phase(cfg, run, 1, "pool", {"metrics": {"valid_rate": 1.0}}, math=True)
     m = info["metrics"]
     # 10 questions, one structure once the numbers are masked: 1 / 10
     assert m["structure_ratio"] == pytest.approx(0.1)
@@ -82,7 +84,8 @@ def test_the_band_is_watched_with_the_filter_off(tmp_path):
     write_jsonl_atomic(run.iter_dir(1) / "labelled.jsonl", rows)
     cfg = cfg_with(**{"labeling.filter": False})
     info = watch.after_phase(cfg, run, 1, "labelling",
-                             {"metrics": {"kept_fraction": 1.0, "mean_parse_rate": 1.0}})
+                             {"metrics": {"kept_fraction": 1.0, "mean_parse_rate": 1.0}},
+                             math=True)
     # every question is unanimous (p_hat 1): kept (no filter) but none in the band
     assert info["metrics"]["in_band_fraction"] == 0.0
     assert info["metrics"]["groups_per_vote"] == pytest.approx(0.25)  # 1 group / 4 votes
@@ -123,34 +126,54 @@ def test_eval_without_the_base_has_no_curve(tmp_path):
 
 def test_a_stored_stop_fires_with_the_current_stop_on():
     marker = {"iteration": 2, "phase": "pool", "warnings": ["diversity: iteration 2 pool: x"]}
-    with pytest.raises(watch.StopRun, match="after iteration 2 pool"):
-        watch.check_stop(marker, cfg_with(**{"run.stop_on": "[diversity]"}).run)
-    watch.check_stop(marker, cfg_with().run)  # stop_on emptied: the run goes on
+    with pytest.raises(StopRun, match="after iteration 2 pool"):
+        check_stop(marker, cfg_with(**{"run.stop_on": "[diversity]"}).run)
+    check_stop(marker, cfg_with().run)  # stop_on emptied: the run goes on
 
 
-def test_every_loop_stops_cleanly_on_a_listed_warning_and_closes_its_trackers(tmp_path, capsys):
-    """The math, code and SPIN loops share this wiring: the phase runner's marker hook raises
-    the stop, `run_watched` ends the iterations with one line and the trackers close."""
-    cfg = cfg_with(**{"run.stop_on": "[diversity]"})
-    run = RunDir(tmp_path)
-    rebuilt = []
-    log, phases = watch.watched_phases(cfg, run, lambda r, c: rebuilt.append(r.path))
-    closed, done = [], []
-    log.close = lambda: closed.append(True)
-    write_jsonl_atomic(run.iter_dir(1) / "pool.jsonl", one_template_pool(10))
+class PoolRun(Run):
+    """A system of one pool phase on the run engine, with the math loop's audit."""
+    layout = LAYOUT
 
-    def iterate():
-        phases.run(1, "pool", lambda k: {"metrics": {"valid_rate": 1.0}})
-        done.append("after the pool")  # never reached: the pool's diversity warning stops
+    def __init__(self, *args, **kwargs):
+        self.rebuilt, self.done = [], []
+        super().__init__(*args, **kwargs)
 
-    watch.run_watched(iterate, log)
-    assert done == [] and closed == [True] and rebuilt == [tmp_path]
-    assert run.marker(1, "pool")["stop"]["phase"] == "pool"  # committed before the stop
+    def check_inputs(self) -> None:
+        pass
+
+    def before_commit(self) -> list:
+        return [partial(watch.after_phase, self.cfg, self.rundir, math=True)]
+
+    def rebuild(self) -> None:
+        self.rebuilt.append(self.rundir.path)
+
+    def iterate(self) -> None:
+        self.phases.run(1, "pool", lambda k: self.done.append("ran") or {
+            "metrics": {"valid_rate": 1.0}})
+        self.done.append("after the pool")  # never reached: the pool's diversity warning stops
+
+
+def test_every_system_stops_cleanly_on_a_listed_warning_and_closes_its_trackers(
+        tmp_path, capsys, monkeypatch):
+    """Every system's run shares this wiring (`rzero.rundir.run.Run`): the phase runner's
+    marker hook raises the stop, `Run.run` ends the iterations with one line and the trackers
+    close; a rerun fires the same stop from the stored marker."""
+    monkeypatch.setattr("rzero.rundir.run.resolve_model", lambda name: name)
+    cfg = cfg_with(**{"run.stop_on": "[diversity]", "run.report_to": "[]"})
+    write_jsonl_atomic(tmp_path / "iter_01" / "pool.jsonl", one_template_pool(10))
+    run = PoolRun(cfg, tmp_path)
+    closed = []
+    run.trackers.close = lambda: closed.append(True)
+    run.run()
+    assert run.done == ["ran"] and closed == [True] and run.rebuilt == [tmp_path]
+    assert run.rundir.marker(1, "pool")["stop"]["phase"] == "pool"  # committed before the stop
     assert capsys.readouterr().err.startswith("run stopped after iteration 1 pool, because "
                                               "run.stop_on lists diversity")
-    # a rerun fires the same stop from the stored marker, without running the phase again
-    watch.run_watched(lambda: phases.run(1, "pool", lambda k: done.append("rerun") or {}), log)
-    assert done == [] and closed == [True, True]
+    again = PoolRun(cfg, tmp_path)
+    again.run()
+    assert again.done == [] and again.rebuilt == []  # not run again, not committed again
+    assert "run stopped after iteration 1 pool" in capsys.readouterr().err
 
 
 def test_watch_stop_on_and_trackers_are_outside_the_fingerprint():
@@ -172,7 +195,7 @@ def commit(run: RunDir, cfg, k: int, phase: str, info: dict) -> None:
     marker = run.commit(cfg, k, phase, info, 1.0)
     log = _LOGS.setdefault(run.path, TrackerLog(cfg, run.path))
     log(k, phase, marker)
-    reports.rebuild(run, cfg)
+    rebuild(run, cfg)
 
 
 def close(run: RunDir) -> None:
@@ -183,7 +206,7 @@ def test_rebuild_copies_warnings_and_records_the_best_solver(tmp_path, capsys):
     from rzero.cli import main
 
     cfg = cfg_with(**{"run.iterations": 2, "run.report_to": "[]"})
-    run = RunDir(tmp_path / "run")
+    run = RunDir(tmp_path / "run", LAYOUT)
     run.prepare(cfg)
     commit(run, cfg, 0, "eval", {"metrics": {"average": 0.4, "easy/pass@1": 0.4, "easy/n": 10},
                                  "checkpoint": "/models/base", "warnings": []})

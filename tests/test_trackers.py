@@ -11,9 +11,11 @@ import sys
 
 import pytest
 
-from rzero import preflight, reports
+from rzero import preflight
 from rzero.config import ConfigError, installed_trackers, load_config
 from rzero.engine import trackers
+from rzero.math.layout import LAYOUT
+from rzero.math.report import rebuild
 from rzero.rundir import RunDir, TrackerLog
 
 
@@ -31,7 +33,7 @@ def run_two_commits(tmp_path, report_to: str) -> RunDir:
     """A run that commits a challenger phase (one GRPO step, one warning) and an evaluation
     through the loop's hooks, then closes its trackers, as the loop does."""
     cfg = cfg_with(**{"run.report_to": report_to, "run.iterations": 1})
-    run = RunDir(tmp_path / "run")
+    run = RunDir(tmp_path / "run", LAYOUT)
     run.prepare(cfg)
     log = TrackerLog(cfg, run.path)
     for phase, info in (("challenger", {"metrics": {"mean_reward": 0.25},
@@ -39,7 +41,7 @@ def run_two_commits(tmp_path, report_to: str) -> RunDir:
                         ("eval", {"metrics": {"average": 0.5, "easy/pass@1": 0.5, "easy/n": 4},
                                   "checkpoint": "/models/x"})):
         log(1, phase, run.commit(cfg, 1, phase, info, 1.0))
-        reports.rebuild(run, cfg)
+        rebuild(run, cfg)
     log.close()
     return run
 

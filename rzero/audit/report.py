@@ -7,7 +7,7 @@ neither the numerator nor the denominator: an unjudged item is never a wrong lab
 Every accuracy carries a 95 % Wilson interval, and the report says so in words when a sample is
 too small for its number to mean anything.
 
-Rendering goes through rzero.reporting, which escapes everything a model wrote (questions,
+Rendering goes through rzero.render, which escapes everything a model wrote (questions,
 labels, judge answers) in the HTML page.
 """
 
@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from rzero.io import write_bytes_atomic, write_json_atomic, write_text_atomic
-from rzero.reporting import (
+from rzero.render import (
     Html,
     Panel,
     Series,

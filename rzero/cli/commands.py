@@ -71,22 +71,14 @@ def cmd_generate(args) -> int:
 
 
 def cmd_iterate(args) -> int:
+    from rzero.cli.systems import system_of
     from rzero.engine import distributed
-    from rzero.loop import run_iterations
 
     cfg = load_config(args.config, args.overrides)
     run_dir = Path(args.run_dir or cfg.run.output_dir)
-    if cfg.run.task != "math":  # the code tier (rzero_code, azr), SPIN, SPAG or the solver task: one process
-        if cfg.run.task == "spin":
-            from rzero.spin import run_spin as run_task
-        elif cfg.run.task == "spag":
-            from rzero.spag.run import run_spag as run_task
-        elif cfg.run.task == "solver":
-            from rzero.solver_task import run_solver_task as run_task
-        else:
-            from rzero.code import run_code_iterations as run_task
-
-        run_task(cfg, run_dir, fresh=args.fresh)
+    system = system_of(cfg)
+    if not system.launcher:  # every system but the math loop runs in one process
+        system.iterate(cfg, run_dir, fresh=args.fresh)
         print(f"run finished: {run_dir}\nreport: {run_dir / 'report.md'}")
         return 0
     from rzero import preflight
@@ -101,6 +93,7 @@ def cmd_iterate(args) -> int:
             raise ConfigError(str(exc)) from None
         preflight.check_launch(cfg, machine_rank, port)
         preflight.check(cfg)
+        preflight.check_coerror(cfg)
         forwarded = [*(["--config", args.config] if args.config else []),
                      *[a for o in args.overrides for a in ("--set", o)],
                      "--run-dir", str(run_dir), *(["--fresh"] if args.fresh else [])]
@@ -108,7 +101,7 @@ def cmd_iterate(args) -> int:
         print(f"launching: {format_command(argv, env)}", file=sys.stderr, flush=True)
         return launch_and_wait(argv, {**os.environ, **env})
     try:
-        run_iterations(cfg, run_dir, fresh=args.fresh)
+        system.iterate(cfg, run_dir, fresh=args.fresh)
     except distributed.MainProcessFailed as exc:  # the main process printed the details
         print(f"error (process {distributed.rank()}): {exc}", file=sys.stderr)
         return 1
@@ -145,27 +138,10 @@ def cmd_config(args) -> int:
 
 
 def cmd_plan(args) -> int:
-    from rzero.engine.launch import placement_markdown
-    from rzero.reports.plan import plan_markdown
+    from rzero.cli.systems import system_of
 
     cfg = load_config(args.config, args.overrides)
-    if cfg.run.task == "spin":
-        from rzero.spin.plan import spin_plan_markdown
-
-        print(spin_plan_markdown(cfg, args.config), end="")
-        return 0
-    if cfg.run.task == "spag":
-        from rzero.spag.plan import spag_plan_markdown
-
-        print(spag_plan_markdown(cfg, args.config), end="")
-        return 0
-    if cfg.run.task == "solver":
-        from rzero.solver_task.plan import solver_task_plan_markdown
-
-        print(solver_task_plan_markdown(cfg, args.config), end="")
-        return 0
-    print(plan_markdown(cfg, args.config), end="")
-    print("\n" + placement_markdown(cfg, args.config), end="")
+    print(system_of(cfg).plan(cfg, args.config), end="")
     return 0
 
 
@@ -198,17 +174,12 @@ def cmd_audit(args) -> int:
 
 
 def rebuild_report(run_dir: Path, cfg) -> None:
-    """Rebuild a math or code run's report.md / report.html, so they quote and link the
-    audit just written (a loop rebuilds them after every commit; `rzero audit` comes after)."""
-    from rzero.rundir import RunDir
+    """Rebuild a run's report.md / report.html, so they quote and link the audit just
+    written (a run rebuilds them after every commit; `rzero audit` comes after)."""
+    from rzero.cli.systems import system_of
 
-    if cfg.run.task == "math":
-        from rzero.reports import rebuild
-    elif cfg.run.task in ("rzero_code", "azr"):
-        from rzero.code.report import rebuild
-    else:
-        return
-    rebuild(RunDir(run_dir), cfg)
+    system = system_of(cfg)
+    system.rebuild(system.open(run_dir), cfg)
 
 
 def cmd_best(args) -> int:
@@ -290,21 +261,19 @@ def cmd_eval(args) -> int:
 
 def cmd_ablate(args) -> int:
     from rzero.ablation import ablate, parse_variants
+    from rzero.cli.systems import system_of
     from rzero.reports.comparison import CompareError, printed_summary
     from rzero.rundir import RunDirConflict
 
     try:
         cfg = load_config(args.config, args.overrides)
-        if cfg.run.task not in ("math", "spin", "spag", "solver"):
-            raise ConfigError(f"run.task={cfg.run.task!r}: rzero ablate runs the math loop's, "
-                              "SPIN's, SPAG's and the solver task's variants; run a code "
-                              "recipe with rzero iterate")
-        variants = parse_variants(args.variants, cfg.run.task)
-        md = ablate(cfg, variants, args.out, fresh=args.fresh)
+        system = system_of(cfg)
+        variants = parse_variants(system, args.variants)
+        md = ablate(system, cfg, variants, args.out, fresh=args.fresh)
     except (ConfigError, RunDirConflict, CompareError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
-    if cfg.run.task == "solver":  # the grid's table
+    if system.summary is not None:  # the system's own table (the solver task's grid)
         print(f"grid: {md}\n      {md.with_suffix('.html')}\n\n{md.read_text()}", end="")
         return 0
     print(printed_summary(md), end="")

@@ -150,15 +150,12 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("run_dir")
     p.set_defaults(func=cmd_best)
 
-    from rzero.ablation import (
-        DEFAULT_OUT,
-        DEFAULT_SPAG_VARIANTS,
-        DEFAULT_SPIN_VARIANTS,
-        DEFAULT_VARIANTS,
-        SPAG_VARIANTS,
-        SPIN_VARIANTS,
-        VARIANTS,
-    )
+    from rzero.ablation import DEFAULT_OUT
+    from rzero.cli.systems import SYSTEMS
+
+    choices = "; ".join(f"{', '.join(sys.variants)} (a {task} recipe; default "
+                        f"{','.join(sys.default_variants)})"
+                        for task, sys in SYSTEMS.items() if sys.variants)
 
     p = command("ablate", "run ablation variants (separate vs shared weights, ...) "
                                       "as resumable runs and compare them")
@@ -168,11 +165,7 @@ def build_parser() -> argparse.ArgumentParser:
                    metavar="SECTION.KEY=VALUE",
                    help="override one field of the recipe, for every variant (repeatable)")
     p.add_argument("--variants", default=None,
-                   help=f"comma-separated, from {', '.join(VARIANTS)} (R-Zero; default "
-                        f"{','.join(DEFAULT_VARIANTS)}), {', '.join(SPIN_VARIANTS)} (a SPIN "
-                        f"recipe; default {','.join(DEFAULT_SPIN_VARIANTS)}), "
-                        f"{', '.join(SPAG_VARIANTS)} (a SPAG recipe; default "
-                        f"{','.join(DEFAULT_SPAG_VARIANTS)}), or 'all'")
+                   help=f"comma-separated, from {choices}; or 'all'")
     p.add_argument("--out", default=DEFAULT_OUT,
                    help=f"directory holding one run dir per variant and the comparison "
                         f"(default {DEFAULT_OUT})")

@@ -1,11 +1,12 @@
-"""The code tier's loops (SPEC §8, seed 003), selected by `run.task`:
+"""The code tier's two systems (SPEC §8, seed 003), `run.task` rzero_code and azr:
 
   rzero_code.py  R-Zero's loop on deduction tasks; every pseudo-label checked by the executor
   azr.py         Absolute Zero: proposer/solver over deduction, abduction and induction
   rewards.py     R-Zero's challenger and pseudo-label rewards on code proposals
   votes.py       majority vote over predicted outputs; exact label accuracy, by p̂ bucket
-  runner.py      the run folder (RunDir, same layout as the math loop) and the phase runner
+  runner.py      what both loops share on the run engine (`CodeRun`, a `rzero.rundir.Run`)
   report.py      report.md / report.html of a code run
+  plan.py        `rzero plan` for a code recipe
 
 Model-written code runs only through `rzero.executor` (the sandbox); this package never
 executes it itself.
@@ -15,17 +16,39 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from rzero.code.layout import AZR, RZERO_CODE
 from rzero.config import RZeroConfig
+from rzero.rundir.folder import RunDir
+from rzero.rundir.run import System
 
 
-def run_code_iterations(cfg: RZeroConfig, run_dir: str | Path, *, fresh: bool = False):
-    """`rzero iterate` for run.task rzero_code or azr; returns the finished run."""
-    if cfg.run.task == "azr":
-        from rzero.code.azr import run_azr
+def iterate_rzero_code(cfg: RZeroConfig, run_dir: str | Path, *, fresh: bool = False):
+    """`rzero iterate` for R-Zero's loop on code; returns the finished run."""
+    from rzero.code.rzero_code import run_rzero_code
 
-        return run_azr(cfg, run_dir, fresh=fresh)
-    if cfg.run.task == "rzero_code":
-        from rzero.code.rzero_code import run_rzero_code
+    return run_rzero_code(cfg, run_dir, fresh=fresh)
 
-        return run_rzero_code(cfg, run_dir, fresh=fresh)
-    raise ValueError(f"run.task={cfg.run.task!r} is not a code task (rzero_code, azr)")
+
+def iterate_azr(cfg: RZeroConfig, run_dir: str | Path, *, fresh: bool = False):
+    """`rzero iterate` for Absolute Zero; returns the finished run."""
+    from rzero.code.azr import run_azr
+
+    return run_azr(cfg, run_dir, fresh=fresh)
+
+
+def plan(cfg: RZeroConfig, source: str | None = None) -> str:
+    from rzero.code.plan import code_plan_markdown
+
+    return code_plan_markdown(cfg, source)
+
+
+def rebuild(run: RunDir, cfg: RZeroConfig) -> None:
+    from rzero.code.report import rebuild as rebuild_report
+
+    rebuild_report(run, cfg)
+
+
+# no ablation variants: a code recipe runs with rzero iterate
+RZERO_CODE_SYSTEM = System(layout=RZERO_CODE, iterate=iterate_rzero_code, plan=plan,
+                           rebuild=rebuild)
+AZR_SYSTEM = System(layout=AZR, iterate=iterate_azr, plan=plan, rebuild=rebuild)

@@ -43,6 +43,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
+from rzero.code.layout import AZR
 from rzero.code.rewards import refusal_counts
 from rzero.code.runner import CodeRun
 from rzero.config import LabelingConfig, RZeroConfig
@@ -175,6 +176,8 @@ def proposer_rows(buffer: TaskBuffer, cfg: RZeroConfig, n: int, rng: random.Rand
 
 
 class AZRRun(CodeRun):
+    layout = AZR
+
     def buffer_before(self, k: int) -> TaskBuffer:
         """The buffer as iteration k starts: the identity triplet, then every valid proposal
         of iterations 1..k-1 in order (rebuilt from their step logs, so resume needs no

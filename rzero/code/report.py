@@ -17,10 +17,10 @@ from typing import Any
 from rzero.config import RZeroConfig
 from rzero.executor.tasks import CodeTask, call_text
 from rzero.io import write_text_atomic
-from rzero.reporting import heading, html_page, html_table, markdown_table, preformatted
+from rzero.render import heading, html_page, html_table, markdown_table, preformatted
 from rzero.reports import committed, phase_times, write_metrics
-from rzero.reports.sections import audit_link
-from rzero.rundir import PHASES, RunDir
+from rzero.reports.cells import audit_link
+from rzero.rundir import RunDir
 
 Table = tuple[str, list[str], list[list[Any]]]
 EXAMPLES = 4  # labelled tasks (R-Zero) or valid proposals per type (AZR) shown per iteration
@@ -48,7 +48,7 @@ def accuracy(d: dict[str, Any] | None) -> str:
 
 
 def rzero_code_tables(run: RunDir, cfg: RZeroConfig) -> list[Table]:
-    marks = committed(run, PHASES)
+    marks = committed(run, run.layout.phases)
     summary, steps, buckets = [], [], []
     for k in run.trained_iterations():
         m = {p: x.get("metrics", {}) for p, x in marks[k].items()}
@@ -103,7 +103,7 @@ def rzero_code_examples(run: RunDir, cfg: RZeroConfig) -> list[tuple[str, str, s
 
 
 def azr_tables(run: RunDir, cfg: RZeroConfig) -> list[Table]:
-    marks = committed(run, PHASES)
+    marks = committed(run, run.layout.phases)
     per_type, steps, refusals = [], [], []
     for k in run.trained_iterations():
         m = {p: x.get("metrics", {}) for p, x in marks[k].items()}
@@ -160,11 +160,11 @@ def azr_examples(run: RunDir, cfg: RZeroConfig) -> list[tuple[str, str, str]]:
 # ---------------------------------------------------------------- rendering
 
 
-def _intro(cfg: RZeroConfig) -> list[str]:
+def _intro(run: RunDir, cfg: RZeroConfig) -> list[str]:
     c = cfg.code
     sandbox = (f"sandbox: {c.timeout_s} s and {c.memory_mb} MiB per run, {c.workers} at once "
                "(rzero/executor/sandbox.py says what it does not protect against)")
-    if cfg.run.task == "azr":
+    if run.layout.name == "azr":
         return [f"- Absolute Zero on `{cfg.model.name}`: task types {', '.join(c.task_types)}; "
                 f"{'one model' if cfg.roles.shared else 'separate proposer and solver'}; "
                 f"iterations: {cfg.run.iterations}",
@@ -190,7 +190,7 @@ def _intro(cfg: RZeroConfig) -> list[str]:
 
 
 def _content(run: RunDir, cfg: RZeroConfig):
-    if cfg.run.task == "azr":
+    if run.layout.name == "azr":
         return "Absolute Zero run", azr_tables(run, cfg), azr_examples(run, cfg)
     return ("R-Zero on code run", rzero_code_tables(run, cfg),
             rzero_code_examples(run, cfg))
@@ -198,7 +198,7 @@ def _content(run: RunDir, cfg: RZeroConfig):
 
 def render_markdown(run: RunDir, cfg: RZeroConfig) -> str:
     title, tables, examples = _content(run, cfg)
-    lines = [f"# {title}: {run.path.name}", "", *_intro(cfg), ""]
+    lines = [f"# {title}: {run.path.name}", "", *_intro(run, cfg), ""]
     for name, header, rows in tables:
         lines += [f"## {name}", "", markdown_table(header, rows) if rows else "(none yet)\n"]
     if examples:
@@ -207,13 +207,13 @@ def render_markdown(run: RunDir, cfg: RZeroConfig) -> str:
             lines += [f"- {what}: {detail}", "", "  ```python",
                       *[f"  {line}" for line in program.replace("```", "'''").splitlines()],
                       "  ```", ""]
-    times, warnings = phase_times(run, PHASES)
+    times, warnings = phase_times(run, run.layout.phases)
     lines += ["## Phase times (s) and peak memory", ""] + [f"- {t}" for t in times]
     if warnings:
         lines += ["", "## Warnings", ""] + [f"- {w}" for w in warnings]
     lines += ["", "Files: `metrics.jsonl`, `iter_KK/challenger_steps.jsonl` (every proposal "
               "with its reward parts), `iter_KK/pool.jsonl`, "
-              + ("`iter_KK/labelled.jsonl` (votes, label, truth), " if cfg.run.task != "azr"
+              + ("`iter_KK/labelled.jsonl` (votes, label, truth), " if run.layout.name != "azr"
                  else "") + "`iter_KK/challenger/`, `iter_KK/solver/` (checkpoints).", ""]
     return "\n".join(lines)
 
@@ -221,7 +221,7 @@ def render_markdown(run: RunDir, cfg: RZeroConfig) -> str:
 def render_html(run: RunDir, cfg: RZeroConfig) -> str:
     title, tables, examples = _content(run, cfg)
     # the intro's Markdown list items as plain paragraphs (no bullets or backticks in HTML)
-    parts: list[Any] = [line.removeprefix("- ").replace("`", "") for line in _intro(cfg)]
+    parts: list[Any] = [line.removeprefix("- ").replace("`", "") for line in _intro(run, cfg)]
     parts += audit_link(run)
     for name, header, rows in tables:
         parts += [heading(name), html_table(header, rows) if rows else "(none yet)"]
@@ -230,7 +230,7 @@ def render_html(run: RunDir, cfg: RZeroConfig) -> str:
         parts += [html_table(["task", "program", "outcome"],
                              [[what, preformatted(program), detail]
                               for what, program, detail in examples])]
-    times, warnings = phase_times(run, PHASES)
+    times, warnings = phase_times(run, run.layout.phases)
     parts += [heading("Phase times (s) and peak memory"), *times]
     if warnings:
         parts += [heading("Warnings"), *warnings]
@@ -241,6 +241,6 @@ def rebuild(run: RunDir, cfg: RZeroConfig) -> None:
     """`metrics.jsonl` (one row per committed phase and per GRPO step of either role, as
     ``challenger_step`` / ``solver_step``), `best.json` once a solver was evaluated (the
     math evaluation's best), `report.md` and `report.html`, from the markers."""
-    write_metrics(run, cfg)
+    write_metrics(run, cfg, run.layout.phases)
     write_text_atomic(run.path / "report.md", render_markdown(run, cfg))
     write_text_atomic(run.path / "report.html", render_html(run, cfg))

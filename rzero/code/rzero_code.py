@@ -36,6 +36,7 @@ from pathlib import Path
 from tqdm.auto import tqdm
 
 from rzero.audit import audit_run
+from rzero.code.layout import RZERO_CODE
 from rzero.code.rewards import (
     CodeChallengerReward,
     PseudoLabelReward,
@@ -62,6 +63,8 @@ LABEL_CHUNK = 16  # tasks voted on per generate call
 
 
 class RZeroCodeRun(CodeRun):
+    layout = RZERO_CODE
+
     # ------------------------------------------------------------ the phases
 
     def challenger_phase(self, k: int, start: str, frozen_solver: str) -> dict:

@@ -8,7 +8,7 @@ math-verify on the last `\\boxed{}`.
                   evaluation_phase (every loop's evaluation phase)
 
 `rzero eval` (rzero/cli/commands.py) scores a model from the command line. This package imports
-nothing from training (no trl, no rzero.engine.grpo or rzero.loop).
+nothing from training (no trl, no rzero.engine.grpo or rzero.math.run).
 """
 
 from rzero.evaluation.loaders import (

@@ -36,7 +36,7 @@ from rzero.labeling.answers import extract_boxed
 from rzero.labeling.equivalence import Direction, equivalent, equivalent_many
 from rzero.labeling.voting import majority_vote_many
 from rzero.prompts.solver import solver_chat
-from rzero.reporting import markdown_cell, markdown_table
+from rzero.render import markdown_cell, markdown_table
 from rzero.stats import mean_interval, wilson_interval
 
 logger = logging.getLogger(__name__)

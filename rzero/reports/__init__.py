@@ -1,15 +1,11 @@
-"""The run's reports, rebuilt from its folder's markers after every commit.
+"""What every system's report shares (each system's own is its `report.py`), and the
+reports across runs.
 
-    markdown.py    report.md: the science card, the plan, the iteration table, the sections
-    page.py        report.html: the same with the curves inlined
-    sections.py    the self-play sections both share: science card, collapse watch,
-                   challenger trend, increments, co-error, cross-play, best solver, stop
-    plan.py        what one iteration computes, counted before anything runs (`rzero plan`)
+    __init__.py    metrics.jsonl and best.json from the markers; committed markers and
+                   phase times by iteration
+    cells.py       table cells with intervals, the evaluation table, the audit's link
     comparison.py  `rzero compare`: runs side by side, paired differences with intervals
     contrasts.py   the variant contrasts of an ablation or sweep
-
-`rebuild(run, cfg)` is the math loop's `after_commit` hook; the code tier has its own
-(`rzero.code.report`) on the same `metrics_rows`.
 """
 
 from __future__ import annotations
@@ -18,16 +14,14 @@ from collections.abc import Sequence
 from typing import Any
 
 from rzero.config import RZeroConfig
-from rzero.io import write_json_atomic, write_jsonl_atomic, write_text_atomic
-from rzero.reports.markdown import render_report, summary_table
-from rzero.reports.page import render_html
-from rzero.rundir import RunDir, phases_for
+from rzero.io import write_json_atomic, write_jsonl_atomic
+from rzero.rundir import RunDir
 
 # a marker's per-step lists, as rows of metrics.jsonl
 STEP_ROWS = (("steps", "challenger_step"), ("train_steps", "solver_step"))
 
 
-def metrics_rows(run: RunDir, cfg: RZeroConfig) -> list[dict[str, Any]]:
+def metrics_rows(run: RunDir, phases: Sequence[str]) -> list[dict[str, Any]]:
     """One row per committed phase, per GRPO step (``challenger_step``, and the code
     tier's ``solver_step``) and per optimiser update of a GRPO phase (``challenger_update``,
     ``solver_update``: TRL's log, kl, grad_norm, frac_reward_zero_std, ...), in run order, from the markers, so metrics.jsonl never holds a
@@ -36,7 +30,7 @@ def metrics_rows(run: RunDir, cfg: RZeroConfig) -> list[dict[str, Any]]:
     ``stop``."""
     rows = []
     for k in run.iterations():
-        for phase in phases_for(cfg.run.task):
+        for phase in phases:
             m = run.marker(k, phase)
             if m is None:
                 continue
@@ -73,16 +67,10 @@ def phase_times(run: RunDir, phases: Sequence[str]) -> tuple[list[str], list[str
     return times, warnings
 
 
-def write_metrics(run: RunDir, cfg: RZeroConfig) -> None:
-    """`metrics.jsonl` and, once a solver was evaluated, `best.json`."""
-    write_jsonl_atomic(run.path / "metrics.jsonl", metrics_rows(run, cfg))
+def write_metrics(run: RunDir, cfg: RZeroConfig, phases: Sequence[str]) -> None:
+    """`metrics.jsonl` (the markers of `phases`, the system's) and, once a solver was
+    evaluated, `best.json`."""
+    write_jsonl_atomic(run.path / "metrics.jsonl", metrics_rows(run, phases))
     best = run.best_solver(cfg)
     if best is not None:
         write_json_atomic(run.path / "best.json", best)
-
-
-def rebuild(run: RunDir, cfg: RZeroConfig) -> None:
-    """`metrics.jsonl`, `best.json`, `report.md` and `report.html` of a math run."""
-    write_metrics(run, cfg)
-    write_text_atomic(run.path / "report.md", render_report(run, cfg))
-    write_text_atomic(run.path / "report.html", render_html(run, cfg, summary_table(run, cfg)))

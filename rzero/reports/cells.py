@@ -1,6 +1,6 @@
-"""Table cells and tables the symmetric systems' reports share (`rzero.spin.report`,
-`rzero.spag.report`): numbers with their intervals, paired differences, and the evaluation
-table read from the watch's increment curve (`iter_KK/eval/increments.json`)."""
+"""Table cells and tables the systems' reports share: numbers with their intervals, paired
+differences, the evaluation table read from the watch's increment curve
+(`iter_KK/eval/increments.json`), and the link to a run's label audit."""
 
 from __future__ import annotations
 
@@ -8,6 +8,7 @@ import json
 from collections.abc import Sequence
 from typing import Any
 
+from rzero.render import Html, link
 from rzero.reports import committed
 from rzero.rundir import RunDir
 
@@ -63,3 +64,12 @@ def eval_table(run: RunDir, phases: Sequence[str]) -> Table:
     return ("Evaluation (paired against the previous iteration and the base)",
             ["iteration", "benchmark", "pass@1", "vs previous Δ [95 %]", "vs base Δ [95 %]"],
             rows)
+
+
+def audit_link(run: RunDir) -> list[Html]:
+    """A paragraph linking the label audit's page (RUN_DIR/audit/report.html, every judged
+    item) once `rzero audit` or the loop's audit phase wrote it; nothing before."""
+    if not (run.path / "audit" / "report.html").is_file():
+        return []
+    return [Html(f"<p>Label audit by the judge, every judged item: "
+                 f"{link('audit/report.html', 'audit/report.html')}</p>")]

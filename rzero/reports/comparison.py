@@ -28,7 +28,7 @@ from typing import Any
 
 from rzero.config import ConfigError
 from rzero.io import write_bytes_atomic, write_json_atomic, write_text_atomic
-from rzero.reporting import (
+from rzero.render import (
     Panel,
     Series,
     bullets,

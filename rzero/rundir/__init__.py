@@ -1,23 +1,18 @@
-"""The run folder (SPEC §5) and the one phase runner every loop uses.
+"""The run engine every system runs on (SPEC §5): the run folder, the phase runner and the
+base of a system's run. It names no system: each declares its own `Layout`.
 
     folder.py  RunDir: config.yaml and its fingerprint, iter_KK folders, markers written
-               last, verify (sizes / SHA-256 against the markers); renders nothing
+               last, verify (sizes / SHA-256 against the markers); Layout, what a system's
+               folder holds; renders nothing
     phases.py  PhaseRunner: resume-or-run, timing, peak memory, generator lifetimes, the
-               commit crash point and the loop's hooks around each commit; TrackerLog
+               commit crash point and the system's hooks around each commit; TrackerLog
     hub.py     HubPush: run.push_to_hub, each trained checkpoint a branch, the model card
+    run.py     Run: the set-up, phase runner, trackers, hub push, report rebuild and stop
+               every system's run shares; StopRun and the stop rule
 """
 
-from rzero.rundir.folder import (
-    PHASES,
-    SOLVER_PHASES,
-    SPAG_PHASES,
-    SPIN_PHASES,
-    RunDir,
-    RunDirConflict,
-    phases_for,
-)
+from rzero.rundir.folder import Layout, RunDir, RunDirConflict
 from rzero.rundir.phases import (
-    TRAINING_PHASES,
     PhaseRunner,
     Timing,
     TrackerLog,
@@ -25,7 +20,8 @@ from rzero.rundir.phases import (
     release_memory,
     reset_peak_rss,
 )
+from rzero.rundir.run import Run, StopRun, check_stop, stop_of
 
-__all__ = ["PHASES", "SOLVER_PHASES", "SPAG_PHASES", "SPIN_PHASES", "TRAINING_PHASES", "PhaseRunner", "RunDir",
-           "RunDirConflict", "Timing", "TrackerLog", "peak_rss_gib", "phases_for",
-           "release_memory", "reset_peak_rss"]
+__all__ = ["Layout", "PhaseRunner", "Run", "RunDir", "RunDirConflict", "StopRun", "Timing",
+           "TrackerLog", "check_stop", "peak_rss_gib", "release_memory", "reset_peak_rss",
+           "stop_of"]

@@ -1,12 +1,12 @@
 """A run directory: its config and fingerprint, iteration folders and phase markers; the
-files rebuilt from the markers (`metrics.jsonl`, `report.md`, ...) are `rzero.reports`'.
+files rebuilt from the markers (`metrics.jsonl`, `report.md`, ...) are the system's report's.
 
     RUN_DIR/config.yaml            the resolved config (its fingerprint guards resume)
     RUN_DIR/iter_KK/phases/P.json  the marker of phase P of iteration KK, written last
     RUN_DIR/metrics.jsonl          one row per committed phase and challenger GRPO step,
                                    with the warnings the phase recorded
     RUN_DIR/report.md, report.html the run's report and its curves, rebuilt after every
-                                   commit (`rzero.reports.rebuild`, a hook of the loop)
+                                   commit (the system's `Run.rebuild`)
     RUN_DIR/best.json              the solver with the best held-out evaluation average
 
 A phase is committed by writing its marker atomically after its outputs, so a marker
@@ -21,8 +21,11 @@ from __future__ import annotations
 
 import hashlib
 import json
+import re
 import shutil
 import sys
+from collections.abc import Mapping
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -36,34 +39,35 @@ from rzero.io import (
     write_text_atomic,
 )
 
-# in run order; coerror and crossplay are the self-play audit's (rzero.selfplay.watch), and
-# crossplay is committed under the last iteration, once, at the end of the run
-PHASES = ("challenger", "pool", "labelling", "solver", "eval", "audit", "coerror", "crossplay")
-# SPIN's (run.task spin): the frozen discriminator once (iteration 0), then per iteration the
-# opponent's answers, the training, the held-out dynamics and the evaluation
-SPIN_PHASES = ("discriminator", "generate", "train", "dynamics", "eval")
-# SPAG's (run.task spag): the imitation of a teacher's games once (iteration 0), then per
-# epoch the self-play games, the offline update, the tournament and the evaluation
-SPAG_PHASES = ("imitation", "games", "train", "tournament", "eval")
-# the solver task's (run.task solver): the base's evaluation once (iteration 0), then per
-# iteration the fixed questions' labels, the solver's GRPO phase and the evaluation
-SOLVER_PHASES = ("labelling", "solver", "eval")
-# an iteration's JSONL files
-ROWS = ("challenger_steps", "pool", "labelled", "pairs", "heldout", "games", "tournament",
-        "teacher_games")
-# what each phase writes in iter_KK/, recorded (size, SHA-256) in its marker
-OUTPUTS = {"challenger": ("challenger", "challenger_steps.jsonl"), "pool": ("pool.jsonl",),
-           "labelling": ("labelled.jsonl",), "solver": ("solver",), "eval": ("eval",), "audit": (),
-           "coerror": ("coerror.json",), "crossplay": ("crossplay.json",),
-           "discriminator": ("discriminator",), "generate": ("pairs.jsonl",),
-           "train": ("model",), "dynamics": ("heldout.jsonl",),
-           "imitation": ("teacher_games.jsonl", "imitation"), "games": ("games.jsonl",),
-           "tournament": ("tournament.jsonl",)}
+# the JSONL row files of an iteration a RunDir with no layout reads (a report, the audit)
+ROW_NAME = re.compile(r"^[a-z][a-z0-9_]*$")
 
 
-def phases_for(task: str) -> tuple[str, ...]:
-    """The phases of a run of `task` (`run.task`), in run order within an iteration."""
-    return {"spin": SPIN_PHASES, "spag": SPAG_PHASES, "solver": SOLVER_PHASES}.get(task, PHASES)
+@dataclass(frozen=True)
+class Layout:
+    """What one system's run folder holds, declared by the system (`rzero.rundir.run.Run`):
+
+    phases    its phases, in run order within an iteration
+    outputs   what each phase writes in iter_KK/, recorded (size, SHA-256) in its marker
+    rows      the iteration's JSONL files (`RunDir.rows`)
+    training  the phases every training process runs (the main one commits)
+    pushed    the phases whose checkpoint `run.push_to_hub` pushes
+    torn_tail the row files appended to during a phase, so a kill may leave a torn last line
+    """
+    name: str
+    phases: tuple[str, ...]
+    outputs: Mapping[str, tuple[str, ...]]
+    rows: tuple[str, ...] = ()
+    training: tuple[str, ...] = ()
+    pushed: tuple[str, ...] = ()
+    torn_tail: tuple[str, ...] = ()
+
+    def __post_init__(self) -> None:
+        missing = [p for p in self.phases if p not in self.outputs]
+        if missing:
+            raise ValueError(f"layout {self.name}: no outputs declared for {missing}")
+
+
 RUN_PREFIX = "run:"  # a marker's path inside RUN_DIR, relative to it
 
 
@@ -72,10 +76,19 @@ class RunDirConflict(RuntimeError):
 
 
 class RunDir:
-    """One run's folder; every phase, the audit and the comparison read it through this."""
+    """One run's folder; every phase, the audit and the comparison read it through this.
+    Reading needs no `layout`; preparing, verifying and committing need the system's."""
 
-    def __init__(self, path: str | Path):
+    def __init__(self, path: str | Path, layout: Layout | None = None):
         self.path = Path(path)
+        self._layout = layout
+
+    @property
+    def layout(self) -> Layout:
+        if self._layout is None:
+            raise TypeError(f"RunDir({str(self.path)!r}) was opened without its system's "
+                            "layout: it can read markers and rows, not commit or verify")
+        return self._layout
 
     # ------------------------------------------------------------ layout
 
@@ -131,12 +144,16 @@ class RunDir:
         return marker
 
     def rows(self, k: int, name: str) -> list[dict[str, Any]]:
-        """The rows of iter_KK/<name>.jsonl (`ROWS`), read strictly (`rzero.io.read_jsonl`)."""
-        if name not in ROWS:
-            raise ValueError(f"{name!r}: the JSONL files of an iteration are {', '.join(ROWS)}")
-        # the step log is appended to during the phase: a killed append leaves a torn tail
-        return read_jsonl(self.iter_dir(k) / f"{name}.jsonl",
-                          torn_tail_ok=name == "challenger_steps")
+        """The rows of iter_KK/<name>.jsonl (one of the layout's `rows`), read strictly
+        (`rzero.io.read_jsonl`); a row file appended to during its phase may end torn."""
+        layout = self._layout
+        if layout is not None and name not in layout.rows:
+            raise ValueError(f"{name!r}: the JSONL files of a {layout.name} iteration are "
+                             f"{', '.join(layout.rows)}")
+        if not ROW_NAME.match(name):
+            raise ValueError(f"{name!r}: not the name of an iteration's JSONL file")
+        torn = name in layout.torn_tail if layout is not None else name.endswith("_steps")
+        return read_jsonl(self.iter_dir(k) / f"{name}.jsonl", torn_tail_ok=torn)
 
     def config(self) -> RZeroConfig:
         saved = self.path / "config.yaml"
@@ -170,7 +187,7 @@ class RunDir:
                     f"{', '.join(changed) or 'unknown'}); use another RUN_DIR, or pass "
                     f"--fresh to delete it and start over")
         for k in self.iterations():
-            for phase in phases_for(cfg.run.task):
+            for phase in self.layout.phases:
                 m = self.marker(k, phase)
                 if m is not None and m.get("fingerprint") not in (None, cfg.fingerprint()):
                     raise RunDirConflict(
@@ -184,10 +201,10 @@ class RunDir:
                seconds: float) -> dict[str, Any]:
         """Write the phase's marker (the commit point), and nothing else: the phase runner
         (`rzero.rundir.phases`) calls the loop's hooks after it. The marker records the
-        size and SHA-256 of every file the phase wrote (`OUTPUTS`), so a resume can tell
+        size and SHA-256 of every file the phase wrote (the layout's `outputs`), so a resume can tell
         that they are still what was committed."""
         files = {}
-        for out in (self.iter_dir(k) / name for name in OUTPUTS[phase]):
+        for out in (self.iter_dir(k) / name for name in self.layout.outputs[phase]):
             for f in sorted(out.rglob("*")) if out.is_dir() else [out]:
                 if f.is_file():
                     files[self.relative(f)] = {"size": f.stat().st_size, "sha256": sha256(f)}
@@ -201,7 +218,7 @@ class RunDir:
         also SHA-256 with `full`). At the first mismatch that phase and every phase after it
         are uncommitted (their markers removed) so the loop redoes them. Returns what was
         found, one line each."""
-        order = [(k, p) for k in self.iterations() for p in phases_for(cfg.run.task)]
+        order = [(k, p) for k in self.iterations() for p in self.layout.phases]
         for n, (k, phase) in enumerate(order):
             m = self.marker(k, phase)
             if m is None:

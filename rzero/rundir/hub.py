@@ -20,12 +20,11 @@ import yaml
 from rzero.config import RZeroConfig
 from rzero.engine.hub import push_checkpoint, revision_name
 from rzero.io import write_json_atomic
-from rzero.rundir.folder import RunDir, phases_for
+from rzero.rundir.folder import RunDir
 
 log = logging.getLogger(__name__)
 
 # the phases whose checkpoint is a trained model (the rest evaluate or collect)
-PUSHED_PHASES = ("challenger", "solver", "discriminator", "imitation", "train")
 CARD_METRICS = 6  # numbers of a phase's marker shown in the card's table
 
 
@@ -50,7 +49,7 @@ def _science_card(run: RunDir) -> str:
 def model_card(cfg: RZeroConfig, run: RunDir, revisions: list[dict[str, Any]]) -> str:
     """The README.md of the run's hub repository."""
     base = cfg.model.name
-    front = {"library_name": "transformers", "tags": ["rzero", "self-play", cfg.run.task]}
+    front = {"library_name": "transformers", "tags": ["rzero", "self-play", run.layout.name]}
     if not base.startswith("embedded:") and "/" in base and not base.startswith("/"):
         front["base_model"] = base  # a hub id
     rows = []
@@ -66,7 +65,7 @@ def model_card(cfg: RZeroConfig, run: RunDir, revisions: list[dict[str, Any]]) -
                     f"{shown or '–'} |")
     lines = ["---", yaml.safe_dump(front, sort_keys=False).strip(), "---", "",
              f"# {cfg.run.hub_model_id}", "",
-             f"Self-play run `{run.path.name}` of rzero (run.task `{cfg.run.task}`, "
+             f"Self-play run `{run.path.name}` of rzero (system `{run.layout.name}`, "
              f"{cfg.run.iterations} iterations) from the base model `{base}`. Every trained "
              "phase's checkpoint is a branch of this repository:", "",
              "```python", "from transformers import AutoModelForCausalLM",
@@ -95,9 +94,9 @@ class HubPush:
         done = {r["revision"] for r in pushed(self.run)}
         out = []
         for k in self.run.iterations():
-            for phase in phases_for(self.cfg.run.task):
+            for phase in self.run.layout.phases:
                 marker = self.run.marker(k, phase)
-                if (phase in PUSHED_PHASES and marker and marker.get("checkpoint")
+                if (phase in self.run.layout.pushed and marker and marker.get("checkpoint")
                         and revision_name(k, phase) not in done):
                     out.append((k, phase, self.run.resolve(marker["checkpoint"])))
         return out

@@ -1,4 +1,4 @@
-"""The one phase runner every loop uses (the math loop and both code loops), and where a
+"""The one phase runner every system's run uses (`rzero.rundir.run.Run`), and where a
 phase's time and memory are measured.
 
 `PhaseRunner.run(k, phase, fn, *args)` skips a phase whose marker is committed; otherwise
@@ -7,7 +7,8 @@ returns its memory, and commits: crash point ``PHASE:commit``, the loop's `befor
 hooks (the self-play watch adds its numbers and warnings), the marker (`RunDir.commit`,
 the commit point), then the `after_commit` hooks (trackers, the report rebuild). Every
 marker, fresh or found, then goes through the `on_marker` hooks (the stop rules raise
-there). Training phases run on every training process; the main one commits.
+there). The layout's training phases run on every training process; the main one
+commits.
 
 RunDir renders nothing and knows no loop: what happens around a commit is the loop's
 choice, handed to the runner as hooks.
@@ -29,8 +30,6 @@ from rzero.engine.generation import make_generator
 from rzero.engine.models import compute_dtypes
 from rzero.faults import crash_point
 from rzero.rundir.folder import RunDir
-
-TRAINING_PHASES = ("challenger", "solver")  # run on every training process
 
 Hook = Callable[[int, str, dict[str, Any]], Any]
 log = logging.getLogger(__name__)
@@ -71,7 +70,7 @@ class PhaseRunner:
         if done is None:
             if distributed.is_main():
                 log.info("%s", where)
-            if phase in TRAINING_PHASES:
+            if phase in self.rundir.layout.training:
                 # every training process trains; the main one commits, the others get it
                 done = distributed.on_main(self._commit, k, phase, *self._work(k, phase, fn,
                                                                                args))
@@ -97,7 +96,7 @@ class PhaseRunner:
                 g.close()
         if self._generators:
             info["engines"] = sorted({g.engine for g in self._generators})
-        if phase in TRAINING_PHASES:
+        if phase in self.rundir.layout.training:
             info["launch"] = distributed.launch_info()
         self.timing.generation += sum(g.stats.seconds for g in self._generators)
         self._generators = []

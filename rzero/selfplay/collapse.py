@@ -49,6 +49,7 @@ from rzero.challenger.repetition import (
 )
 from rzero.config import RunConfig, WatchConfig
 from rzero.labeling.filtering import label_key
+from rzero.rundir.run import stopping, warning_name
 from rzero.stats import mean
 
 __all__ = [
@@ -290,17 +291,6 @@ def collapse_warnings(metrics: Mapping[str, Any], thresholds: WatchConfig, *,
                    + " against the previous iteration, and the whole paired 95 % interval "
                    "is below 0")
     return out
-
-
-def warning_name(warning: str) -> str:
-    """The name a warning starts with (``"diversity: ..."`` -> ``"diversity"``)."""
-    return warning.split(":", 1)[0].strip()
-
-
-def stopping(warnings: Sequence[str], stop_on: Sequence[str]) -> list[str]:
-    """The warnings whose name is in `stop_on`, in order."""
-    names = set(stop_on)
-    return [w for w in warnings if warning_name(w) in names]
 
 
 def should_stop(warnings: Sequence[str], run: RunConfig) -> bool:

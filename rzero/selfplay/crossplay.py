@@ -19,7 +19,7 @@ import io
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
-from rzero.reporting import markdown_table
+from rzero.render import markdown_table
 from rzero.stats import wilson_interval
 
 __all__ = ["cross_iteration_matrix", "cross_matrix_markdown", "heatmap_png"]
@@ -136,7 +136,7 @@ def cross_matrix_markdown(m: dict[str, Any], metric: str = "agreement") -> str:
 def heatmap_png(m: dict[str, Any], metric: str = "agreement", title: str | None = None) -> bytes:
     """The matrix as a heat map PNG (rows: solvers, columns: pools, colour: rate on [0, 1],
     each cell annotated with its rate and n; blank where not asked). Drawn on a bare Figure
-    with its Agg canvas, as `rzero.reporting.errorbar_png`: no pyplot state, no display."""
+    with its Agg canvas, as `rzero.render.errorbar_png`: no pyplot state, no display."""
     import numpy as np
     from matplotlib.backends.backend_agg import FigureCanvasAgg
     from matplotlib.figure import Figure

@@ -1,29 +1,22 @@
 """The self-play audit in a run (SPEC §9, seed §6.1–6.2): what each phase adds to its marker
-before it commits, and the stop. The loop (`rzero.loop`) hands both to its phase runner.
+before it commits. A system's run (`rzero.rundir.run.Run.before_commit`) hands it to its
+phase runner; the stop it records is enforced there (`rzero.rundir.run.check_stop`).
 
-    after_phase      called by the loop with each phase's marker before it commits:
+    after_phase      called with each phase's marker before it commits:
                      challenger  per-step warnings; slope of reward and well-formed rate over
                                  the steps (SPEC §7: both should rise), with 95 % intervals
                      pool        question diversity (BLEU clusters, distinct-n, structures with
-                                 numbers masked), answer types; warnings
+                                 numbers masked), answer types; warnings (math only)
                      labelling   answer fragmentation, share of the pool in the band (whether
-                                 or not the filter is on); warnings
+                                 or not the filter is on); warnings (math only)
                      eval        the increment curve against the previous iteration and the
                                  base, paired intervals (iter_KK/eval/increments.json); warnings
                      audit       pseudo-label accuracy warnings
                      coerror     co-error warnings
                      and, when a warning is named in `run.stop_on`, ``stop``
-    check_stop       a committed marker whose warnings `run.stop_on` names ends the run
-                     after that phase (`StopRun`); a rerun fires the same stop from the
-                     stored marker (with the current `run.stop_on`, so emptying it lets a
-                     run go on)
-    watched_phases   the phase runner and tracker log every loop (math, code, SPIN) runs on,
-                     with the hooks above and its report rebuilt after each commit
-    run_watched      a loop's iterations; a `StopRun` ends them with one line, the trackers
-                     close
 
-The co-error (`RZeroRun.coerror_phase`, seed §6.2) and the cross-iteration matrix
-(`RZeroRun.crossplay_phase`) are phases of the loop measured with `rzero.selfplay.coerror`
+The co-error (`MathRun.coerror_phase`, seed §6.2) and the cross-iteration matrix
+(`MathRun.crossplay_phase`) are phases of the loop measured with `rzero.selfplay.coerror`
 and `rzero.selfplay.crossplay`.
 
 Warnings are computed once, when their phase commits, with the thresholds of the `watch:`
@@ -33,16 +26,12 @@ changing them neither refuses nor redoes a run.
 
 from __future__ import annotations
 
-import sys
-from collections.abc import Callable
-from functools import partial
 from typing import Any
 
-from rzero.config import RunConfig, RZeroConfig
+from rzero.config import RZeroConfig
 from rzero.io import write_json_atomic
 from rzero.labeling.filtering import in_band
-from rzero.rundir import PhaseRunner, RunDir, TrackerLog
-from rzero.rundir.hub import HubPush
+from rzero.rundir import RunDir
 from rzero.selfplay.collapse import (
     answer_fragmentation,
     answer_types,
@@ -54,20 +43,19 @@ from rzero.selfplay.collapse import (
 from rzero.selfplay.increments import align_eval_items, increment_curve
 from rzero.stats import slope_interval
 
-__all__ = ["StopRun", "after_phase", "check_stop", "run_watched", "stop_of", "watched_phases"]
+__all__ = ["after_phase"]
 
 
 # ---------------------------------------------------------------- before each commit
 
 
-def after_phase(cfg: RZeroConfig, run: RunDir, k: int, phase: str,
-                info: dict[str, Any]) -> dict[str, Any]:
+def after_phase(cfg: RZeroConfig, run: RunDir, k: int, phase: str, info: dict[str, Any],
+                *, math: bool = False) -> dict[str, Any]:
     """`info` (the phase's marker-to-be) with the audit's numbers, ``warnings`` and, when
     one of them is named in `run.stop_on`, ``stop``. The pool's and the labelling's
-    measures read math questions and their votes, so a code-tier run (`run.task` rzero_code
-    or azr) gets the challenger's, the evaluation's and the audit's, and the stop."""
+    measures read math questions and their votes (`math`: R-Zero's math loop), so another
+    system gets the challenger's, the evaluation's and the audit's, and the stop."""
     where = f"iteration {k} {phase}"
-    math = cfg.run.task == "math"
     if phase == "challenger":
         _challenger(cfg, k, info)
     elif phase == "pool" and math:
@@ -160,53 +148,3 @@ def _eval(cfg: RZeroConfig, run: RunDir, k: int, info: dict[str, Any]) -> None:
     info["increment_flags"] = entry["flags"]
     info["metrics"] |= entry["watch"] | {"increment_vs_base": entry["vs_base"]["average"]["delta"]}
     info["warnings"] = collapse_warnings(entry["watch"], cfg.watch, where=f"iteration {k} eval")
-
-
-# ---------------------------------------------------------------- the stop
-
-
-class StopRun(Exception):
-    """A committed phase recorded a warning that `run.stop_on` names."""
-
-
-def stop_of(marker: dict[str, Any], run: RunConfig) -> list[str]:
-    """The warnings of a committed marker that `run.stop_on` names now."""
-    return stopping(marker.get("warnings", []), run.stop_on)
-
-
-def check_stop(marker: dict[str, Any], run: RunConfig) -> None:
-    """Raise `StopRun` after a phase whose warnings `run.stop_on` names."""
-    reasons = stop_of(marker, run)
-    if reasons:
-        raise StopRun(f"after iteration {marker.get('iteration')} {marker.get('phase')}, "
-                      f"because run.stop_on lists {reasons[0].split(':')[0]}: {reasons[0]}")
-
-
-# ---------------------------------------------------------------- the loops' wiring
-
-
-def watched_phases(cfg: RZeroConfig, run: RunDir,
-                   rebuild: Callable[[RunDir, RZeroConfig], Any]) -> tuple[TrackerLog, PhaseRunner]:
-    """The tracker log and phase runner of one run: `after_phase` adds to each marker before
-    it commits; the trackers log it, `rebuild(run, cfg)` renders the run's report after, and
-    with `run.push_to_hub` the trained checkpoints go to the hub (`rzero.rundir.hub`);
-    `check_stop` sees every marker, committed now or on an earlier run."""
-    log = TrackerLog(cfg, run.path)
-    # the hub push comes after the report: the model card quotes its science card
-    pushes = [HubPush(cfg, run)] if cfg.run.push_to_hub else []
-    phases = PhaseRunner(cfg, run, before_commit=[partial(after_phase, cfg, run)],
-                         after_commit=[log, lambda k, phase, marker: rebuild(run, cfg),
-                                       *pushes],
-                         on_marker=[lambda marker: check_stop(marker, cfg.run)])
-    return log, phases
-
-
-def run_watched(iterate: Callable[[], None], log: TrackerLog) -> None:
-    """`iterate()`; a `StopRun` ends it after the phase that committed the warning, as the end
-    of the last iteration would (what was committed stays), with one line on stderr. The
-    trackers close either way."""
-    try:
-        iterate()
-    except StopRun as stop:
-        print(f"run stopped {stop}", file=sys.stderr, flush=True)
-    log.close()

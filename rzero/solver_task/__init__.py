@@ -1,4 +1,4 @@
-"""The solver task (run.task solver): GRPO for the solver alone on fixed questions, labelled
+"""The solver task (`run.task: solver`): GRPO for the solver alone on fixed questions, labelled
 by the truth, the solver's own majority vote or the truth shuffled (`solver_task:`):
 
   questions.py  the question set (a benchmark draw or a JSONL file) and the three label sources
@@ -13,10 +13,45 @@ from __future__ import annotations
 from pathlib import Path
 
 from rzero.config import RZeroConfig
+from rzero.rundir.folder import RunDir
+from rzero.rundir.run import System
+from rzero.solver_task.layout import LAYOUT
 
 
-def run_solver_task(cfg: RZeroConfig, run_dir: str | Path, *, fresh: bool = False):
-    """`rzero iterate` for run.task solver; returns the finished run."""
+def iterate(cfg: RZeroConfig, run_dir: str | Path, *, fresh: bool = False):
+    """`rzero iterate` for the solver task; returns the finished run."""
     from rzero.solver_task.run import run_solver_task as run
 
     return run(cfg, run_dir, fresh=fresh)
+
+
+def plan(cfg: RZeroConfig, source: str | None = None) -> str:
+    from rzero.solver_task.plan import solver_task_plan_markdown
+
+    return solver_task_plan_markdown(cfg, source)
+
+
+def rebuild(run: RunDir, cfg: RZeroConfig) -> None:
+    from rzero.solver_task.report import rebuild as rebuild_report
+
+    rebuild_report(run, cfg)
+
+
+def grid(run_dirs: list[Path], out_dir: Path) -> Path:
+    from rzero.solver_task.report import grid_report
+
+    return grid_report(run_dirs, out_dir)
+
+
+# the grid: the label source at a seed, the rest of the recipe (questions, updates, learning
+# rate) the same, so every variant spends the same compute; truth-S (the known answers, the
+# positive control), vote-S (the base solver's majority vote over labeling.num_votes
+# samples), shuffled-S (the known answers shuffled across questions, the negative control)
+VARIANTS: dict[str, list[str]] = {
+    f"{labels}-{seed}": [f"solver_task.labels={labels}", f"run.seed={seed}"]
+    for labels in ("truth", "vote", "shuffled") for seed in (0, 1, 2)}
+
+# the three label sources at seed 0 first, so the grid's first three runs are its contrast
+SYSTEM = System(layout=LAYOUT, iterate=iterate, plan=plan, rebuild=rebuild, variants=VARIANTS,
+                default_variants=("truth-0", "vote-0", "shuffled-0", "truth-1", "truth-2"),
+                summary=grid)

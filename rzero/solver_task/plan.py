@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from rzero.config import RZeroConfig
 from rzero.config.schedule import role_schedule
-from rzero.reporting import markdown_table
+from rzero.render import markdown_table
 
 
 def solver_task_plan_markdown(cfg: RZeroConfig, source: str | None = None) -> str:

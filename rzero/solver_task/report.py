@@ -17,7 +17,7 @@ from typing import Any
 
 from rzero.config import RZeroConfig
 from rzero.io import write_text_atomic
-from rzero.reporting import (
+from rzero.render import (
     Panel,
     Series,
     errorbar_png,
@@ -29,7 +29,8 @@ from rzero.reporting import (
 )
 from rzero.reports import committed, phase_times, write_metrics
 from rzero.reports.cells import num
-from rzero.rundir import SOLVER_PHASES, RunDir
+from rzero.rundir import RunDir
+from rzero.solver_task.layout import LAYOUT
 from rzero.stats import paired_difference
 
 
@@ -123,7 +124,7 @@ def _intro(cfg: RZeroConfig) -> list[str]:
 
 def label_rows(run: RunDir) -> list[list[str]]:
     rows = []
-    for k, marks in committed(run, SOLVER_PHASES).items():
+    for k, marks in committed(run, LAYOUT.phases).items():
         m = marks.get("labelling")
         if m is None:
             continue
@@ -135,7 +136,7 @@ def label_rows(run: RunDir) -> list[list[str]]:
 
 def training_rows(run: RunDir) -> list[list[str]]:
     rows = []
-    for k, marks in committed(run, SOLVER_PHASES).items():
+    for k, marks in committed(run, LAYOUT.phases).items():
         m = marks.get("solver")
         if m is None or m.get("skipped"):
             continue
@@ -194,7 +195,7 @@ def render_markdown(run: RunDir, cfg: RZeroConfig) -> str:
     lines = [f"# Solver task: {run.path.name}", "", *_intro(cfg), ""]
     for name, header, rows in tables(run):
         lines += [f"## {name}", "", markdown_table(header, rows) if rows else "(none yet)\n"]
-    times, warnings = phase_times(run, SOLVER_PHASES)
+    times, warnings = phase_times(run, LAYOUT.phases)
     lines += ["## Phase times (s) and peak memory", ""] + [f"- {t}" for t in times]
     if warnings:
         lines += ["", "## Warnings", ""] + [f"- {w}" for w in warnings]
@@ -214,7 +215,7 @@ def render_html(run: RunDir, cfg: RZeroConfig) -> str:
                             "development draw's greedy pass@1 every few updates."))
     for name, header, rows in tables(run):
         parts += [heading(name), html_table(header, rows) if rows else "(none yet)"]
-    times, warnings = phase_times(run, SOLVER_PHASES)
+    times, warnings = phase_times(run, LAYOUT.phases)
     parts += [heading("Phase times (s) and peak memory"), *times]
     if warnings:
         parts += [heading("Warnings"), *warnings]
@@ -223,7 +224,7 @@ def render_html(run: RunDir, cfg: RZeroConfig) -> str:
 
 def rebuild(run: RunDir, cfg: RZeroConfig) -> None:
     """`metrics.jsonl`, `best.json` once a model was evaluated, `report.md`, `report.html`."""
-    write_metrics(run, cfg)
+    write_metrics(run, cfg, LAYOUT.phases)
     write_text_atomic(run.path / "report.md", render_markdown(run, cfg))
     write_text_atomic(run.path / "report.html", render_html(run, cfg))
 

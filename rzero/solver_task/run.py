@@ -1,4 +1,4 @@
-"""The solver task (run.task solver): GRPO for the solver alone on fixed questions, on the
+"""The solver task (`run.task: solver`): GRPO for the solver alone on fixed questions, on the
 run engine every system shares (run folder, markers and resume, trackers, report, hub push).
 
     evaluation 0       the base solver S_0 once (iteration 0)
@@ -21,6 +21,7 @@ labels are the negative control, and vote labels are what R-Zero and TTRL train 
 from __future__ import annotations
 
 import shutil
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -28,15 +29,15 @@ from rzero import preflight
 from rzero.config import ConfigError, RZeroConfig
 from rzero.engine.generation import make_generator
 from rzero.engine.grpo import train_grpo
-from rzero.engine.models import load_for_training, resolve_model
+from rzero.engine.models import load_for_training
 from rzero.evaluation import BenchmarkError, evaluation_phase, load_benchmark
 from rzero.io import write_jsonl_atomic
-from rzero.labeling.equivalence import use_settings
 from rzero.labeling.voting import FrozenSolver
 from rzero.prompts.solver import solver_chat
-from rzero.rundir import RunDir
+from rzero.rundir import Run
 from rzero.selfplay import watch
 from rzero.solver_task.curve import DevCurve, FormatCount
+from rzero.solver_task.layout import LAYOUT
 from rzero.solver_task.questions import (
     fixed_labels,
     label_summary,
@@ -48,23 +49,26 @@ from rzero.solver_task.report import rebuild
 from rzero.stats import mean
 
 
-class SolverTaskRun:
-    def __init__(self, cfg: RZeroConfig, run_dir: str | Path, *, fresh: bool = False):
-        self.cfg = cfg
-        self.rundir = RunDir(run_dir)
-        preflight.check(cfg)  # outside inputs (benchmarks), before anything is written
-        t = cfg.solver_task
+class SolverTaskRun(Run):
+    """The solver task on the run engine (`rzero.rundir.run.Run`)."""
+
+    layout = LAYOUT
+
+    def check_inputs(self) -> None:
+        preflight.check(self.cfg)  # outside inputs (benchmarks), before anything is written
+        t = self.cfg.solver_task
         self.questions = load_questions(t.questions, t.count)  # a bad set fails first
         try:
             self.dev_name, dev = load_benchmark(t.dev)
         except (BenchmarkError, ValueError) as exc:
             raise ConfigError(f"solver_task.dev={t.dev!r}: {exc}") from None
         self.dev_items = dev[:t.dev_items]
-        self.rundir.prepare(cfg, fresh)
-        self.rundir.verify(cfg, full=cfg.run.verify == "full")
-        use_settings(timeout_s=cfg.labeling.equivalence_timeout, direction=cfg.labeling.equivalence)
-        self.base = resolve_model(cfg.model.name)
-        self.trackers, self.phases = watch.watched_phases(cfg, self.rundir, rebuild)
+
+    def before_commit(self) -> list:
+        return [partial(watch.after_phase, self.cfg, self.rundir)]
+
+    def rebuild(self) -> None:
+        rebuild(self.rundir, self.cfg)
 
     # ------------------------------------------------------------ the phases
 
@@ -134,10 +138,6 @@ class SolverTaskRun:
 
     # ------------------------------------------------------------ the iterations
 
-    def run(self) -> Path:
-        watch.run_watched(self.iterate, self.trackers)
-        return self.rundir.path
-
     def iterate(self) -> None:
         cfg, run_phase = self.cfg, self.phases.run
         solver = self.base
@@ -152,7 +152,7 @@ class SolverTaskRun:
 
 def run_solver_task(cfg: RZeroConfig, run_dir: str | Path, *, fresh: bool = False
                     ) -> SolverTaskRun:
-    """`rzero iterate` for run.task solver; returns the finished run."""
+    """`rzero iterate` for the solver task; returns the finished run."""
     run = SolverTaskRun(cfg, run_dir, fresh=fresh)
     run.run()
     return run

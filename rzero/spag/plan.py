@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from rzero.config import RZeroConfig
-from rzero.reporting import markdown_table
+from rzero.render import markdown_table
 
 
 def tournament_pairs(cfg: RZeroConfig, k: int) -> int:

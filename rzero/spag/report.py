@@ -11,7 +11,7 @@ from typing import Any
 
 from rzero.config import RZeroConfig
 from rzero.io import write_text_atomic
-from rzero.reporting import (
+from rzero.render import (
     Panel,
     Series,
     errorbar_png,
@@ -25,8 +25,9 @@ from rzero.reporting import (
 )
 from rzero.reports import committed, phase_times, write_metrics
 from rzero.reports.cells import Table, eval_table, num, ranged
-from rzero.rundir import SPAG_PHASES, RunDir
+from rzero.rundir import RunDir
 from rzero.spag.game import ATTACKER_WINS, DEFENDER_WINS, TIE, VIOLATION
+from rzero.spag.layout import LAYOUT
 from rzero.spag.population import (
     bradley_terry,
     exploitability,
@@ -56,7 +57,7 @@ def _final_loss(metrics: dict[str, Any]) -> str:
 
 def selfplay_table(run: RunDir) -> Table:
     rows = []
-    for k, m in committed(run, SPAG_PHASES).items():
+    for k, m in committed(run, LAYOUT.phases).items():
         g = m.get("games", {}).get("metrics")
         if not g:
             continue
@@ -177,7 +178,7 @@ def _summary(pop: dict[str, Any] | None) -> list[str]:
 
 
 def _figure(run: RunDir) -> bytes | None:
-    epochs = [(k, m["games"]["metrics"]) for k, m in committed(run, SPAG_PHASES).items()
+    epochs = [(k, m["games"]["metrics"]) for k, m in committed(run, LAYOUT.phases).items()
               if "games" in m]
     if not epochs:
         return None
@@ -238,7 +239,7 @@ def tables(run: RunDir) -> tuple[list[Table], dict[str, Any] | None]:
     out = [selfplay_table(run)]
     if pop is not None:
         out += [matrix_table(pop), rating_table(pop), anchor_table(run, tournament_games(run))]
-    out.append(eval_table(run, SPAG_PHASES))
+    out.append(eval_table(run, LAYOUT.phases))
     return out, pop
 
 
@@ -250,7 +251,7 @@ def render_markdown(run: RunDir, cfg: RZeroConfig) -> str:
     lines += [f"- {x}" for x in _summary(pop)] + [""]
     for what, text in _examples(run):
         lines += [f"## Game: {what}", "", "```", text.replace("```", "'''"), "```", ""]
-    times, warnings = phase_times(run, SPAG_PHASES)
+    times, warnings = phase_times(run, LAYOUT.phases)
     lines += ["## Phase times (s) and peak memory", ""] + [f"- {t}" for t in times]
     if warnings:
         lines += ["", "## Warnings", ""] + [f"- {w}" for w in warnings]
@@ -281,7 +282,7 @@ def render_html(run: RunDir, cfg: RZeroConfig) -> str:
     if examples:
         parts += [heading("Games"),
                   html_table(["game", "dialogue"], [[w, preformatted(t)] for w, t in examples])]
-    times, warnings = phase_times(run, SPAG_PHASES)
+    times, warnings = phase_times(run, LAYOUT.phases)
     parts += [heading("Phase times (s) and peak memory"), *times]
     if warnings:
         parts += [heading("Warnings"), *warnings]
@@ -290,6 +291,6 @@ def render_html(run: RunDir, cfg: RZeroConfig) -> str:
 
 def rebuild(run: RunDir, cfg: RZeroConfig) -> None:
     """`metrics.jsonl`, `best.json` once a model was evaluated, `report.md`, `report.html`."""
-    write_metrics(run, cfg)
+    write_metrics(run, cfg, LAYOUT.phases)
     write_text_atomic(run.path / "report.md", render_markdown(run, cfg))
     write_text_atomic(run.path / "report.html", render_html(run, cfg))

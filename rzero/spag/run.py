@@ -31,6 +31,7 @@ from __future__ import annotations
 
 import dataclasses
 import shutil
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -38,12 +39,10 @@ from rzero import preflight
 from rzero.config import ConfigError, RZeroConfig
 from rzero.data.sft import load_sft
 from rzero.engine.generation import make_generator
-from rzero.engine.models import load_for_training, resolve_model
 from rzero.evaluation import evaluation_phase
 from rzero.io import write_jsonl_atomic
-from rzero.labeling.equivalence import use_settings
 from rzero.prompts.generator import SamplingParams
-from rzero.rundir import RunDir, release_memory
+from rzero.rundir import Run, release_memory
 from rzero.selfplay import watch
 from rzero.spag.game import (
     ATTACKER,
@@ -56,6 +55,7 @@ from rzero.spag.game import (
     spells_out,
     words_of,
 )
+from rzero.spag.layout import LAYOUT
 from rzero.spag.play import ModelPlayer, ScriptedPlayer, collect
 from rzero.spag.report import rebuild
 from rzero.spag.train import (
@@ -99,13 +99,15 @@ def game_stats(records: list[dict[str, Any]], match: str = "word") -> dict[str, 
 Policy = dict[str, str]  # role -> checkpoint; one model (spag.roles shared) holds both
 
 
-class SpagRun:
-    def __init__(self, cfg: RZeroConfig, run_dir: str | Path, *, fresh: bool = False):
-        self.cfg = cfg
-        self.separate = cfg.spag.roles == "separate"
-        self.rundir = RunDir(run_dir)
-        preflight.check(cfg)  # outside inputs (benchmarks), before anything is written
-        s = cfg.spag
+class SpagRun(Run):
+    """SPAG on the run engine (`rzero.rundir.run.Run`)."""
+
+    layout = LAYOUT
+
+    def check_inputs(self) -> None:
+        preflight.check_common(self.cfg)  # outside inputs, before anything is written
+        s = self.cfg.spag
+        self.separate = s.roles == "separate"
         # a bad SFT set or an empty word split fails before any write
         self.sft = [(r.prompt, r.response) for r in load_sft(
             s.sft_data, s.sft_rows, key="spag.sft_data", need="spag.sft_rows")] if s.sft_rows else []
@@ -114,14 +116,12 @@ class SpagRun:
         if held == 0 or held == len(words):
             raise ConfigError(f"spag.vocabulary={s.vocabulary}, spag.eval_share={s.eval_share}: "
                               f"{held} of {len(words)} words held out; both splits need words")
-        self.rundir.prepare(cfg, fresh)
-        self.rundir.verify(cfg, full=cfg.run.verify == "full")
-        use_settings(timeout_s=cfg.labeling.equivalence_timeout, direction=cfg.labeling.equivalence)
-        self.base = resolve_model(cfg.model.name)
-        self.trackers, self.phases = watch.watched_phases(cfg, self.rundir, rebuild)
 
-    def load(self, checkpoint: str):  # -> (model, tokenizer)
-        return load_for_training(checkpoint, self.cfg.model)
+    def before_commit(self) -> list:
+        return [partial(watch.after_phase, self.cfg, self.rundir)]
+
+    def rebuild(self) -> None:
+        rebuild(self.rundir, self.cfg)
 
     def params(self, seed: int) -> SamplingParams:
         s = self.cfg.spag
@@ -328,10 +328,6 @@ class SpagRun:
 
     # ------------------------------------------------------------ the algorithm
 
-    def run(self) -> Path:
-        watch.run_watched(self.iterate, self.trackers)
-        return self.rundir.path
-
     def iterate(self) -> None:
         cfg, run_phase = self.cfg, self.phases.run
         if cfg.eval.enabled:
@@ -353,7 +349,7 @@ class SpagRun:
 
 
 def run_spag(cfg: RZeroConfig, run_dir: str | Path, *, fresh: bool = False) -> SpagRun:
-    """`rzero iterate` for run.task spag; returns the finished run."""
+    """`rzero iterate` for SPAG; returns the finished run."""
     run = SpagRun(cfg, run_dir, fresh=fresh)
     run.run()
     return run

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from rzero.config import RZeroConfig
 from rzero.engine.preference import updates_for
-from rzero.reporting import markdown_table
+from rzero.render import markdown_table
 from rzero.spin.objective import lambda_for
 
 

@@ -17,7 +17,7 @@ from typing import Any
 
 from rzero.config import RZeroConfig
 from rzero.io import write_text_atomic
-from rzero.reporting import (
+from rzero.render import (
     Panel,
     Series,
     errorbar_png,
@@ -30,7 +30,8 @@ from rzero.reporting import (
 )
 from rzero.reports import committed, phase_times, write_metrics
 from rzero.reports.cells import Table, eval_table, num, ranged
-from rzero.rundir import SPIN_PHASES, RunDir
+from rzero.rundir import RunDir
+from rzero.spin.layout import LAYOUT
 
 EXAMPLES = 3  # held-out pairs shown from the last generated iteration
 
@@ -51,7 +52,7 @@ def _change(d: dict[str, Any] | None) -> str:
 
 def dynamics_table(run: RunDir) -> Table:
     rows = []
-    for k, m in committed(run, SPIN_PHASES).items():
+    for k, m in committed(run, LAYOUT.phases).items():
         train, dyn, gen = m.get("train", {}), m.get("dynamics", {}), m.get("generate", {})
         d = dyn.get("dynamics", {})
         ll = d.get("loglik") or dyn.get("loglik") or {}
@@ -79,7 +80,7 @@ def dynamics_table(run: RunDir) -> Table:
 
 
 def _figure(run: RunDir) -> bytes | None:
-    marks = committed(run, SPIN_PHASES)
+    marks = committed(run, LAYOUT.phases)
     main = [(k, m["dynamics"]["dynamics"]) for k, m in marks.items()
             if k >= 1 and "dynamics" in m and "dynamics" in m["dynamics"]]
     if not main:
@@ -139,7 +140,7 @@ def _intro(cfg: RZeroConfig) -> list[str]:
 
 
 def tables(run: RunDir) -> list[Table]:
-    return [dynamics_table(run), eval_table(run, SPIN_PHASES)]
+    return [dynamics_table(run), eval_table(run, LAYOUT.phases)]
 
 
 def render_markdown(run: RunDir, cfg: RZeroConfig) -> str:
@@ -155,7 +156,7 @@ def render_markdown(run: RunDir, cfg: RZeroConfig) -> str:
                       "", "  opponent's y′:", "", "  ```",
                       *[f"  {x}" for x in rejected.replace("```", "'''").splitlines()],
                       "  ```", ""]
-    times, warnings = phase_times(run, SPIN_PHASES)
+    times, warnings = phase_times(run, LAYOUT.phases)
     lines += ["## Phase times (s) and peak memory", ""] + [f"- {t}" for t in times]
     if warnings:
         lines += ["", "## Warnings", ""] + [f"- {w}" for w in warnings]
@@ -181,7 +182,7 @@ def render_html(run: RunDir, cfg: RZeroConfig) -> str:
         parts += [heading("Held-out pairs"),
                   html_table(["prompt", "data answer y", "opponent's y′"],
                              [[w, preformatted(c), preformatted(r)] for w, c, r in examples])]
-    times, warnings = phase_times(run, SPIN_PHASES)
+    times, warnings = phase_times(run, LAYOUT.phases)
     parts += [heading("Phase times (s) and peak memory"), *times]
     if warnings:
         parts += [heading("Warnings"), *warnings]
@@ -190,6 +191,6 @@ def render_html(run: RunDir, cfg: RZeroConfig) -> str:
 
 def rebuild(run: RunDir, cfg: RZeroConfig) -> None:
     """`metrics.jsonl`, `best.json` once a model was evaluated, `report.md`, `report.html`."""
-    write_metrics(run, cfg)
+    write_metrics(run, cfg, LAYOUT.phases)
     write_text_atomic(run.path / "report.md", render_markdown(run, cfg))
     write_text_atomic(run.path / "report.html", render_html(run, cfg))

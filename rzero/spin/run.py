@@ -25,19 +25,18 @@ official scripts are listed in docs/parity.md.
 from __future__ import annotations
 
 import shutil
+from functools import partial
 from pathlib import Path
 
 from rzero import preflight
 from rzero.config import RZeroConfig
 from rzero.data.sft import load_sft, split
-from rzero.engine.models import load_for_training, resolve_model
 from rzero.engine.preference import pair_logprobs, train_pairs, train_sft, updates_for
 from rzero.evaluation import evaluation_phase, score_completion
 from rzero.io import write_jsonl_atomic
 from rzero.labeling.answers import extract_boxed
-from rzero.labeling.equivalence import use_settings
 from rzero.prompts.generator import SamplingParams
-from rzero.rundir import RunDir, release_memory
+from rzero.rundir import Run, release_memory
 from rzero.selfplay import watch
 from rzero.spin.dynamics import (
     drift_warning,
@@ -46,6 +45,7 @@ from rzero.spin.dynamics import (
     loglik_summary,
     stall_warning,
 )
+from rzero.spin.layout import LAYOUT
 from rzero.spin.objective import lambda_for, merge_pairs
 from rzero.spin.report import rebuild
 from rzero.stats import mean
@@ -53,22 +53,22 @@ from rzero.stats import mean
 LAST_UPDATES = 4  # the training summary averages TRL's log over the last updates
 
 
-class SpinRun:
-    def __init__(self, cfg: RZeroConfig, run_dir: str | Path, *, fresh: bool = False):
-        self.cfg = cfg
-        self.rundir = RunDir(run_dir)
-        preflight.check(cfg)  # outside inputs (benchmarks), before anything is written
-        s = cfg.spin
+class SpinRun(Run):
+    """SPIN on the run engine (`rzero.rundir.run.Run`)."""
+
+    layout = LAYOUT
+
+    def check_inputs(self) -> None:
+        preflight.check_common(self.cfg)  # outside inputs, before anything is written
+        s = self.cfg.spin
         rows = load_sft(s.data, s.heldout + s.prompts)  # a bad set fails before any write
         self.train_rows, self.heldout_rows = split(rows, s.heldout)
-        self.rundir.prepare(cfg, fresh)
-        self.rundir.verify(cfg, full=cfg.run.verify == "full")
-        use_settings(timeout_s=cfg.labeling.equivalence_timeout, direction=cfg.labeling.equivalence)
-        self.base = resolve_model(cfg.model.name)
-        self.trackers, self.phases = watch.watched_phases(cfg, self.rundir, rebuild)
 
-    def load(self, checkpoint: str):  # -> (model, tokenizer)
-        return load_for_training(checkpoint, self.cfg.model)
+    def before_commit(self) -> list:
+        return [partial(watch.after_phase, self.cfg, self.rundir)]
+
+    def rebuild(self) -> None:
+        rebuild(self.rundir, self.cfg)
 
     def logprobs(self, checkpoint: str, prompts: list,
                  *responses: list[str]) -> list[list[tuple]]:
@@ -245,10 +245,6 @@ class SpinRun:
 
     # ------------------------------------------------------------ the algorithm
 
-    def run(self) -> Path:
-        watch.run_watched(self.iterate, self.trackers)
-        return self.rundir.path
-
     def iterate(self) -> None:
         cfg, run_phase = self.cfg, self.phases.run
         if cfg.eval.enabled:
@@ -268,7 +264,7 @@ class SpinRun:
 
 
 def run_spin(cfg: RZeroConfig, run_dir: str | Path, *, fresh: bool = False) -> SpinRun:
-    """`rzero iterate` for run.task spin; returns the finished run."""
+    """`rzero iterate` for SPIN; returns the finished run."""
     run = SpinRun(cfg, run_dir, fresh=fresh)
     run.run()
     return run

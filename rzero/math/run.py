@@ -13,11 +13,11 @@
 
 Each phase is a short method calling its role's module; `rzero.rundir.PhaseRunner` runs it
 in the run folder (markers, resume, timing): a committed phase is skipped, an interrupted
-one redone. The loop hands the runner its hooks: the self-play audit
-(`rzero.selfplay.watch`) adds its numbers and warnings to each marker before it commits,
-the trackers and the report (`rzero.reports.rebuild`) follow each commit, and a warning
-named in `run.stop_on` ends the run cleanly (`watch.StopRun`, caught in `run`). The
-co-error and cross-play phases are the audit's measurements, run as phases of this loop.
+one redone. The self-play audit (`rzero.selfplay.watch`) adds its numbers and warnings to
+each marker before it commits, the trackers and the report (`rzero.math.report.rebuild`)
+follow each commit, and a warning named in `run.stop_on` ends the run cleanly
+(`rzero.rundir.StopRun`, caught in `Run.run`). The co-error and cross-play phases are the
+audit's measurements, run as phases of this loop.
 
 Departures from the paper, each deliberate:
 - Shared weights (`roles.shared`, Single-R-Zero): the one model's challenger phase is
@@ -37,13 +37,11 @@ from functools import partial
 from pathlib import Path
 from typing import Any
 
-from rzero import preflight, reports
+from rzero import preflight
 from rzero.audit import audit_run
 from rzero.challenger.train import sample_pool, train_challenger
 from rzero.config import RZeroConfig
-from rzero.engine import distributed
 from rzero.engine.generation import make_generator
-from rzero.engine.models import load_for_training, resolve_model
 from rzero.engine.replicas import frozen_solver as serve_frozen
 from rzero.evaluation import (
     evaluate,
@@ -52,10 +50,11 @@ from rzero.evaluation import (
     load_benchmarks,
 )
 from rzero.io import write_json_atomic, write_jsonl_atomic
-from rzero.labeling.equivalence import use_settings
 from rzero.labeling.voting import FrozenSolver
+from rzero.math import report
+from rzero.math.layout import LAYOUT
 from rzero.prompts.solver import solver_chat
-from rzero.rundir import RunDir, release_memory
+from rzero.rundir import Run, release_memory
 from rzero.selfplay import watch
 from rzero.selfplay.coerror import role_co_error
 from rzero.selfplay.crossplay import cross_iteration_matrix
@@ -64,27 +63,20 @@ from rzero.solver.train import train_solver
 from rzero.stats import mean
 
 
-class RZeroRun:
-    def __init__(self, cfg: RZeroConfig, run_dir: str | Path, *, fresh: bool = False):
-        distributed.init()  # several processes under accelerate/torchrun; else a no-op
-        self.cfg = cfg
-        self.rundir = RunDir(run_dir)
-        distributed.on_main(preflight.check, cfg)  # outside inputs, before anything is written
-        distributed.on_main(self.rundir.prepare, cfg, fresh)
-        distributed.on_main(self.rundir.verify, cfg, full=cfg.run.verify == "full")
-        # one grader (labeling.equivalence) for votes, solver reward and evaluation
-        use_settings(timeout_s=cfg.labeling.equivalence_timeout, direction=cfg.labeling.equivalence)
-        self.trackers, self.phases = watch.watched_phases(cfg, self.rundir, reports.rebuild)
-        self.timing = self.phases.timing
-        # the main process converts the embedded model once; the others then find it cached
-        distributed.on_main(resolve_model, cfg.model.name)
-        self.base = resolve_model(cfg.model.name)
+class MathRun(Run):
+    """R-Zero's math loop on the run engine (`rzero.rundir.run.Run`)."""
 
-    def load(self, checkpoint: str):  # -> (model, tokenizer)
-        return load_for_training(checkpoint, self.cfg.model)
+    layout = LAYOUT
 
-    def generator(self, checkpoint: str):  # closed when the phase ends
-        return self.phases.generator(checkpoint)
+    def check_inputs(self) -> None:
+        preflight.check(self.cfg)
+        preflight.check_coerror(self.cfg)
+
+    def before_commit(self) -> list:
+        return [partial(watch.after_phase, self.cfg, self.rundir, math=True)]
+
+    def rebuild(self) -> None:
+        report.rebuild(self.rundir, self.cfg)
 
     def held_out(self) -> list[str]:  # every evaluation item (not only eval.limit's)
         e = self.cfg.eval
@@ -275,12 +267,6 @@ class RZeroRun:
 
     # ------------------------------------------------------------ the algorithm
 
-    def run(self) -> Path:
-        """The iterations; a warning named in `run.stop_on` ends the run after its phase as
-        at the end of the last iteration: what was committed stays, the trackers close."""
-        watch.run_watched(self.iterate, self.trackers)
-        return self.rundir.path
-
     def iterate(self) -> None:
         cfg = self.cfg
         run_phase = self.phases.run
@@ -314,7 +300,7 @@ class RZeroRun:
             run_phase(cfg.run.iterations, "crossplay", self.crossplay_phase)
 
 
-def run_iterations(cfg: RZeroConfig, run_dir: str | Path, *, fresh: bool = False) -> RZeroRun:
-    run = RZeroRun(cfg, run_dir, fresh=fresh)
+def run_iterations(cfg: RZeroConfig, run_dir: str | Path, *, fresh: bool = False) -> MathRun:
+    run = MathRun(cfg, run_dir, fresh=fresh)
     run.run()
     return run

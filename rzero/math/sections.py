@@ -27,9 +27,8 @@ import json
 from typing import Any
 
 from rzero.config import RZeroConfig
-from rzero.reporting import Html, link
-from rzero.rundir import PHASES, RunDir
-from rzero.selfplay.watch import stop_of
+from rzero.math.layout import LAYOUT
+from rzero.rundir import RunDir, stop_of
 from rzero.stats import slope_interval, wilson_interval
 
 Table = tuple[list[str], list[list[str]]]
@@ -196,7 +195,7 @@ def stop_line(run: RunDir, cfg: RZeroConfig) -> str | None:
     """Why the run stopped (the first committed phase whose warnings the current
     `run.stop_on` names), or None."""
     for k in run.iterations():
-        for phase in PHASES:
+        for phase in LAYOUT.phases:
             m = run.marker(k, phase)
             if m is not None and (reasons := stop_of(m, cfg.run)):
                 return (f"The run stopped after iteration {k}'s {phase} phase, because "
@@ -332,7 +331,7 @@ def collapse_rows(run: RunDir,
 
     rows, lines, warnings = [], [], []
     for k in run.iterations():
-        for phase in PHASES:
+        for phase in LAYOUT.phases:
             m = run.marker(k, phase)
             if m is None:
                 continue
@@ -382,12 +381,3 @@ def best_line(run: RunDir, cfg: RZeroConfig) -> str | None:
             f"{best['average']:.3f}, `{run.resolve(best['checkpoint'])}` (`rzero best RUN_DIR` "
             f"prints it; also in best.json). Chosen on the evaluation items themselves, so the "
             f"pick is optimistic by the noise of those items.")
-
-
-def audit_link(run: RunDir) -> list[Html]:
-    """A paragraph linking the label audit's page (RUN_DIR/audit/report.html, every judged
-    item) once `rzero audit` or the loop's audit phase wrote it; nothing before."""
-    if not (run.path / "audit" / "report.html").is_file():
-        return []
-    return [Html(f"<p>Label audit by the judge, every judged item: "
-                 f"{link('audit/report.html', 'audit/report.html')}</p>")]

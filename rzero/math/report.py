@@ -1,5 +1,5 @@
-"""`report.md` of a run: first the science card (seed §6.1's checklist, `rzero.reports.sections`)
-and, when `run.stop_on` stopped the run, why; then the plan (`rzero.reports.plan`: what each phase of
+"""`report.md` of a math run, and `rebuild`, the run's after-commit hook: first the science card (seed §6.1's checklist, `rzero.math.sections`)
+and, when `run.stop_on` stopped the run, why; then the plan (`rzero.math.plan`: what each phase of
 an iteration samples, generates and updates, beside the official code's numbers where the
 recipe claims its schedule) and the prompt files used, then per iteration the challenger's,
 the pool's, the labelling's, the solver's and the evaluation's numbers, phase times and peak
@@ -12,11 +12,15 @@ from __future__ import annotations
 import hashlib
 
 from rzero.config import RZeroConfig
+from rzero.io import write_text_atomic
+from rzero.math import sections
+from rzero.math.layout import LAYOUT
+from rzero.math.page import render_html
+from rzero.math.plan import plan_markdown
 from rzero.prompts.templates import template_path
-from rzero.reporting import markdown_table
-from rzero.reports import sections
-from rzero.reports.plan import plan_markdown
-from rzero.rundir import PHASES, RunDir
+from rzero.render import markdown_table
+from rzero.reports import write_metrics
+from rzero.rundir import RunDir
 from rzero.selfplay.crossplay import cross_matrix_markdown
 
 
@@ -52,7 +56,7 @@ def summary_table(run: RunDir, cfg: RZeroConfig) -> tuple[list[str], list[list[s
         rows.append(["0 (base)", *[""] * 8, f"{base['metrics']['average']:.3f}",
                      f"{base['seconds']:.0f}"])
     for k in run.trained_iterations():
-        m = {p: run.marker(k, p) for p in PHASES}
+        m = {p: run.marker(k, p) for p in LAYOUT.phases}
         if not any(m.values()):
             continue
 
@@ -71,7 +75,7 @@ def summary_table(run: RunDir, cfg: RZeroConfig) -> tuple[list[str], list[list[s
 def compute_line(run: RunDir, cfg: RZeroConfig) -> str:
     """The dtypes the run computed in, as its phase markers recorded them (the config's
     "auto" resolved on the machine that ran the phase)."""
-    seen = [m["compute"] for k in run.iterations() for p in PHASES
+    seen = [m["compute"] for k in run.iterations() for p in LAYOUT.phases
             if (m := run.marker(k, p)) is not None and "compute" in m]
     if not seen:
         return "- compute: no phase recorded yet"
@@ -103,13 +107,13 @@ def render_report(run: RunDir, cfg: RZeroConfig) -> str:
              *prompt_files(cfg), ""]
     header, rows = summary_table(run, cfg)
     lines.append(markdown_table(header, rows))
-    warnings = [x["warning"] for k in run.trained_iterations() for p in PHASES
+    warnings = [x["warning"] for k in run.trained_iterations() for p in LAYOUT.phases
                 if (x := run.marker(k, p)) and x.get("warning")]
     lines += ["", "Phase times (s) and peak resident memory:", ""]
     for k in run.iterations():
         parts = [f"{p} {m['seconds']:.0f}"
                  + (f" ({m['peak_rss_gib']:.1f} GiB peak)" if m.get("peak_rss_gib") else "")
-                 for p in PHASES if (m := run.marker(k, p)) is not None]
+                 for p in LAYOUT.phases if (m := run.marker(k, p)) is not None]
         if parts:
             lines.append(f"- iteration {k}: " + ", ".join(parts))
     if warnings:
@@ -141,7 +145,7 @@ def collapse_watch(run: RunDir, cfg: RZeroConfig) -> list[str]:
 
 
 def audit_sections(run: RunDir, cfg: RZeroConfig) -> list[str]:
-    """The self-play audit after the per-iteration numbers (`rzero.reports.sections`)."""
+    """The self-play audit after the per-iteration numbers (`rzero.math.sections`)."""
 
     out: list[str] = []
     if trend := sections.trend_lines(run, cfg):
@@ -180,3 +184,10 @@ def audit_sections(run: RunDir, cfg: RZeroConfig) -> list[str]:
     if (best := sections.best_line(run, cfg)) is not None:
         out += ["", "## Best solver", "", best]
     return out
+
+
+def rebuild(run: RunDir, cfg: RZeroConfig) -> None:
+    """`metrics.jsonl`, `best.json`, `report.md` and `report.html` of a math run."""
+    write_metrics(run, cfg, LAYOUT.phases)
+    write_text_atomic(run.path / "report.md", render_report(run, cfg))
+    write_text_atomic(run.path / "report.html", render_html(run, cfg, summary_table(run, cfg)))

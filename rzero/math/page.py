@@ -8,7 +8,7 @@ the markers with `report.md`:
 - the solver's training reward per GRPO step;
 - evaluation per iteration, per benchmark, with 95 % Wilson intervals, and the increment
   curve: each iteration's change against the base with its paired 95 % interval;
-- the self-play audit (`rzero.reports.sections`): the science card first, then the challenger's
+- the self-play audit (`rzero.math.sections`): the science card first, then the challenger's
   trend, the evaluation table with its flags, role co-error, and the cross-iteration matrix
   as a heat map;
 - a sample of each iteration's labelled questions with their votes.
@@ -19,7 +19,8 @@ from __future__ import annotations
 from typing import Any
 
 from rzero.config import RZeroConfig
-from rzero.reporting import (
+from rzero.math import sections
+from rzero.render import (
     Html,
     Panel,
     Series,
@@ -32,7 +33,7 @@ from rzero.reporting import (
     paragraph,
     preformatted,
 )
-from rzero.reports import sections
+from rzero.reports.cells import audit_link
 from rzero.rundir import RunDir
 from rzero.selfplay.crossplay import heatmap_png
 from rzero.stats import wilson_interval
@@ -205,7 +206,7 @@ def render_html(run: RunDir, cfg: RZeroConfig, summary: list[Any]) -> str:
         heading("Science card", 2),
         html_table(card_header, [[cell.replace("`", "") for cell in row] for row in card]),
         *([paragraph(stop, "note")] if stop else []),
-        *sections.audit_link(run),
+        *audit_link(run),
         html_table(header, rows),
         figure(errorbar_png(_challenger_panels(run, cfg)), "Challenger GRPO steps"),
         figure(errorbar_png(_pool_panels(run, cfg)), "Labelled pools"),

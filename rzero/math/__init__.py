@@ -1,0 +1,63 @@
+"""R-Zero's math system (seed 000 §4; SPEC §1): a challenger writes math questions, a frozen
+solver's majority vote labels them, both train in alternation with GRPO.
+
+    run.py       the alternating iterations, written as the paper's algorithm (`MathRun`)
+    report.py    report.md and the rebuild after every commit (metrics.jsonl, best.json)
+    page.py      report.html: the same with the curves inlined
+    sections.py  the report's self-play sections: science card, collapse watch, challenger
+                 trend, increments, co-error, cross-play, best solver, stop
+    plan.py      what one iteration computes, counted before anything runs (`rzero plan`)
+
+`SYSTEM` is what the CLI and `rzero ablate` see of it (`LAYOUT`, its run folder; `VARIANTS`,
+its ablation); importing this package loads no model or trainer.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from rzero.config import RZeroConfig
+from rzero.math.layout import LAYOUT
+from rzero.rundir.folder import RunDir
+from rzero.rundir.run import System
+
+
+def iterate(cfg: RZeroConfig, run_dir: str | Path, *, fresh: bool = False):
+    """`rzero iterate` for R-Zero's math loop; returns the finished run."""
+    from rzero.math.run import run_iterations
+
+    return run_iterations(cfg, run_dir, fresh=fresh)
+
+
+def plan(cfg: RZeroConfig, source: str | None = None) -> str:
+    """`rzero plan`: what one iteration computes, then where each process runs."""
+    from rzero.engine.launch import placement_markdown
+    from rzero.math.plan import plan_markdown
+
+    return plan_markdown(cfg, source) + "\n" + placement_markdown(cfg, source)
+
+
+def rebuild(run: RunDir, cfg: RZeroConfig) -> None:
+    from rzero.math.report import rebuild as rebuild_report
+
+    rebuild_report(run, cfg)
+
+
+# the ablation (SPEC §2; `rzero ablate`). Where we depart from the paper, and why: every
+# variant but `shared` pins roles.shared=false, so each ablation is "R-Zero minus one thing"
+# even when the recipe itself sets shared weights.
+VARIANTS: dict[str, list[str]] = {
+    # R-Zero: challenger and solver keep their own weights
+    "separate": ["roles.shared=false"],
+    # Single-R-Zero: one model, both phases update it
+    "shared": ["roles.shared=true"],
+    # the solver learns from questions of the untrained challenger
+    "base_challenger": ["roles.shared=false", "roles.train_challenger=false"],
+    # the challenger's reward without the BLEU-cluster penalty (lambda = 0)
+    "no_repetition_penalty": ["roles.shared=false", "challenger.repetition_lambda=0"],
+    # every labelled question trains the solver, whatever its p_hat
+    "no_band_filter": ["roles.shared=false", "labeling.filter=false"],
+}
+
+SYSTEM = System(layout=LAYOUT, iterate=iterate, plan=plan, rebuild=rebuild, variants=VARIANTS,
+                default_variants=("separate", "shared"), launcher=True)
