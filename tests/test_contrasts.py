@@ -11,15 +11,19 @@ import yaml
 
 from rzero.cli import main
 from rzero.config import load_config
-from rzero.reports.comparison import _wilson_bar, build_comparison, render_html, render_markdown
+from rzero.reports.comparison import build_comparison
+from rzero.reports.comparison_page import _wilson_bar, render_html, render_markdown
 from rzero.reports.contrasts import contrast_table, paired_eval, side, variant_contrasts
 from rzero.rundir import RunDir
 from rzero.stats import paired_difference, wilson_interval
 
 
 def _eval(scores: dict[str, list[int]], order=None) -> dict:
-    items = [{"benchmark": b, "id": f"{b}-{i}", "mean": float(s)}
-             for b, row in scores.items() for i, s in enumerate(row)]
+    items = [
+        {"benchmark": b, "id": f"{b}-{i}", "mean": float(s)}
+        for b, row in scores.items()
+        for i, s in enumerate(row)
+    ]
     if order is not None:
         items = [items[i] for i in order]
     return {"items": items}
@@ -36,7 +40,8 @@ def _run(tmp_path, name: str, evals: list[dict], iterations: int = 2) -> RunDir:
         (path / f"iter_{k:02d}" / "eval" / "eval.json").write_text(json.dumps(ev))
         average = float(np.mean([item["mean"] for item in ev["items"]]))
         (path / f"iter_{k:02d}" / "phases" / "eval.json").write_text(
-            json.dumps({"metrics": {"average": average}, "seconds": 1.0}))
+            json.dumps({"metrics": {"average": average}, "seconds": 1.0})
+        )
     return RunDir(path)
 
 
@@ -64,11 +69,19 @@ def test_paired_eval_keeps_only_shared_items_and_stratifies_two_benchmarks():
     assert paired_eval(_eval({"x": [1]}), _eval({"z": [1]})) is None
 
 
-@pytest.mark.parametrize(("low", "high", "delta", "p", "word"), [
-    (0.01, 0.05, 0.03, None, "above"), (-0.05, -0.01, -0.03, None, "below"),
-    (-0.01, 0.02, 0.005, None, "within"), (0.0, 0.0, 0.0, None, "none"),
-    (0.01, 0.05, 0.03, 0.01, "above"), (0.003, 0.027, 0.013, 0.12, "borderline"),
-    (-0.027, -0.003, -0.013, 0.06, "borderline"), (-0.01, 0.02, 0.005, 0.5, "within")])
+@pytest.mark.parametrize(
+    ("low", "high", "delta", "p", "word"),
+    [
+        (0.01, 0.05, 0.03, None, "above"),
+        (-0.05, -0.01, -0.03, None, "below"),
+        (-0.01, 0.02, 0.005, None, "within"),
+        (0.0, 0.0, 0.0, None, "none"),
+        (0.01, 0.05, 0.03, 0.01, "above"),
+        (0.003, 0.027, 0.013, 0.12, "borderline"),
+        (-0.027, -0.003, -0.013, 0.06, "borderline"),
+        (-0.01, 0.02, 0.005, 0.5, "within"),
+    ],
+)
 def test_side_of_zero(low, high, delta, p, word):
     assert side({"ci_low": low, "ci_high": high, "delta": delta, "mcnemar_p": p}) == word
 
@@ -83,11 +96,12 @@ def test_few_changed_items_are_borderline_not_outside_the_noise():
 def test_variant_contrasts_say_which_differences_are_outside_the_noise(tmp_path):
     n = 300
     base = [1] * 60 + [0] * 240
-    better = [1] * 120 + [0] * 180       # +20 points: far outside the noise
+    better = [1] * 120 + [0] * 180  # +20 points: far outside the noise
     same = [1] * 59 + [0, 1] + [0] * 239  # one item lost, one gained
     ref = _run(tmp_path, "separate", [_eval({"easy": base})] * 2 + [_eval({"easy": base})])
-    other = _run(tmp_path, "shared", [_eval({"easy": base}), _eval({"easy": better}),
-                                      _eval({"easy": same})])
+    other = _run(
+        tmp_path, "shared", [_eval({"easy": base}), _eval({"easy": better}), _eval({"easy": same})]
+    )
     c = variant_contrasts([("separate", ref), ("shared", other)], iterations=2)
     assert c["reference"] == "separate"
     assert c["base_check"] == {"shared": {"missing": False, "unshared": 0, "differing": 0}}
@@ -97,11 +111,14 @@ def test_variant_contrasts_say_which_differences_are_outside_the_noise(tmp_path)
     assert rows[1, "shared"]["vs_base"]["average"]["delta"] == pytest.approx(60 / n)
     assert rows[1, "separate"]["vs_base"]["average"]["n01"] == 0  # no change at all
     text = "\n".join(c["sentences"])
-    assert ("iteration 1, shared minus separate: pass@1 +0.200" in text
-            and "60 gained, 0 lost" in text)
+    assert (
+        "iteration 1, shared minus separate: pass@1 +0.200" in text and "60 gained, 0 lost" in text
+    )
     first = c["sentences"][0]
-    assert (first.startswith("iteration 1, shared minus")
-            and "outside the evaluation noise, above" in first)
+    assert (
+        first.startswith("iteration 1, shared minus")
+        and "outside the evaluation noise, above" in first
+    )
     assert "iteration 1, shared minus iteration 0 (the base model): pass@1 +0.200" in text
     assert "iteration 2, shared minus separate: pass@1 +0.000" in text
     assert text.count("within the evaluation noise") == 2  # iteration 2: vs separate, vs base
@@ -169,6 +186,7 @@ def test_rzero_compare_prints_the_differences_in_words(tmp_path, capsys):
 
 def test_the_comparison_figure_has_wilson_bars_for_one_benchmark_only():
     assert _wilson_bar({"easy/pass@1": 0.25, "easy/n": 320}) == pytest.approx(
-        wilson_interval(80, 320))
+        wilson_interval(80, 320)
+    )
     assert _wilson_bar({"a/pass@1": 0.5, "a/n": 10, "b/pass@1": 0.5, "b/n": 10}) is None
     assert _wilson_bar(None) is None

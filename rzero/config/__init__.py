@@ -13,7 +13,15 @@ This package imports nothing else of rzero, so a recipe loads without torch or T
 `from rzero.config import ...` is the public face; the names below are all it offers.
 """
 
+from rzero.config.code import CodeConfig
 from rzero.config.fields import ConfigError, Section, option
+from rzero.config.roles import (
+    ChallengerConfig,
+    GRPOSection,
+    LabelingConfig,
+    RolesConfig,
+    SolverConfig,
+)
 from rzero.config.schema import (
     FINGERPRINTED_WHEN_SET,
     NOT_FINGERPRINTED,
@@ -27,16 +35,10 @@ from rzero.config.schema import (
 from rzero.config.sections import (
     TRACKERS,
     AuditConfig,
-    ChallengerConfig,
-    CodeConfig,
     EvalConfig,
     GenerationConfig,
-    GRPOSection,
-    LabelingConfig,
     ModelConfig,
-    RolesConfig,
     RunConfig,
-    SolverConfig,
     WatchConfig,
     installed_trackers,
 )
@@ -44,10 +46,33 @@ from rzero.config.solver_task import LABEL_SOURCES, SolverTaskConfig
 from rzero.config.symmetric import SpagConfig, SpinConfig
 
 __all__ = [
-    "FINGERPRINTED_WHEN_SET", "NOT_FINGERPRINTED", "TRACKERS", "AuditConfig",
-    "ChallengerConfig", "CodeConfig", "ConfigError", "EvalConfig", "GRPOSection",
-    "GenerationConfig", "LabelingConfig", "ModelConfig", "RZeroConfig", "RolesConfig",
-    "LABEL_SOURCES", "RunConfig", "Section", "SolverConfig", "SolverTaskConfig", "SpagConfig", "SpinConfig", "WatchConfig",
-    "apply_override", "config_from_dict", "describe_fields", "fingerprinted",
-    "installed_trackers", "load_config", "option",
+    "FINGERPRINTED_WHEN_SET",
+    "NOT_FINGERPRINTED",
+    "TRACKERS",
+    "AuditConfig",
+    "ChallengerConfig",
+    "CodeConfig",
+    "ConfigError",
+    "EvalConfig",
+    "GRPOSection",
+    "GenerationConfig",
+    "LabelingConfig",
+    "ModelConfig",
+    "RZeroConfig",
+    "RolesConfig",
+    "LABEL_SOURCES",
+    "RunConfig",
+    "Section",
+    "SolverConfig",
+    "SolverTaskConfig",
+    "SpagConfig",
+    "SpinConfig",
+    "WatchConfig",
+    "apply_override",
+    "config_from_dict",
+    "describe_fields",
+    "fingerprinted",
+    "installed_trackers",
+    "load_config",
+    "option",
 ]

@@ -15,10 +15,22 @@ class ConfigError(ValueError):
     """A config value that cannot be used; the message names key, value and what is allowed."""
 
 
-def option(default: Any, help: str, *, choices: tuple | None = None, min: float | None = None,
-       max: float | None = None, min_exclusive: bool = False) -> Any:
-    meta = {"help": help, "choices": choices, "min": min, "max": max,
-            "min_exclusive": min_exclusive}
+def option(
+    default: Any,
+    help: str,
+    *,
+    choices: tuple | None = None,
+    min: float | None = None,
+    max: float | None = None,
+    min_exclusive: bool = False,
+) -> Any:
+    meta = {
+        "help": help,
+        "choices": choices,
+        "min": min,
+        "max": max,
+        "min_exclusive": min_exclusive,
+    }
     if isinstance(default, (list, dict)):
         return field(default_factory=lambda: type(default)(default), metadata=meta)
     return field(default=default, metadata=meta)

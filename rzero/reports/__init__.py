@@ -5,6 +5,7 @@ reports across runs.
                    phase times by iteration
     cells.py       table cells with intervals, the evaluation table, the audit's link
     comparison.py  `rzero compare`: runs side by side, paired differences with intervals
+    comparison_page.py  its comparison.md, comparison.html and comparison.png
     contrasts.py   the variant contrasts of an ablation or sweep
 """
 
@@ -37,19 +38,26 @@ def metrics_rows(run: RunDir, phases: Sequence[str]) -> list[dict[str, Any]]:
             for key, name in STEP_ROWS:
                 rows += [{"iteration": k, "phase": name, **s} for s in m.get(key, [])]
             # TRL's log of every optimiser update of a GRPO phase
-            rows += [{"iteration": k, "phase": f"{phase}_update", **u}
-                     for u in m.get("updates", [])]
-            rows.append({"iteration": k, "phase": phase, "seconds": m["seconds"],
-                         **m.get("metrics", {}),
-                         **{key: m[key] for key in ("warning", "warnings", "stop")
-                            if m.get(key)}})
+            rows += [
+                {"iteration": k, "phase": f"{phase}_update", **u} for u in m.get("updates", [])
+            ]
+            rows.append(
+                {
+                    "iteration": k,
+                    "phase": phase,
+                    "seconds": m["seconds"],
+                    **m.get("metrics", {}),
+                    **{key: m[key] for key in ("warning", "warnings", "stop") if m.get(key)},
+                }
+            )
     return rows
 
 
 def committed(run: RunDir, phases: Sequence[str]) -> dict[int, dict[str, dict[str, Any]]]:
     """{iteration: {phase: marker}} of `phases` committed so far, in run order."""
-    return {k: {p: m for p in phases if (m := run.marker(k, p)) is not None}
-            for k in run.iterations()}
+    return {
+        k: {p: m for p in phases if (m := run.marker(k, p)) is not None} for k in run.iterations()
+    }
 
 
 def phase_times(run: RunDir, phases: Sequence[str]) -> tuple[list[str], list[str]]:
@@ -57,13 +65,18 @@ def phase_times(run: RunDir, phases: Sequence[str]) -> tuple[list[str], list[str
     the markers recorded, the loop's own ``warning`` and the watch's ``warnings``)."""
     times, warnings = [], []
     for k, marks in committed(run, phases).items():
-        parts = [f"{p} {m['seconds']:.0f}" + (f" ({m['peak_rss_gib']:.1f} GiB peak)"
-                                             if m.get("peak_rss_gib") else "")
-                 for p, m in marks.items()]
+        parts = [
+            f"{p} {m['seconds']:.0f}"
+            + (f" ({m['peak_rss_gib']:.1f} GiB peak)" if m.get("peak_rss_gib") else "")
+            for p, m in marks.items()
+        ]
         if parts:
             times.append(f"iteration {k}: " + ", ".join(parts))
-        warnings += [w for m in marks.values()
-                     for w in ([m["warning"]] if m.get("warning") else []) + m.get("warnings", [])]
+        warnings += [
+            w
+            for m in marks.values()
+            for w in ([m["warning"]] if m.get("warning") else []) + m.get("warnings", [])
+        ]
     return times, warnings
 
 
