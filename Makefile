@@ -71,9 +71,10 @@ test: setup $(DEV_STAMP) $(ENGINE_STAMP)
 test-fast: setup $(DEV_STAMP)
 	$(VENV)/bin/pytest -q -m "not slow" $(PYTEST_ARGS)
 
-# ruff, the import contracts of pyproject.toml ([tool.importlinter]) and the cycle check
+# ruff (lint and format), the import contracts of pyproject.toml ([tool.importlinter]) and the cycle check
 lint: setup $(DEV_STAMP)
 	$(VENV)/bin/ruff check rzero tests bench scripts
+	$(VENV)/bin/ruff format --check rzero tests bench scripts
 	$(VENV)/bin/lint-imports
 	$(PY) scripts/import_cycles.py rzero
 

@@ -26,8 +26,10 @@ from rzero.engine.generation import HFGenerator, SamplingParams
 from rzero.engine.models import DEFAULT_MODEL, generation_dtype, load_model, load_tokenizer
 from rzero.prompts.solver import solver_chat
 
-QUESTIONS = [f"A class has {a} rows of {b} desks. {c} desks are empty. How many are taken?"
-             for a, b, c in zip(range(3, 67), range(5, 69), range(2, 66), strict=True)]
+QUESTIONS = [
+    f"A class has {a} rows of {b} desks. {c} desks are empty. How many are taken?"
+    for a, b, c in zip(range(3, 67), range(5, 69), range(2, 66), strict=True)
+]
 
 
 def linear_limit(dtype: torch.dtype, repeats: int = 30) -> float:
@@ -44,8 +46,9 @@ def linear_limit(dtype: torch.dtype, repeats: int = 30) -> float:
     return 2 * 512 * 576 * 1536 * repeats / seconds / 1e9
 
 
-def plain_generate(model, tokenizer, prompts: list[list[int]], params: SamplingParams,
-                   eos: bool) -> list[list[int]]:
+def plain_generate(
+    model, tokenizer, prompts: list[list[int]], params: SamplingParams, eos: bool
+) -> list[list[int]]:
     """The reference: one left-padded `model.generate` call, no rzero code."""
     width = max(len(p) for p in prompts)
     pad = tokenizer.pad_token_id
@@ -53,15 +56,22 @@ def plain_generate(model, tokenizer, prompts: list[list[int]], params: SamplingP
     mask = torch.tensor([[0] * (width - len(p)) + [1] * len(p) for p in prompts])  # [B, P]
     torch.manual_seed(params.seed)
     with torch.inference_mode():
-        out = model.generate(input_ids=ids, attention_mask=mask, do_sample=True,
-                             temperature=params.temperature, top_k=params.top_k, top_p=None,
-                             max_new_tokens=params.max_new_tokens,
-                             min_new_tokens=None if eos else params.max_new_tokens,
-                             pad_token_id=pad, eos_token_id=tokenizer.eos_token_id)
+        out = model.generate(
+            input_ids=ids,
+            attention_mask=mask,
+            do_sample=True,
+            temperature=params.temperature,
+            top_k=params.top_k,
+            top_p=None,
+            max_new_tokens=params.max_new_tokens,
+            min_new_tokens=None if eos else params.max_new_tokens,
+            pad_token_id=pad,
+            eos_token_id=tokenizer.eos_token_id,
+        )
     new = out[:, width:].tolist()
     # real tokens: up to and including the first EOS
     end = tokenizer.eos_token_id
-    return [row[:row.index(end) + 1] if eos and end in row else row for row in new]
+    return [row[: row.index(end) + 1] if eos and end in row else row for row in new]
 
 
 def flops_per_token(model, context: float) -> float:
@@ -75,15 +85,23 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--model", default=DEFAULT_MODEL)
     parser.add_argument("--batch", type=int, default=48, help="sequences per batch (labelling)")
-    parser.add_argument("--batches", type=int, default=1,
-                        help="rows = batches x batch; the reference runs them batch by batch, "
-                             "the hf backend refills its batch as rows finish")
+    parser.add_argument(
+        "--batches",
+        type=int,
+        default=1,
+        help="rows = batches x batch; the reference runs them batch by batch, "
+        "the hf backend refills its batch as rows finish",
+    )
     parser.add_argument("--new-tokens", type=int, default=160)
     parser.add_argument("--repeats", type=int, default=2)
     parser.add_argument("--skip-eos", action="store_true", help="only part 1")
-    parser.add_argument("--threads", type=int, default=0,
-                        help="torch threads (0: torch's default); 1 is steadier on a busy "
-                             "machine, where two threads wait on each other")
+    parser.add_argument(
+        "--threads",
+        type=int,
+        default=0,
+        help="torch threads (0: torch's default); 1 is steadier on a busy "
+        "machine, where two threads wait on each other",
+    )
     args = parser.parse_args()
     if args.threads:
         torch.set_num_threads(args.threads)
@@ -93,17 +111,21 @@ def main() -> None:
     dtype = generation_dtype("auto", "cpu")
     fast = HFGenerator.from_spec(args.model, batch_size=args.batch, dtype=dtype, device="cpu")
     votes = 4
-    questions = QUESTIONS[:max(1, args.batch * args.batches // votes)]
+    questions = QUESTIONS[: max(1, args.batch * args.batches // votes)]
     chats = [solver_chat(q) for q in questions]
     prompts = [p for p in fast.encode(chats) for _ in range(votes)]
     rows = len(prompts)
     mean_prompt = sum(len(p) for p in prompts) / rows
-    print(f"{rows} rows ({len(questions)} solver prompts x {votes} votes, mean prompt "
-          f"{mean_prompt:.0f} tokens), max {args.new_tokens} new tokens, temperature 1, "
-          f"top_k 40; new path dtype {dtype}, torch threads {torch.get_num_threads()}")
+    print(
+        f"{rows} rows ({len(questions)} solver prompts x {votes} votes, mean prompt "
+        f"{mean_prompt:.0f} tokens), max {args.new_tokens} new tokens, temperature 1, "
+        f"top_k 40; new path dtype {dtype}, torch threads {torch.get_num_threads()}"
+    )
     limit = max(linear_limit(torch.bfloat16), linear_limit(torch.bfloat16))
-    print(f"matmul limit: nn.Linear(576,1536) bf16 on 512 rows {limit:.0f} GFLOP/s, "
-          f"float32 {linear_limit(torch.float32):.0f} GFLOP/s")
+    print(
+        f"matmul limit: nn.Linear(576,1536) bf16 on 512 rows {limit:.0f} GFLOP/s, "
+        f"float32 {linear_limit(torch.float32):.0f} GFLOP/s"
+    )
 
     def ours(params: SamplingParams) -> list[int]:
         before = fast.stats.new_tokens
@@ -114,24 +136,34 @@ def main() -> None:
     if not args.skip_eos:
         parts.append(("2: EOS and boxed-answer stop on", True))
     for title, eos in parts:
-        params = SamplingParams(temperature=1.0, top_k=40, max_new_tokens=args.new_tokens,
-                                min_new_tokens=0 if eos else args.new_tokens,
-                                stop_after_boxed=eos)
+        params = SamplingParams(
+            temperature=1.0,
+            top_k=40,
+            max_new_tokens=args.new_tokens,
+            min_new_tokens=0 if eos else args.new_tokens,
+            stop_after_boxed=eos,
+        )
         best = {"plain fp32 generate": (0.0, 0, 0.0), "rzero hf backend": (0.0, 0, 0.0)}
         for r in range(args.repeats):
             for name in best:
                 seeded = SamplingParams(**{**params.__dict__, "seed": r})
                 t0 = time.perf_counter()
                 if name == "plain fp32 generate":
-                    tokens = sum(len(x) for start in range(0, rows, args.batch)
-                                 for x in plain_generate(ref_model, tokenizer,
-                                                         prompts[start:start + args.batch],
-                                                         seeded, eos))
+                    tokens = sum(
+                        len(x)
+                        for start in range(0, rows, args.batch)
+                        for x in plain_generate(
+                            ref_model, tokenizer, prompts[start : start + args.batch], seeded, eos
+                        )
+                    )
                 else:
                     tokens = ours(seeded)
                 seconds = time.perf_counter() - t0
-                print(f"  repeat {r} {name}: {tokens} tokens in {seconds:.1f} s = "
-                      f"{tokens / seconds:.1f} tok/s", flush=True)
+                print(
+                    f"  repeat {r} {name}: {tokens} tokens in {seconds:.1f} s = "
+                    f"{tokens / seconds:.1f} tok/s",
+                    flush=True,
+                )
                 if tokens / seconds > best[name][0]:
                     best[name] = (tokens / seconds, tokens, seconds)
         (ref_rate, _, ref_s), (new_rate, new_tokens, new_s) = best.values()
@@ -141,9 +173,11 @@ def main() -> None:
         print(f"part {title}:")
         print(f"  plain fp32 generate: {ref_rate:.1f} tok/s ({ref_s:.1f} s)")
         print(f"  rzero hf backend:    {new_rate:.1f} tok/s ({new_s:.1f} s)")
-        print(f"  ratio {new_rate / ref_rate:.2f}x tok/s, {ref_s / new_s:.2f}x wall time; "
-              f"new path {weights_gflops:.0f} GFLOP/s weights only, {gflops:.0f} with "
-              f"attention = {gflops / limit:.0%} of the bf16 matmul limit")
+        print(
+            f"  ratio {new_rate / ref_rate:.2f}x tok/s, {ref_s / new_s:.2f}x wall time; "
+            f"new path {weights_gflops:.0f} GFLOP/s weights only, {gflops:.0f} with "
+            f"attention = {gflops / limit:.0%} of the bf16 matmul limit"
+        )
 
 
 if __name__ == "__main__":

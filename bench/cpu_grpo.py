@@ -31,8 +31,10 @@ from rzero.engine.models import DEFAULT_MODEL, generation_dtype, load_model, loa
 
 # requests for long answers: both sides then mostly run to max_completion_length, so their
 # rollouts are of similar size (a step samples only 8 completions: lengths vary a lot)
-QUESTIONS = ["Write a long, detailed story about a lighthouse keeper and a storm.",
-             "Explain in detail, step by step, how to plan a garden for a whole year."]
+QUESTIONS = [
+    "Write a long, detailed story about a lighthouse keeper and a storm.",
+    "Explain in detail, step by step, how to plan a garden for a whole year.",
+]
 
 
 def length_reward(prompts, completions, **kwargs) -> list[float]:
@@ -46,26 +48,46 @@ def one_step(model_spec: str, fast: bool, args, out_dir: Path) -> tuple[float, f
     tokenizer = load_tokenizer(model_spec)
     rows = [{"prompt": [{"role": "user", "content": q}]} for q in QUESTIONS]
     role = SolverConfig(
-        steps=1, group_size=args.group_size, prompts_per_step=len(QUESTIONS),
-        learning_rate=1e-6, beta=0.01, epsilon=0.2, epsilon_high=0.3,
-        max_completion_length=args.max_completion_length, temperature=1.0,
-        micro_batch_size=args.micro_batch_size)
-    model_cfg = ModelConfig(dtype="float32", device="cpu",
-                            generation_dtype="auto" if fast else "float32",
-                            train_compute="bfloat16" if fast else "float32")
+        steps=1,
+        group_size=args.group_size,
+        prompts_per_step=len(QUESTIONS),
+        learning_rate=1e-6,
+        beta=0.01,
+        epsilon=0.2,
+        epsilon_high=0.3,
+        max_completion_length=args.max_completion_length,
+        temperature=1.0,
+        micro_batch_size=args.micro_batch_size,
+    )
+    model_cfg = ModelConfig(
+        dtype="float32",
+        device="cpu",
+        generation_dtype="auto" if fast else "float32",
+        train_compute="bfloat16" if fast else "float32",
+    )
     logs: list[dict[str, float]] = []
     real = rzero.engine.decoding.rollouts_through_decode
     if not fast:  # the reference: TRL's own model.generate
-        rzero.engine.decoding.rollouts_through_decode = lambda model, dtype: contextlib.nullcontext()
+        rzero.engine.decoding.rollouts_through_decode = lambda model, dtype: (
+            contextlib.nullcontext()
+        )
     try:
         t0 = time.perf_counter()
-        train_grpo(model, tokenizer, rows, [length_reward], role, out_dir, seed=0,
-                   model_cfg=model_cfg, log=logs.append)
+        train_grpo(
+            model,
+            tokenizer,
+            rows,
+            [length_reward],
+            role,
+            out_dir,
+            seed=0,
+            model_cfg=model_cfg,
+            log=logs.append,
+        )
         seconds = time.perf_counter() - t0
     finally:
         rzero.engine.decoding.rollouts_through_decode = real
-    lengths = [row["completions/mean_length"] for row in logs
-               if "completions/mean_length" in row]
+    lengths = [row["completions/mean_length"] for row in logs if "completions/mean_length" in row]
     return seconds, lengths[0] if lengths else float("nan")
 
 
@@ -76,9 +98,13 @@ def main() -> None:
     parser.add_argument("--max-completion-length", type=int, default=160)
     parser.add_argument("--micro-batch-size", type=int, default=1)
     parser.add_argument("--repeats", type=int, default=2)
-    parser.add_argument("--threads", type=int, default=0,
-                        help="torch threads (0: torch's default); 1 is steadier on a busy "
-                             "machine, where two threads wait on each other")
+    parser.add_argument(
+        "--threads",
+        type=int,
+        default=0,
+        help="torch threads (0: torch's default); 1 is steadier on a busy "
+        "machine, where two threads wait on each other",
+    )
     args = parser.parse_args()
     if args.threads:
         torch.set_num_threads(args.threads)
@@ -86,17 +112,21 @@ def main() -> None:
     from rzero.engine.models import resolve_model
 
     spec = resolve_model(args.model)
-    print(f"one GRPO step: {len(QUESTIONS)} prompts x G {args.group_size}, max "
-          f"{args.max_completion_length} completion tokens, micro-batches of "
-          f"{args.micro_batch_size}; new path rollouts in {generation_dtype('auto', 'cpu')}; "
-          f"torch threads {torch.get_num_threads()}")
+    print(
+        f"one GRPO step: {len(QUESTIONS)} prompts x G {args.group_size}, max "
+        f"{args.max_completion_length} completion tokens, micro-batches of "
+        f"{args.micro_batch_size}; new path rollouts in {generation_dtype('auto', 'cpu')}; "
+        f"torch threads {torch.get_num_threads()}"
+    )
     best = {"float32": (float("inf"), 0.0), "new": (float("inf"), 0.0)}
     with tempfile.TemporaryDirectory() as tmp:
         for r in range(args.repeats):
             for name in best:
                 seconds, length = one_step(spec, name == "new", args, Path(tmp) / f"{name}{r}")
-                print(f"  repeat {r} {name}: {seconds:.1f} s, mean completion {length:.0f} "
-                      f"tokens", flush=True)
+                print(
+                    f"  repeat {r} {name}: {seconds:.1f} s, mean completion {length:.0f} tokens",
+                    flush=True,
+                )
                 if seconds < best[name][0]:
                     best[name] = (seconds, length)
     (ref, ref_len), (new, new_len) = best.values()

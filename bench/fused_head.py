@@ -37,9 +37,9 @@ def main() -> None:
     width = args.prompt + args.completion
     ids = torch.randint(0, model.config.vocab_size, (args.rows, width))
     attention = torch.ones_like(ids)
-    attention[-1, args.prompt + args.completion // 2:] = 0  # one completion ends halfway
+    attention[-1, args.prompt + args.completion // 2 :] = 0  # one completion ends halfway
     labels = ids.masked_fill(attention == 0, -100)
-    labels[:, :args.prompt] = -100
+    labels[:, : args.prompt] = -100
     valid = labels[:, 1:] != -100
 
     def step(compact: bool):
@@ -47,8 +47,7 @@ def main() -> None:
         switch = score_completions_only() if compact else contextlib.nullcontext()
         t0 = time.perf_counter()
         with switch, torch.autocast("cpu", dtype=torch.bfloat16):
-            out = model(input_ids=ids, attention_mask=attention, labels=labels,
-                        fused_lm_head=True)
+            out = model(input_ids=ids, attention_mask=attention, labels=labels, fused_lm_head=True)
             (out.log_probs * valid).sum().backward()
         seconds = time.perf_counter() - t0
         return seconds, out.log_probs.detach() * valid, model.lm_head.weight.grad.clone()
@@ -61,17 +60,25 @@ def main() -> None:
             times[compact].append(seconds)
             results[compact] = (logps, grad)
     (full_lp, full_g), (new_lp, new_g) = results[False], results[True]
-    print(f"micro-batch: {args.rows} rows x ({args.prompt} prompt + {args.completion} "
-          f"completion) tokens, {int(valid.sum())} of {valid.numel()} positions labelled; "
-          f"{torch.get_num_threads()} threads")
-    print(f"every position (TRL's CPU default): best {min(times[False]):.2f} s of "
-          f"{', '.join(f'{t:.2f}' for t in times[False])}")
-    print(f"labelled positions only           : best {min(times[True]):.2f} s of "
-          f"{', '.join(f'{t:.2f}' for t in times[True])}")
+    print(
+        f"micro-batch: {args.rows} rows x ({args.prompt} prompt + {args.completion} "
+        f"completion) tokens, {int(valid.sum())} of {valid.numel()} positions labelled; "
+        f"{torch.get_num_threads()} threads"
+    )
+    print(
+        f"every position (TRL's CPU default): best {min(times[False]):.2f} s of "
+        f"{', '.join(f'{t:.2f}' for t in times[False])}"
+    )
+    print(
+        f"labelled positions only           : best {min(times[True]):.2f} s of "
+        f"{', '.join(f'{t:.2f}' for t in times[True])}"
+    )
     print(f"ratio (every / labelled): {min(times[False]) / min(times[True]):.2f}x")
-    print(f"max |log-prob difference| {float((full_lp - new_lp).abs().max()):.2e}; "
-          f"max |head gradient difference| {float((full_g - new_g).abs().max()):.2e} "
-          f"(largest entry {float(full_g.abs().max()):.2e})")
+    print(
+        f"max |log-prob difference| {float((full_lp - new_lp).abs().max()):.2e}; "
+        f"max |head gradient difference| {float((full_g - new_g).abs().max()):.2e} "
+        f"(largest entry {float(full_g.abs().max()):.2e})"
+    )
 
 
 if __name__ == "__main__":

@@ -16,23 +16,35 @@ import torch
 from rzero.engine.generation import HFGenerator, SamplingParams
 from rzero.engine.models import DEFAULT_MODEL
 
-PROMPTS = [f"Solve step by step: what is {a} times {b} plus {a + b}?"
-           for a, b in zip(range(3, 13), range(17, 27), strict=True)]
+PROMPTS = [
+    f"Solve step by step: what is {a} times {b} plus {a + b}?"
+    for a, b in zip(range(3, 13), range(17, 27), strict=True)
+]
 
 
 def plain_generate(model, tokenizer, rows: list[str], new_tokens: int, seed: int) -> int:
     """The reference: one batched generate call, left-padded, no rzero code."""
     tokenizer.padding_side = "left"
-    texts = [tokenizer.apply_chat_template([{"role": "user", "content": r}],
-                                           add_generation_prompt=True, tokenize=False)
-             for r in rows]
+    texts = [
+        tokenizer.apply_chat_template(
+            [{"role": "user", "content": r}], add_generation_prompt=True, tokenize=False
+        )
+        for r in rows
+    ]
     batch = tokenizer(texts, return_tensors="pt", padding=True, add_special_tokens=False)
     torch.manual_seed(seed)
     with torch.inference_mode():
-        out = model.generate(**batch, do_sample=True, temperature=1.0, top_k=None, top_p=None,
-                             max_new_tokens=new_tokens, min_new_tokens=new_tokens,
-                             pad_token_id=tokenizer.pad_token_id)
-    return int(out[:, batch["input_ids"].shape[1]:].numel())
+        out = model.generate(
+            **batch,
+            do_sample=True,
+            temperature=1.0,
+            top_k=None,
+            top_p=None,
+            max_new_tokens=new_tokens,
+            min_new_tokens=new_tokens,
+            pad_token_id=tokenizer.pad_token_id,
+        )
+    return int(out[:, batch["input_ids"].shape[1] :].numel())
 
 
 def main() -> None:
@@ -43,11 +55,16 @@ def main() -> None:
     parser.add_argument("--repeats", type=int, default=2)
     args = parser.parse_args()
 
-    gen = HFGenerator.from_spec(args.model, batch_size=len(PROMPTS) * args.samples,
-                                device="cpu")
+    gen = HFGenerator.from_spec(args.model, batch_size=len(PROMPTS) * args.samples, device="cpu")
     # the same fixed length on both sides (min = max), so tokens/s compares like with like
-    params = SamplingParams(temperature=1.0, top_p=1.0, top_k=0, seed=0,
-                            max_new_tokens=args.new_tokens, min_new_tokens=args.new_tokens)
+    params = SamplingParams(
+        temperature=1.0,
+        top_p=1.0,
+        top_k=0,
+        seed=0,
+        max_new_tokens=args.new_tokens,
+        min_new_tokens=args.new_tokens,
+    )
     rows = [p for p in PROMPTS for _ in range(args.samples)]
     ours, plain = [], []
     for r in range(args.repeats):

@@ -40,8 +40,10 @@ def main() -> None:
     print(f"total wall time:        {total:8.1f} s")
     print(f"inside generation:      {timing.generation:8.1f} s")
     print(f"inside optimiser steps: {timing.optimizer:8.1f} s")
-    print(f"overhead ratio total / (generation + optimiser): {total / model_time:.3f} "
-          f"(target <= 1.10)")
+    print(
+        f"overhead ratio total / (generation + optimiser): {total / model_time:.3f} "
+        f"(target <= 1.10)"
+    )
 
 
 if __name__ == "__main__":

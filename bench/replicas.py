@@ -52,22 +52,32 @@ def tree_rss_gib(pids: set[int]) -> float:
 
 
 def serve_requests(urls: list[str], model: str, prompts, args) -> dict:
-    client = OpenAIGenerator(urls, model, concurrency=args.concurrency, timeout=600, retries=0,
-                             per_request_seed=False)
-    params = SamplingParams(temperature=1.0, top_k=40, max_new_tokens=args.max_new_tokens,
-                            seed=0)
+    client = OpenAIGenerator(
+        urls, model, concurrency=args.concurrency, timeout=600, retries=0, per_request_seed=False
+    )
+    params = SamplingParams(temperature=1.0, top_k=40, max_new_tokens=args.max_new_tokens, seed=0)
     t0 = time.perf_counter()
     out = client.generate(prompts, args.votes, params)
     seconds = time.perf_counter() - t0
     chars = sum(len(t) for row in out for t in row)
-    return {"seconds": seconds, "completions": sum(len(r) for r in out), "chars": chars,
-            "tokens": client.stats.new_tokens, "requests_per_url": client.requests_per_url}
+    return {
+        "seconds": seconds,
+        "completions": sum(len(r) for r in out),
+        "chars": chars,
+        "tokens": client.stats.new_tokens,
+        "requests_per_url": client.requests_per_url,
+    }
 
 
 def run_manager(checkpoint: str, extra: list[str], prompts, args) -> dict:
     t0 = time.perf_counter()
-    with SolverReplicas(checkpoint, replicas=args.replicas, engine="vllm", extra_args=extra,
-                        log_dir=Path(args.logs) / "manager") as service:
+    with SolverReplicas(
+        checkpoint,
+        replicas=args.replicas,
+        engine="vllm",
+        extra_args=extra,
+        log_dir=Path(args.logs) / "manager",
+    ) as service:
         startup = time.perf_counter() - t0
         result = serve_requests(service.urls, service.model, prompts, args)
         result["rss_gib"] = tree_rss_gib({p.pid for p in service.processes})
@@ -76,13 +86,13 @@ def run_manager(checkpoint: str, extra: list[str], prompts, args) -> dict:
 
 
 def run_dp(checkpoint: str, extra: list[str], prompts, args) -> dict:
-    command = functools.partial(vllm_serve_command, extra_args=[
-        *extra, "--data-parallel-size", str(args.replicas)])
+    command = functools.partial(
+        vllm_serve_command, extra_args=[*extra, "--data-parallel-size", str(args.replicas)]
+    )
     log = Path(args.logs) / "dp.log"
     log.parent.mkdir(parents=True, exist_ok=True)
     t0 = time.perf_counter()
-    with serve_checkpoint(checkpoint, log_path=log, command=command,
-                          startup_timeout=900) as served:
+    with serve_checkpoint(checkpoint, log_path=log, command=command, startup_timeout=900) as served:
         startup = time.perf_counter() - t0
         result = serve_requests([served.base_url], served.model, prompts, args)
         result["rss_gib"] = tree_rss_gib({served.pid})
@@ -107,9 +117,11 @@ def main() -> None:
     checkpoint = str(resolve_model(DEFAULT_MODEL))
     prompts = [solver_chat(q) for q in vote_questions(args.prompts)]
     print(f"{os.cpu_count()} CPUs, load average {' '.join(f'{x:.2f}' for x in os.getloadavg())}")
-    print(f"{args.replicas} engines per way; requests: {args.prompts} prompts x {args.votes}, "
-          f"temperature 1, top_k 40, max {args.max_new_tokens} new tokens; server args: "
-          f"{' '.join(extra)}")
+    print(
+        f"{args.replicas} engines per way; requests: {args.prompts} prompts x {args.votes}, "
+        f"temperature 1, top_k 40, max {args.max_new_tokens} new tokens; server args: "
+        f"{' '.join(extra)}"
+    )
     results: dict[str, dict] = {}
     for way in args.ways.split(","):
         run = {"manager": run_manager, "dp": run_dp}[way]
@@ -120,16 +132,20 @@ def main() -> None:
             print(f"[{way}] failed: {results[way]['error']}")
             continue
         r = results[way]
-        print(f"[{way}] start-up {r['startup_s']:.1f} s; {r['tokens']} tokens in "
-              f"{r['seconds']:.1f} s = {r['tokens'] / r['seconds']:.1f} tok/s; requests per "
-              f"endpoint {r['requests_per_url']}; tree RSS {r['rss_gib']:.2f} GiB; stop "
-              f"{r['stop_s']:.1f} s; load average {os.getloadavg()[0]:.2f}")
+        print(
+            f"[{way}] start-up {r['startup_s']:.1f} s; {r['tokens']} tokens in "
+            f"{r['seconds']:.1f} s = {r['tokens'] / r['seconds']:.1f} tok/s; requests per "
+            f"endpoint {r['requests_per_url']}; tree RSS {r['rss_gib']:.2f} GiB; stop "
+            f"{r['stop_s']:.1f} s; load average {os.getloadavg()[0]:.2f}"
+        )
     ok = {w: r for w, r in results.items() if "error" not in r}
     if {"manager", "dp"} <= set(ok):
         m, d = ok["manager"], ok["dp"]
-        print(f"dp / manager: throughput {(d['tokens'] / d['seconds']) / (m['tokens'] / m['seconds']):.2f}x, "
-              f"start-up {m['startup_s'] / d['startup_s']:.2f}x (above 1: dp faster), "
-              f"memory {d['rss_gib'] / m['rss_gib']:.2f}x")
+        print(
+            f"dp / manager: throughput {(d['tokens'] / d['seconds']) / (m['tokens'] / m['seconds']):.2f}x, "
+            f"start-up {m['startup_s'] / d['startup_s']:.2f}x (above 1: dp faster), "
+            f"memory {d['rss_gib'] / m['rss_gib']:.2f}x"
+        )
     if args.out:
         Path(args.out).write_text(json.dumps({"args": vars(args), "results": results}, indent=2))
 

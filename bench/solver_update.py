@@ -84,6 +84,7 @@ class PartTimer:
                     return fn(*args, **kwargs)
                 finally:
                     self.current[part] += time.perf_counter() - t0
+
             setattr(trainer_cls, name, timed)
 
         wrap("_generate", "rollout")
@@ -98,6 +99,7 @@ class PartTimer:
             # the tokens of the forward/backward: prompts and completions, padding not counted
             timer.tokens.append(int(inputs["prompt_mask"].sum() + inputs["completion_mask"].sum()))
             return original_loss(self_, model, inputs)
+
         trainer_cls._compute_loss = loss
         original_logps = trainer_cls._get_per_token_logps_and_entropies
         originals["_get_per_token_logps_and_entropies"] = original_logps
@@ -109,6 +111,7 @@ class PartTimer:
             finally:
                 if not torch.is_grad_enabled():
                     timer.current["logp fwd"] += time.perf_counter() - t0
+
         trainer_cls._get_per_token_logps_and_entropies = logps
         try:
             yield
@@ -121,9 +124,13 @@ class PartTimer:
         step = c.pop("_step", 0.0)
         prepare = c.pop("_prepare", 0.0)
         other_prepare = prepare - c["rollout"] - c["reward"] - c["logp fwd"]
-        parts = {"rollout": c["rollout"], "reward": c["reward"], "logp fwd": c["logp fwd"],
-                 "fwd/bwd": step - prepare + max(0.0, other_prepare),
-                 "optimiser": max(0.0, seconds - step)}
+        parts = {
+            "rollout": c["rollout"],
+            "reward": c["reward"],
+            "logp fwd": c["logp fwd"],
+            "fwd/bwd": step - prepare + max(0.0, other_prepare),
+            "optimiser": max(0.0, seconds - step),
+        }
         parts["total"] = seconds
         parts["tokens"] = sum(self.tokens)
         self.updates.append(parts)
@@ -141,8 +148,13 @@ def run_side(name: str, args, rows, out: Path) -> list[dict[str, float]]:
     from rzero.solver.rewards import SolverReward
 
     recipe = args.recipe
-    model_cfg = recipe.model if name == "rzero" else ModelConfig(
-        dtype="float32", device="cpu", generation_dtype="float32", train_compute="float32")
+    model_cfg = (
+        recipe.model
+        if name == "rzero"
+        else ModelConfig(
+            dtype="float32", device="cpu", generation_dtype="float32", train_compute="float32"
+        )
+    )
     model = load_model(recipe.model.name, dtype="float32", device="cpu")
     tokenizer = load_tokenizer(recipe.model.name)
     timer = PartTimer()
@@ -150,16 +162,26 @@ def run_side(name: str, args, rows, out: Path) -> list[dict[str, float]]:
     class _Clock(TrainerCallback):
         def on_step_begin(self, a, state, control, **kw):
             self.t0 = time.perf_counter()
-            timer.current = defaultdict(float, {k: v for k, v in timer.current.items()
-                                                if k in ("_prepare", "rollout", "reward",
-                                                         "logp fwd")})
+            timer.current = defaultdict(
+                float,
+                {
+                    k: v
+                    for k, v in timer.current.items()
+                    if k in ("_prepare", "rollout", "reward", "logp fwd")
+                },
+            )
 
         def on_step_end(self, a, state, control, **kw):
             timer.close_update(time.perf_counter() - self.t0)
 
-    role = recipe.solver.__class__(**{**recipe.solver.__dict__, "steps": args.updates,
-                                      "prompts_per_step": recipe.solver.update_prompts,
-                                      "prompts_per_update": 0})
+    role = recipe.solver.__class__(
+        **{
+            **recipe.solver.__dict__,
+            "steps": args.updates,
+            "prompts_per_step": recipe.solver.update_prompts,
+            "prompts_per_update": 0,
+        }
+    )
     reward = SolverReward(role.reward)
     if name == "rzero":
         # the trainer class train_grpo builds (its CPU log-probability subclass), timed
@@ -169,8 +191,9 @@ def run_side(name: str, args, rows, out: Path) -> list[dict[str, float]]:
         grpo.trainer_class = lambda cpu_logps: cls
         try:
             with timer.installed(cls):
-                grpo.train_grpo(model, tokenizer, rows, [reward], role, out, seed=0,
-                                model_cfg=model_cfg)
+                grpo.train_grpo(
+                    model, tokenizer, rows, [reward], role, out, seed=0, model_cfg=model_cfg
+                )
         finally:
             grpo._timed_callback, grpo.trainer_class = real_callback, real_class
     else:
@@ -181,9 +204,14 @@ def run_side(name: str, args, rows, out: Path) -> list[dict[str, float]]:
         from datasets import Dataset
 
         with timer.installed(GRPOTrainer):
-            trainer = GRPOTrainer(model=model, reward_funcs=[reward], args=config,
-                                  train_dataset=Dataset.from_list(data),
-                                  processing_class=tokenizer, callbacks=[_Clock()])
+            trainer = GRPOTrainer(
+                model=model,
+                reward_funcs=[reward],
+                args=config,
+                train_dataset=Dataset.from_list(data),
+                processing_class=tokenizer,
+                callbacks=[_Clock()],
+            )
             trainer.train()
     return timer.updates[1:]  # the first is a warm-up
 
@@ -193,18 +221,27 @@ def summarise(name: str, updates, completions: int, flop_rate: float, params: in
     total = statistics.median(u["total"] for u in updates) / completions
     tokens = statistics.median(u["tokens"] for u in updates)
     floor = 6 * params * tokens / flop_rate / completions
-    print(f"{name:12s} " + " ".join(f"{per[p]:9.3f}" for p in PARTS)
-          + f" {total:9.3f} {100 * floor / total:7.1f}%")
+    print(
+        f"{name:12s} "
+        + " ".join(f"{per[p]:9.3f}" for p in PARTS)
+        + f" {total:9.3f} {100 * floor / total:7.1f}%"
+    )
     return total
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--config", default="configs/learn-solver.yaml")
-    parser.add_argument("--updates", type=int, default=4, help="updates per side (the first "
-                        "is a warm-up)")
-    parser.add_argument("--set", dest="overrides", action="append", default=[],
-                        help="a config override, as rzero's --set")
+    parser.add_argument(
+        "--updates", type=int, default=4, help="updates per side (the first is a warm-up)"
+    )
+    parser.add_argument(
+        "--set",
+        dest="overrides",
+        action="append",
+        default=[],
+        help="a config override, as rzero's --set",
+    )
     parser.add_argument("--threads", type=int, default=0)
     parser.add_argument("--sides", default="rzero,trl")
     args = parser.parse_args()
@@ -224,28 +261,43 @@ def main() -> None:
     embed = model.get_input_embeddings().weight.numel()
     params = sum(p.numel() for p in model.parameters()) - embed
     del model
-    print(f"CPU: {cpu_name()}, {torch.get_num_threads()} torch threads; recipe {args.config} "
-          f"{' '.join(args.overrides)}")
-    print(f"update: {cfg.solver.update_prompts} questions x G {cfg.solver.group_size} = "
-          f"{completions} completions, <= {cfg.solver.max_completion_length} new tokens, "
-          f"beta {cfg.solver.beta}")
+    print(
+        f"CPU: {cpu_name()}, {torch.get_num_threads()} torch threads; recipe {args.config} "
+        f"{' '.join(args.overrides)}"
+    )
+    print(
+        f"update: {cfg.solver.update_prompts} questions x G {cfg.solver.group_size} = "
+        f"{completions} completions, <= {cfg.solver.max_completion_length} new tokens, "
+        f"beta {cfg.solver.beta}"
+    )
     rates = {"bf16": matmul_rate(torch.bfloat16), "fp32": matmul_rate(torch.float32)}
-    print(f"matmul rate: bf16 {rates['bf16'] / 1e9:.0f} GFLOP/s, fp32 "
-          f"{rates['fp32'] / 1e9:.0f} GFLOP/s")
-    print(f"{'s/completion':12s} " + " ".join(f"{p:>9s}" for p in PARTS)
-          + f" {'total':>9s} {'floor':>8s}")
+    print(
+        f"matmul rate: bf16 {rates['bf16'] / 1e9:.0f} GFLOP/s, fp32 "
+        f"{rates['fp32'] / 1e9:.0f} GFLOP/s"
+    )
+    print(
+        f"{'s/completion':12s} "
+        + " ".join(f"{p:>9s}" for p in PARTS)
+        + f" {'total':>9s} {'floor':>8s}"
+    )
     totals = {}
     with tempfile.TemporaryDirectory() as tmp:
         for side in args.sides.split(","):
             updates = run_side(side, args, rows, Path(tmp) / side)
             from rzero.engine.models import train_compute
 
-            dt = "bf16" if side == "rzero" and train_compute(
-                cfg.model.train_compute, cfg.model.dtype, "cpu") == "bfloat16" else "fp32"
+            dt = (
+                "bf16"
+                if side == "rzero"
+                and train_compute(cfg.model.train_compute, cfg.model.dtype, "cpu") == "bfloat16"
+                else "fp32"
+            )
             totals[side] = summarise(side, updates, completions, rates[dt], params)
     if "trl" in totals and "rzero" in totals:
-        print(f"TRL default / rzero: {totals['trl'] / totals['rzero']:.2f}x seconds per "
-              f"completion (rzero {totals['rzero']:.3f} s)")
+        print(
+            f"TRL default / rzero: {totals['trl'] / totals['rzero']:.2f}x seconds per "
+            f"completion (rzero {totals['rzero']:.3f} s)"
+        )
 
 
 if __name__ == "__main__":

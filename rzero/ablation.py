@@ -30,8 +30,10 @@ def variant_config(system: System, cfg: RZeroConfig, variant: str) -> RZeroConfi
     """`cfg` with the overrides of `variant` applied (validated like any config)."""
     allowed = system.variants
     if variant not in allowed:
-        raise ConfigError(f"variant {variant!r}: unknown for a {system.name} recipe; "
-                          f"allowed variants are {', '.join(allowed)}")
+        raise ConfigError(
+            f"variant {variant!r}: unknown for a {system.name} recipe; "
+            f"allowed variants are {', '.join(allowed)}"
+        )
     raw = cfg.to_dict()
     for text in system.variant_overrides(cfg, variant):
         apply_override(raw, text)
@@ -43,8 +45,10 @@ def parse_variants(system: System, text: str | None) -> list[str]:
     None: its defaults; checked."""
     allowed = system.variants
     if not allowed:
-        raise ConfigError(f"rzero ablate: a {system.name} recipe has no ablation variants; "
-                          "run it with rzero iterate")
+        raise ConfigError(
+            f"rzero ablate: a {system.name} recipe has no ablation variants; "
+            "run it with rzero iterate"
+        )
     if text is None:
         return list(system.default_variants)
     names = [v.strip() for v in text.split(",") if v.strip()]
@@ -54,25 +58,32 @@ def parse_variants(system: System, text: str | None) -> list[str]:
         raise ConfigError(f"--variants {text!r}: name at least one of {', '.join(allowed)}")
     unknown = [v for v in names if v not in allowed]
     if unknown:
-        raise ConfigError(f"--variants: unknown variant(s) {', '.join(map(repr, unknown))} for "
-                          f"a {system.name} recipe; allowed: {', '.join(allowed)} (or 'all')")
+        raise ConfigError(
+            f"--variants: unknown variant(s) {', '.join(map(repr, unknown))} for "
+            f"a {system.name} recipe; allowed: {', '.join(allowed)} (or 'all')"
+        )
     return list(dict.fromkeys(names))
 
 
-def ablate(system: System, cfg: RZeroConfig, variants: list[str] | tuple[str, ...],
-           out_dir: str | Path, fresh: bool = False) -> Path:
+def ablate(
+    system: System,
+    cfg: RZeroConfig,
+    variants: list[str] | tuple[str, ...],
+    out_dir: str | Path,
+    fresh: bool = False,
+) -> Path:
     """Run each variant in OUT/<variant> (resuming), then compare; returns the table's
     Markdown file (comparison.md, or the system's own)."""
 
     if not variants:
-        raise ConfigError(f"ablate: no variants given; choose from "
-                          f"{', '.join(system.variants)}")
+        raise ConfigError(f"ablate: no variants given; choose from {', '.join(system.variants)}")
     out_dir = Path(out_dir)
     configs: dict[str, RZeroConfig] = {}
     for variant in dict.fromkeys(variants):
         vcfg = variant_config(system, cfg, variant)
         configs[variant] = dataclasses.replace(
-            vcfg, run=dataclasses.replace(vcfg.run, output_dir=str(out_dir / variant)))
+            vcfg, run=dataclasses.replace(vcfg.run, output_dir=str(out_dir / variant))
+        )
 
     # -- before any work: every run dir must be new or resumable with its variant's config,
     #    so a conflict in the last variant does not surface after hours spent on the first
@@ -83,15 +94,20 @@ def ablate(system: System, cfg: RZeroConfig, variants: list[str] | tuple[str, ..
     for variant, vcfg in configs.items():
         twin = by_fingerprint.setdefault(vcfg.fingerprint(), variant)
         if twin != variant:
-            print(f"ablate: warning: variants {twin} and {variant} have the same config "
-                  f"(the recipe already sets what {variant} changes); their runs will match",
-                  file=sys.stderr)
+            print(
+                f"ablate: warning: variants {twin} and {variant} have the same config "
+                f"(the recipe already sets what {variant} changes); their runs will match",
+                file=sys.stderr,
+            )
 
     # -- the runs, one after another (each is an ordinary resumable run)
     for i, (variant, vcfg) in enumerate(configs.items(), 1):
         run_dir = out_dir / variant
-        print(f"ablate: variant {variant} ({i}/{len(configs)}): "
-              f"{' '.join(system.variant_overrides(cfg, variant))} -> {run_dir}", flush=True)
+        print(
+            f"ablate: variant {variant} ({i}/{len(configs)}): "
+            f"{' '.join(system.variant_overrides(cfg, variant))} -> {run_dir}",
+            flush=True,
+        )
         system.iterate(vcfg, run_dir, fresh=fresh)
         gc.collect()
         if system.summary is not None:  # the table grows run by run

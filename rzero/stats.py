@@ -148,7 +148,7 @@ class PairedDifference:
     def words(self, digits: int = 3) -> str:
         """`+0.040 [−0.010, +0.090]` (95 % paired bootstrap)."""
         f = f"{{:+.{digits}f}}"
-        return (f"{f.format(self.delta)} [{f.format(self.ci_low)}, {f.format(self.ci_high)}]")
+        return f"{f.format(self.delta)} [{f.format(self.ci_low)}, {f.format(self.ci_high)}]"
 
 
 def _as_scores(name: str, values: Sequence[float]) -> np.ndarray:
@@ -161,8 +161,11 @@ def _as_scores(name: str, values: Sequence[float]) -> np.ndarray:
 
 
 def stratified_paired_difference(
-    strata: Sequence[tuple[Sequence[float], Sequence[float]]], *, confidence: float = 0.95,
-    n_boot: int = 10_000, seed: int = 0,
+    strata: Sequence[tuple[Sequence[float], Sequence[float]]],
+    *,
+    confidence: float = 0.95,
+    n_boot: int = 10_000,
+    seed: int = 0,
 ) -> PairedDifference:
     """Δ = (1/S) Σ_s [mean(b_s) − mean(a_s)]: the change of an unweighted average over S
     strata (benchmarks, as the paper's average), each pair (a_s, b_s) scored on the same items.
@@ -184,8 +187,10 @@ def stratified_paired_difference(
     for s, (a, b) in enumerate(strata):
         a, b = _as_scores(f"stratum {s} a", a), _as_scores(f"stratum {s} b", b)
         if a.size != b.size:
-            raise ValueError(f"stratum {s}: {a.size} scores for a but {b.size} for b; a "
-                             f"paired difference needs the same items")
+            raise ValueError(
+                f"stratum {s}: {a.size} scores for a but {b.size} for b; a "
+                f"paired difference needs the same items"
+            )
         if a.size == 0:
             raise ValueError(f"stratum {s}: no items")
         diffs.append(b - a)
@@ -197,17 +202,31 @@ def stratified_paired_difference(
         for start in range(0, n_boot, _BOOT_CHUNK):
             rows = min(_BOOT_CHUNK, n_boot - start)
             idx = rng.integers(0, d.size, size=(rows, d.size))  # [rows, n_s]
-            replicates[start:start + rows] += d[idx].mean(axis=1)
+            replicates[start : start + rows] += d[idx].mean(axis=1)
     replicates /= len(diffs)
     low, high = np.quantile(replicates, [alpha / 2, 1 - alpha / 2])
     mean_a, mean_b = float(np.mean(means_a)), float(np.mean(means_b))
-    return PairedDifference(n=sum(d.size for d in diffs), mean_a=mean_a, mean_b=mean_b,
-                            delta=mean_b - mean_a, ci_low=float(low), ci_high=float(high),
-                            confidence=confidence, n_boot=n_boot, seed=seed)
+    return PairedDifference(
+        n=sum(d.size for d in diffs),
+        mean_a=mean_a,
+        mean_b=mean_b,
+        delta=mean_b - mean_a,
+        ci_low=float(low),
+        ci_high=float(high),
+        confidence=confidence,
+        n_boot=n_boot,
+        seed=seed,
+    )
 
 
-def paired_difference(a: Sequence[float], b: Sequence[float], *, confidence: float = 0.95,
-                      n_boot: int = 10_000, seed: int = 0) -> PairedDifference:
+def paired_difference(
+    a: Sequence[float],
+    b: Sequence[float],
+    *,
+    confidence: float = 0.95,
+    n_boot: int = 10_000,
+    seed: int = 0,
+) -> PairedDifference:
     """Δ = mean(b) − mean(a) for two score vectors on the same items (pass@1 of two models,
     or of one model before and after), with the paired bootstrap interval of
     `stratified_paired_difference` (one stratum).
@@ -235,9 +254,16 @@ def paired_difference(a: Sequence[float], b: Sequence[float], *, confidence: flo
     else:
         lo, hi = clopper_pearson_interval(n01, d, confidence)
         exact = (d / n * (2 * lo - 1), d / n * (2 * hi - 1))
-    return PairedDifference(**{**asdict(out), "n01": n01, "n10": n10,
-                               "mcnemar_p": mcnemar_exact_p(n01, n10),
-                               "exact_low": exact[0], "exact_high": exact[1]})
+    return PairedDifference(
+        **{
+            **asdict(out),
+            "n01": n01,
+            "n10": n10,
+            "mcnemar_p": mcnemar_exact_p(n01, n10),
+            "exact_low": exact[0],
+            "exact_high": exact[1],
+        }
+    )
 
 
 # ---------------------------------------------------------------- trend over steps
@@ -259,8 +285,7 @@ class Slope:
         return asdict(self)
 
 
-def slope_interval(x: Sequence[float], y: Sequence[float],
-                   confidence: float = 0.95) -> Slope:
+def slope_interval(x: Sequence[float], y: Sequence[float], confidence: float = 0.95) -> Slope:
     """Ordinary least-squares slope of y on x with its t interval.
 
         b  = Sxy / Sxx,  a = ȳ − b·x̄,   Sxx = Σ(x − x̄)²,  Sxy = Σ(x − x̄)(y − ȳ)
@@ -272,8 +297,9 @@ def slope_interval(x: Sequence[float], y: Sequence[float],
     """
     xs, ys = np.asarray(x, dtype=np.float64), np.asarray(y, dtype=np.float64)
     if xs.shape != ys.shape or xs.ndim != 1:
-        raise ValueError(f"slope_interval: x and y need the same length, got {xs.shape} "
-                         f"and {ys.shape}")
+        raise ValueError(
+            f"slope_interval: x and y need the same length, got {xs.shape} and {ys.shape}"
+        )
     n = xs.size
     _z(confidence)
     if n < 2:
@@ -291,8 +317,9 @@ def slope_interval(x: Sequence[float], y: Sequence[float],
     return Slope(b, a, b - t * se, b + t * se, se, n, confidence)
 
 
-def mean_interval(values: Sequence[float],
-                  confidence: float = 0.95) -> tuple[float, float | None, float | None]:
+def mean_interval(
+    values: Sequence[float], confidence: float = 0.95
+) -> tuple[float, float | None, float | None]:
     """(mean, low, high): x̄ ± t_{1 − α/2, n − 1} · s / √n, with s the sample standard
     deviation. It assumes independent values (one per held-out pair, say); fewer than 2
     values: no interval (None, None). No values: an error."""
@@ -303,8 +330,11 @@ def mean_interval(values: Sequence[float],
     m = float(xs.mean())
     if xs.size < 2:
         return m, None, None
-    half = float(_sp.t.ppf(0.5 + confidence / 2, xs.size - 1)) * float(xs.std(ddof=1)) / math.sqrt(
-        xs.size)
+    half = (
+        float(_sp.t.ppf(0.5 + confidence / 2, xs.size - 1))
+        * float(xs.std(ddof=1))
+        / math.sqrt(xs.size)
+    )
     return m, m - half, m + half
 
 
@@ -325,8 +355,9 @@ class Correlation:
         return asdict(self)
 
 
-def phi_coefficient(x: Sequence[bool | int], y: Sequence[bool | int],
-                    confidence: float = 0.95) -> Correlation:
+def phi_coefficient(
+    x: Sequence[bool | int], y: Sequence[bool | int], confidence: float = 0.95
+) -> Correlation:
     """φ (Pearson correlation of two 0/1 vectors) with a Fisher-z interval.
 
     From the 2×2 table n11 (both 1), n10, n01, n00 and its margins n1·, n0·, n·1, n·0:
@@ -339,8 +370,9 @@ def phi_coefficient(x: Sequence[bool | int], y: Sequence[bool | int],
     """
     xs, ys = np.asarray(x, dtype=np.int64), np.asarray(y, dtype=np.int64)
     if xs.shape != ys.shape or xs.ndim != 1:
-        raise ValueError(f"phi_coefficient: x and y need the same length, got {xs.shape} "
-                         f"and {ys.shape}")
+        raise ValueError(
+            f"phi_coefficient: x and y need the same length, got {xs.shape} and {ys.shape}"
+        )
     if np.any((xs != 0) & (xs != 1)) or np.any((ys != 0) & (ys != 1)):
         raise ValueError("phi_coefficient: values must be 0/1 (or bool)")
     z_a = _z(confidence)

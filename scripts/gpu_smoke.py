@@ -50,15 +50,39 @@ class Size:
     corpus_lines: int
 
 
-FULL = Size(hidden=768, layers=15, heads=12, kv_heads=4, intermediate=2048, vocab=8192,
-            batch=40, new_tokens=128, prompts_per_step=8, votes=10, corpus_lines=40_000)
-TINY = Size(hidden=64, layers=2, heads=4, kv_heads=2, intermediate=128, vocab=400,
-            batch=8, new_tokens=16, prompts_per_step=2, votes=2, corpus_lines=2_000)
+FULL = Size(
+    hidden=768,
+    layers=15,
+    heads=12,
+    kv_heads=4,
+    intermediate=2048,
+    vocab=8192,
+    batch=40,
+    new_tokens=128,
+    prompts_per_step=8,
+    votes=10,
+    corpus_lines=40_000,
+)
+TINY = Size(
+    hidden=64,
+    layers=2,
+    heads=4,
+    kv_heads=2,
+    intermediate=128,
+    vocab=400,
+    batch=8,
+    new_tokens=16,
+    prompts_per_step=2,
+    votes=2,
+    corpus_lines=2_000,
+)
 
 SPECIALS = ["<|endoftext|>", "<|im_start|>", "<|im_end|>", "<|pad|>"]
-CHAT_TEMPLATE = ("{% for message in messages %}<|im_start|>{{ message['role'] }}\n"
-                 "{{ message['content'] }}<|im_end|>\n{% endfor %}"
-                 "{% if add_generation_prompt %}<|im_start|>assistant\n{% endif %}")
+CHAT_TEMPLATE = (
+    "{% for message in messages %}<|im_start|>{{ message['role'] }}\n"
+    "{{ message['content'] }}<|im_end|>\n{% endfor %}"
+    "{% if add_generation_prompt %}<|im_start|>assistant\n{% endif %}"
+)
 
 
 def synthetic_corpus(lines: int, seed: int = 0) -> list[str]:
@@ -67,18 +91,22 @@ def synthetic_corpus(lines: int, seed: int = 0) -> list[str]:
     from rzero.prompts.solver import solver_chat
 
     rng = random.Random(seed)
-    words = ("what is the sum product of and a number if then find how many integers "
-             "solve for x y n let be such that compute value answer prime divisible by "
-             "remainder when divided square root equation triangle area circle radius "
-             "probability").split()
+    words = (
+        "what is the sum product of and a number if then find how many integers "
+        "solve for x y n let be such that compute value answer prime divisible by "
+        "remainder when divided square root equation triangle area circle radius "
+        "probability"
+    ).split()
     ops = ["+", "-", "*", "/", "=", "^"]
     out = [m["content"] for m in challenger_chat()]
     out += [m["content"] for m in solver_chat("What is 2 + 3?")]
     for _ in range(lines):
         a, b = rng.randint(0, 999), rng.randint(0, 999)
         sentence = " ".join(rng.choice(words) for _ in range(rng.randint(3, 12)))
-        out.append(f"<question>{sentence.capitalize()} {a} {rng.choice(ops)} {b}?</question> "
-                   f"So the answer is \\boxed{{{a + b}}}. $x^2 + {a}x = {b}$")
+        out.append(
+            f"<question>{sentence.capitalize()} {a} {rng.choice(ops)} {b}?</question> "
+            f"So the answer is \\boxed{{{a + b}}}. $x^2 + {a}x = {b}$"
+        )
     return out
 
 
@@ -89,13 +117,20 @@ def build_tokenizer(size: Size, path: Path):
     tok = Tokenizer(models.BPE())
     tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
     tok.decoder = decoders.ByteLevel()
-    trainer = trainers.BpeTrainer(vocab_size=size.vocab, special_tokens=SPECIALS,
-                                  initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
-                                  show_progress=False)
+    trainer = trainers.BpeTrainer(
+        vocab_size=size.vocab,
+        special_tokens=SPECIALS,
+        initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
+        show_progress=False,
+    )
     tok.train_from_iterator(synthetic_corpus(size.corpus_lines), trainer=trainer)
-    hf = PreTrainedTokenizerFast(tokenizer_object=tok, bos_token="<|endoftext|>",
-                                 eos_token="<|im_end|>", pad_token="<|pad|>",
-                                 unk_token="<|endoftext|>")
+    hf = PreTrainedTokenizerFast(
+        tokenizer_object=tok,
+        bos_token="<|endoftext|>",
+        eos_token="<|im_end|>",
+        pad_token="<|pad|>",
+        unk_token="<|endoftext|>",
+    )
     hf.chat_template = CHAT_TEMPLATE
     hf.save_pretrained(path)
     return hf
@@ -105,17 +140,25 @@ def build_checkpoint(size: Size, tokenizer, path: Path, dtype: torch.dtype) -> i
     from transformers import GenerationConfig, LlamaConfig, LlamaForCausalLM
 
     torch.manual_seed(0)
-    config = LlamaConfig(vocab_size=len(tokenizer), hidden_size=size.hidden,
-                         intermediate_size=size.intermediate, num_hidden_layers=size.layers,
-                         num_attention_heads=size.heads, num_key_value_heads=size.kv_heads,
-                         max_position_embeddings=4096, tie_word_embeddings=True,
-                         bos_token_id=tokenizer.bos_token_id,
-                         eos_token_id=tokenizer.eos_token_id,
-                         pad_token_id=tokenizer.pad_token_id)
+    config = LlamaConfig(
+        vocab_size=len(tokenizer),
+        hidden_size=size.hidden,
+        intermediate_size=size.intermediate,
+        num_hidden_layers=size.layers,
+        num_attention_heads=size.heads,
+        num_key_value_heads=size.kv_heads,
+        max_position_embeddings=4096,
+        tie_word_embeddings=True,
+        bos_token_id=tokenizer.bos_token_id,
+        eos_token_id=tokenizer.eos_token_id,
+        pad_token_id=tokenizer.pad_token_id,
+    )
     model = LlamaForCausalLM(config).to(dtype)
-    model.generation_config = GenerationConfig(bos_token_id=tokenizer.bos_token_id,
-                                               eos_token_id=tokenizer.eos_token_id,
-                                               pad_token_id=tokenizer.pad_token_id)
+    model.generation_config = GenerationConfig(
+        bos_token_id=tokenizer.bos_token_id,
+        eos_token_id=tokenizer.eos_token_id,
+        pad_token_id=tokenizer.pad_token_id,
+    )
     model.save_pretrained(path)
     tokenizer.save_pretrained(path)
     return sum(p.numel() for p in model.parameters())
@@ -160,8 +203,11 @@ def main() -> int:
     device = os.environ.get("SMOKE_DEVICE", "cuda")
     size = TINY if os.environ.get("SMOKE_TINY") == "1" else FULL
     if device == "cuda" and not torch.cuda.is_available():
-        print("error: SMOKE_DEVICE=cuda but torch sees no GPU (set SMOKE_DEVICE=cpu to try "
-              "the code path on CPU)", file=sys.stderr)
+        print(
+            "error: SMOKE_DEVICE=cuda but torch sees no GPU (set SMOKE_DEVICE=cpu to try "
+            "the code path on CPU)",
+            file=sys.stderr,
+        )
         return 2
     dtype = torch.bfloat16 if device == "cuda" else torch.float32
     dtype_name = "bfloat16" if dtype == torch.bfloat16 else "float32"
@@ -182,15 +228,21 @@ def main() -> int:
     work = Path(tempfile.mkdtemp(prefix="rzero-smoke-"))
     ckpt = work / "model"
     name = torch.cuda.get_device_name(0) if device == "cuda" else f"cpu ({os.cpu_count()} cores)"
-    print(f"rzero GPU smoke on {name}: torch {torch.__version__}, transformers "
-          f"{transformers.__version__}, trl {trl.__version__}", flush=True)
+    print(
+        f"rzero GPU smoke on {name}: torch {torch.__version__}, transformers "
+        f"{transformers.__version__}, trl {trl.__version__}",
+        flush=True,
+    )
 
     # -- tokenizer and model, built here
     t0 = time.perf_counter()
     tokenizer = build_tokenizer(size, ckpt)
     n_params = build_checkpoint(size, tokenizer, ckpt, dtype)
-    print(f"built: Llama {n_params / 1e6:.1f}M params ({dtype_name}), BPE vocab "
-          f"{len(tokenizer)}, in {time.perf_counter() - t0:.1f} s", flush=True)
+    print(
+        f"built: Llama {n_params / 1e6:.1f}M params ({dtype_name}), BPE vocab "
+        f"{len(tokenizer)}, in {time.perf_counter() - t0:.1f} s",
+        flush=True,
+    )
     rows_out: list[dict] = []
 
     # -- hf backend throughput
@@ -206,58 +258,107 @@ def main() -> int:
     reset_peak(device)
     gen.generate(prompts, 1, params)
     tok_s = gen.stats.new_tokens / gen.stats.seconds
-    rows_out.append({"what": f"hf generate {size.batch} x {size.new_tokens} tokens",
-                     "result": f"{gen.stats.new_tokens} tokens in {gen.stats.seconds:.2f} s = "
-                               f"{tok_s:,.0f} tokens/s",
-                     "tokens_per_s": tok_s, "peak_gib": peak_memory(device)})
+    rows_out.append(
+        {
+            "what": f"hf generate {size.batch} x {size.new_tokens} tokens",
+            "result": f"{gen.stats.new_tokens} tokens in {gen.stats.seconds:.2f} s = "
+            f"{tok_s:,.0f} tokens/s",
+            "tokens_per_s": tok_s,
+            "peak_gib": peak_memory(device),
+        }
+    )
     print(f"hf backend: {tok_s:,.0f} tokens/s", flush=True)
     del gen, model
 
     # -- GRPO, one step per role, with the run's config machinery
     G_CHALLENGER, G_SOLVER = 4, 5
-    cfg = load_config(None, [f"model.dtype={dtype_name}",
-                             f"labeling.num_votes={size.votes}",
-                             f"labeling.max_new_tokens={size.new_tokens}",
-                             f"generation.batch_size={size.batch}"])
+    cfg = load_config(
+        None,
+        [
+            f"model.dtype={dtype_name}",
+            f"labeling.num_votes={size.votes}",
+            f"labeling.max_new_tokens={size.new_tokens}",
+            f"generation.batch_size={size.batch}",
+        ],
+    )
 
     def settings(group_size: int) -> GRPOSection:
-        return GRPOSection(steps=1, group_size=group_size,
-                           prompts_per_step=size.prompts_per_step, learning_rate=1e-6,
-                           beta=0.01, epsilon=0.2, epsilon_high=0.3,
-                           max_completion_length=size.new_tokens, temperature=1.0)
+        return GRPOSection(
+            steps=1,
+            group_size=group_size,
+            prompts_per_step=size.prompts_per_step,
+            learning_rate=1e-6,
+            beta=0.01,
+            epsilon=0.2,
+            epsilon_high=0.3,
+            max_completion_length=size.new_tokens,
+            temperature=1.0,
+        )
 
     # challenger: rewarded by a frozen copy of the model answering m times per question
-    solver = HFGenerator(load_model(str(ckpt), dtype=dtype_name, device=device),
-                         load_tokenizer(str(ckpt)), batch_size=size.batch)
+    solver = HFGenerator(
+        load_model(str(ckpt), dtype=dtype_name, device=device),
+        load_tokenizer(str(ckpt)),
+        batch_size=size.batch,
+    )
     frozen = FrozenSolver(solver, solver_chat, cfg.labeling)
-    reward = FormattedChallengerReward(ChallengerReward(frozen, cfg.challenger,
-                                                        work / "steps.jsonl", 1, seed=0))
+    reward = FormattedChallengerReward(
+        ChallengerReward(frozen, cfg.challenger, work / "steps.jsonl", 1, seed=0)
+    )
     model = load_model(str(ckpt), dtype=dtype_name, device=device)
     reset_peak(device)
-    stats = train_grpo(model, tokenizer, [{"prompt": challenger_chat()}], [reward],
-                       settings(G_CHALLENGER), work / "trainer_challenger", seed=1,
-                       model_cfg=cfg.model, desc="challenger")
+    stats = train_grpo(
+        model,
+        tokenizer,
+        [{"prompt": challenger_chat()}],
+        [reward],
+        settings(G_CHALLENGER),
+        work / "trainer_challenger",
+        seed=1,
+        model_cfg=cfg.model,
+        desc="challenger",
+    )
     n = size.prompts_per_step * G_CHALLENGER
-    rows_out.append({"what": f"GRPO challenger step ({size.prompts_per_step} x G={G_CHALLENGER}, "
-                             f"m={size.votes} votes)",
-                     "result": f"{stats.seconds_total:.1f} s/step, of which reward "
-                               f"{reward.reward.seconds:.1f} s ({reward.substituted}/{n} "
-                               f"questions substituted)",
-                     "seconds": stats.seconds_total, "peak_gib": peak_memory(device)})
+    rows_out.append(
+        {
+            "what": f"GRPO challenger step ({size.prompts_per_step} x G={G_CHALLENGER}, "
+            f"m={size.votes} votes)",
+            "result": f"{stats.seconds_total:.1f} s/step, of which reward "
+            f"{reward.reward.seconds:.1f} s ({reward.substituted}/{n} "
+            f"questions substituted)",
+            "seconds": stats.seconds_total,
+            "peak_gib": peak_memory(device),
+        }
+    )
     print(f"challenger step: {stats.seconds_total:.1f} s", flush=True)
     del model, solver, reward
 
     # solver: questions with pseudo-labels, rewarded by answer equivalence
     model = load_model(str(ckpt), dtype=dtype_name, device=device)
-    rows = [{"prompt": solver_chat(q), "label": str(a + b)}
-            for q, (a, b) in zip(questions, pairs, strict=True)][:size.prompts_per_step]
+    rows = [
+        {"prompt": solver_chat(q), "label": str(a + b)}
+        for q, (a, b) in zip(questions, pairs, strict=True)
+    ][: size.prompts_per_step]
     reset_peak(device)
-    stats = train_grpo(model, tokenizer, rows, [SolverReward("accuracy")],
-                       settings(G_SOLVER), work / "trainer_solver", seed=2, model_cfg=cfg.model,
-                       desc="solver")
-    rows_out.append({"what": f"GRPO solver step ({size.prompts_per_step} x G={G_SOLVER})",
-                     "result": f"{stats.seconds_total:.1f} s/step",
-                     "seconds": stats.seconds_total, "peak_gib": peak_memory(device)})
+    stats = train_grpo(
+        model,
+        tokenizer,
+        rows,
+        [SolverReward("accuracy")],
+        settings(G_SOLVER),
+        work / "trainer_solver",
+        seed=2,
+        model_cfg=cfg.model,
+        desc="solver",
+    )
+    rows_out.append(
+        {
+            "what": f"GRPO solver step ({size.prompts_per_step} x G={G_SOLVER})",
+            "result": f"{stats.seconds_total:.1f} s/step",
+            "seconds": stats.seconds_total,
+            "peak_gib": peak_memory(device),
+        }
+    )
     print(f"solver step: {stats.seconds_total:.1f} s", flush=True)
 
     # -- the table
@@ -268,12 +369,23 @@ def main() -> int:
         mem = f"{r['peak_gib']:.2f} GiB" if r["peak_gib"] is not None else "n/a (cpu)"
         print(f"{r['what']:<{width}} | {mem:>12} | {r['result']}")
     total = time.perf_counter() - t_start
-    print(f"\nmodel: Llama {n_params / 1e6:.1f}M params, {dtype_name}, on {name}; "
-          f"total {total:.0f} s")
+    print(
+        f"\nmodel: Llama {n_params / 1e6:.1f}M params, {dtype_name}, on {name}; total {total:.0f} s"
+    )
     out = os.environ.get("SMOKE_OUT")
     if out:
-        Path(out).write_text(json.dumps({"device": name, "params": n_params, "dtype": dtype_name,
-                                         "rows": rows_out, "total_s": total}, indent=2))
+        Path(out).write_text(
+            json.dumps(
+                {
+                    "device": name,
+                    "params": n_params,
+                    "dtype": dtype_name,
+                    "rows": rows_out,
+                    "total_s": total,
+                },
+                indent=2,
+            )
+        )
     return 0
 
 

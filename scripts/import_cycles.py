@@ -16,8 +16,7 @@ def import_cycles(package: str) -> list[list[str]]:
     of more than one module of the import graph), each sorted, largest first."""
     graph = grimp.build_graph(package, exclude_type_checking_imports=True)
     modules = sorted(graph.modules)
-    edges = {m: sorted(graph.find_modules_directly_imported_by(m) & graph.modules)
-             for m in modules}
+    edges = {m: sorted(graph.find_modules_directly_imported_by(m) & graph.modules) for m in modules}
     index: dict[str, int] = {}
     low: dict[str, int] = {}
     stack: list[str] = []

@@ -34,8 +34,9 @@ from pathlib import Path
 def parse_variant(text: str) -> tuple[str, list[str]]:
     name, sep, sets = text.partition("=")
     if not sep or not name:
-        raise SystemExit(f"--variant {text!r}: expected NAME=SECTION.KEY=VALUE[,...] "
-                         "(NAME= for the base recipe)")
+        raise SystemExit(
+            f"--variant {text!r}: expected NAME=SECTION.KEY=VALUE[,...] (NAME= for the base recipe)"
+        )
     overrides = [s.strip() for s in sets.split(",") if s.strip()]
     for s in overrides:
         if "=" not in s or "." not in s.split("=", 1)[0]:
@@ -43,12 +44,26 @@ def parse_variant(text: str) -> tuple[str, list[str]]:
     return name, overrides
 
 
-def run_variant(name: str, overrides: list[str], args: argparse.Namespace,
-                threads: int) -> tuple[str, int, float]:
+def run_variant(
+    name: str, overrides: list[str], args: argparse.Namespace, threads: int
+) -> tuple[str, int, float]:
     run_dir = Path(args.out) / name
-    cmd = [sys.executable, "-m", "rzero", "iterate", "--config", args.config,
-           "--run-dir", str(run_dir), "--set", "run.iterations=1",
-           "--set", f"eval.benchmarks=[{args.dev}]", "--set", "eval.limit=null"]
+    cmd = [
+        sys.executable,
+        "-m",
+        "rzero",
+        "iterate",
+        "--config",
+        args.config,
+        "--run-dir",
+        str(run_dir),
+        "--set",
+        "run.iterations=1",
+        "--set",
+        f"eval.benchmarks=[{args.dev}]",
+        "--set",
+        "eval.limit=null",
+    ]
     for s in overrides:
         cmd += ["--set", s]
     env = {**os.environ, "OMP_NUM_THREADS": str(threads), "PYTHONUNBUFFERED": "1"}
@@ -62,28 +77,43 @@ def run_variant(name: str, overrides: list[str], args: argparse.Namespace,
 def summarise(run_dir: Path) -> dict:
     """One sweep row from a run's metrics.jsonl (the slopes are the challenger phase's own) and
     iter_01/eval/increments.json."""
-    rows = [json.loads(line) for line in (run_dir / "metrics.jsonl").read_text().splitlines()
-            if line.strip()]
+    rows = [
+        json.loads(line)
+        for line in (run_dir / "metrics.jsonl").read_text().splitlines()
+        if line.strip()
+    ]
     steps = [r for r in rows if r.get("phase") == "challenger_step" and r["iteration"] == 1]
     phase = {(r["phase"], r["iteration"]): r for r in rows if r.get("phase") != "challenger_step"}
-    challenger, pool, lab, solver = (phase.get((name, 1), {}) for name in
-                                     ("challenger", "pool", "labelling", "solver"))
-    out = {"valid": [r["valid_rate"] for r in steps],
-           "valid_slope": challenger.get("valid_rate_slope"),
-           "reward": [r["mean_reward"] for r in steps],
-           "reward_slope": challenger.get("reward_slope"), "pool_valid": pool.get("valid_rate"),
-           "pool_kept": pool.get("kept"), "in_band": lab.get("kept"),
-           "solver_reward": solver.get("mean_reward"),
-           "seconds": sum(r.get("seconds", 0.0) for r in phase.values())}
+    challenger, pool, lab, solver = (
+        phase.get((name, 1), {}) for name in ("challenger", "pool", "labelling", "solver")
+    )
+    out = {
+        "valid": [r["valid_rate"] for r in steps],
+        "valid_slope": challenger.get("valid_rate_slope"),
+        "reward": [r["mean_reward"] for r in steps],
+        "reward_slope": challenger.get("reward_slope"),
+        "pool_valid": pool.get("valid_rate"),
+        "pool_kept": pool.get("kept"),
+        "in_band": lab.get("kept"),
+        "solver_reward": solver.get("mean_reward"),
+        "seconds": sum(r.get("seconds", 0.0) for r in phase.values()),
+    }
     inc_path = run_dir / "iter_01" / "eval" / "increments.json"
     if inc_path.is_file():
         inc = json.loads(inc_path.read_text())
         it = {i["iteration"]: i for i in inc["iterations"]}
         name = inc["benchmarks"][0]
         d = it[1]["vs_previous"][name]
-        out.update(dev_base=it[0]["pass@1"][name], dev_after=it[1]["pass@1"][name],
-                   delta=d["delta"], ci=(d["ci_low"], d["ci_high"]), gained=d["n01"],
-                   lost=d["n10"], mcnemar_p=d["mcnemar_p"], n=d["n"])
+        out.update(
+            dev_base=it[0]["pass@1"][name],
+            dev_after=it[1]["pass@1"][name],
+            delta=d["delta"],
+            ci=(d["ci_low"], d["ci_high"]),
+            gained=d["n01"],
+            lost=d["n10"],
+            mcnemar_p=d["mcnemar_p"],
+            n=d["n"],
+        )
     return out
 
 
@@ -92,15 +122,20 @@ def _f(x, fmt="{:.2f}") -> str:
 
 
 def table(rows: dict[str, tuple[list[str], dict]]) -> str:
-    head = ("| variant | settings | challenger well-formed per step (slope) | challenger reward "
-            "per step (slope) | pool well-formed | in band | solver reward | dev base | "
-            "dev after | Δ [95 %] | gained / lost, McNemar p | seconds |\n"
-            "|---|---|---|---|---|---|---|---|---|---|---|---|\n")
+    head = (
+        "| variant | settings | challenger well-formed per step (slope) | challenger reward "
+        "per step (slope) | pool well-formed | in band | solver reward | dev base | "
+        "dev after | Δ [95 %] | gained / lost, McNemar p | seconds |\n"
+        "|---|---|---|---|---|---|---|---|---|---|---|---|\n"
+    )
     lines = []
     for name, (overrides, r) in rows.items():
         steps = lambda xs: ", ".join(f"{x:.2f}" for x in xs)  # noqa: E731
-        delta = "" if "delta" not in r else (f"{r['delta']:+.3f} [{r['ci'][0]:+.3f}, "
-                                             f"{r['ci'][1]:+.3f}]")
+        delta = (
+            ""
+            if "delta" not in r
+            else (f"{r['delta']:+.3f} [{r['ci'][0]:+.3f}, {r['ci'][1]:+.3f}]")
+        )
         mc = "" if "delta" not in r else f"{r['gained']} / {r['lost']}, p = {r['mcnemar_p']:.2f}"
         lines.append(
             f"| {name} | {', '.join(overrides) or 'base recipe'} | {steps(r['valid'])} "
@@ -108,7 +143,8 @@ def table(rows: dict[str, tuple[list[str], dict]]) -> str:
             f"({_f(r['reward_slope'], '{:+.3f}')}) | {_f(r['pool_valid'])} | "
             f"{_f(r['in_band'], '{}')} | {_f(r['solver_reward'])} | "
             f"{_f(r.get('dev_base'), '{:.3f}')} | {_f(r.get('dev_after'), '{:.3f}')} | {delta} "
-            f"| {mc} | {r['seconds']:.0f} |")
+            f"| {mc} | {r['seconds']:.0f} |"
+        )
     return head + "\n".join(lines) + "\n"
 
 
@@ -123,22 +159,36 @@ def contrasts(out: Path, names: list[str]) -> str:
         return ""
     c = variant_contrasts([(n, RunDir(out / n)) for n in names], iterations=1)
     header, rows = contrast_table(c)
-    return ("\n" + markdown_table(header, rows) + "\n"
-            + "".join(f"- {line}\n" for line in c["sentences"]))
+    return (
+        "\n"
+        + markdown_table(header, rows)
+        + "\n"
+        + "".join(f"- {line}\n" for line in c["sentences"])
+    )
 
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--config", required=True)
-    ap.add_argument("--dev", default="easy:7",
-                    help="development benchmark (never the evaluation items); default easy:7")
+    ap.add_argument(
+        "--dev",
+        default="easy:7",
+        help="development benchmark (never the evaluation items); default easy:7",
+    )
     ap.add_argument("--out", default="runs/sweep")
     ap.add_argument("--variant", action="append", required=True, type=parse_variant)
     ap.add_argument("--jobs", type=int, default=1)
-    ap.add_argument("--threads", type=int, default=os.cpu_count() or 1,
-                    help="torch threads in all, split between the jobs")
-    ap.add_argument("--table-only", action="store_true",
-                    help="summarise the finished variants without running anything")
+    ap.add_argument(
+        "--threads",
+        type=int,
+        default=os.cpu_count() or 1,
+        help="torch threads in all, split between the jobs",
+    )
+    ap.add_argument(
+        "--table-only",
+        action="store_true",
+        help="summarise the finished variants without running anything",
+    )
     args = ap.parse_args(argv)
     if args.dev in ("easy", "easy:20251130"):
         raise SystemExit("--dev must not be the evaluation benchmark `easy`; use easy:SEED")
@@ -148,8 +198,7 @@ def main(argv: list[str] | None = None) -> int:
     if not args.table_only:
         threads = max(1, args.threads // max(1, args.jobs))
         with ThreadPoolExecutor(max_workers=args.jobs) as pool:
-            for name, rc, secs in pool.map(lambda v: run_variant(*v, args, threads),
-                                           args.variant):
+            for name, rc, secs in pool.map(lambda v: run_variant(*v, args, threads), args.variant):
                 print(f"{name}: rc {rc}, {secs:.0f} s", flush=True)
     rows = {}
     for name, overrides in args.variant:

@@ -27,30 +27,46 @@ def pytest_collection_modifyitems(config, items) -> None:
     """The slow end-to-end tests first (the rehearsal, the longest, before them), the rest in
     their order: with several workers (`make test`: pytest-xdist, work stealing) the longest
     tests then start at once instead of ending the run alone."""
-    items.sort(key=lambda item: (item.get_closest_marker("slow") is None,
-                                 item.path.name != "test_rehearsal.py"))
+    items.sort(
+        key=lambda item: (
+            item.get_closest_marker("slow") is None,
+            item.path.name != "test_rehearsal.py",
+        )
+    )
 
 
 def tiny_overrides(model: Path, **extra) -> list[str]:
     """`--set` overrides for a one-iteration loop on a tiny model, small in every size."""
     sets = {
-        "model.name": str(model), "model.device": "cpu",
-        "challenger.steps": 1, "challenger.group_size": 4, "challenger.prompts_per_step": 2,
-        "challenger.max_completion_length": 32, "challenger.pool_size": 12,
+        "model.name": str(model),
+        "model.device": "cpu",
+        "challenger.steps": 1,
+        "challenger.group_size": 4,
+        "challenger.prompts_per_step": 2,
+        "challenger.max_completion_length": 32,
+        "challenger.pool_size": 12,
         "challenger.learning_rate": 1e-3,
-        "solver.steps": 1, "solver.group_size": 4, "solver.prompts_per_step": 2,
-        "solver.max_completion_length": 24, "solver.learning_rate": 1e-3,
-        "labeling.num_votes": 4, "labeling.max_new_tokens": 24,
+        "solver.steps": 1,
+        "solver.group_size": 4,
+        "solver.prompts_per_step": 2,
+        "solver.max_completion_length": 24,
+        "solver.learning_rate": 1e-3,
+        "labeling.num_votes": 4,
+        "labeling.max_new_tokens": 24,
         "labeling.filter": False,  # keep every labelled question so the solver phase runs
-        "eval.limit": 3, "eval.max_new_tokens": 16, "run.iterations": 1,
-        "challenger.prompt_file": SHORT_CHALLENGER, "solver.prompt_file": SHORT_SOLVER,
+        "eval.limit": 3,
+        "eval.max_new_tokens": 16,
+        "run.iterations": 1,
+        "challenger.prompt_file": SHORT_CHALLENGER,
+        "solver.prompt_file": SHORT_SOLVER,
     }
     sets.update(extra)
     return [f"{k}={v}" for k, v in sets.items()]
 
 
-def iterate_cli(run_dir: Path, overrides: list[str], kill_at: str | None = None,
-                timeout: float = 900) -> subprocess.CompletedProcess:
+def iterate_cli(
+    run_dir: Path, overrides: list[str], kill_at: str | None = None, timeout: float = 900
+) -> subprocess.CompletedProcess:
     """`rzero iterate --run-dir RUN_DIR --set ...` in a subprocess, SIGKILLed at the crash
     point `kill_at` (RZERO_KILL_AT, `rzero.faults`) when given."""
     env = {**os.environ, "PYTHONUNBUFFERED": "1"}
@@ -103,12 +119,19 @@ def tiny_llama(tokenizer, hidden: int = 32, layers: int = 2, seed: int = 0):
     from transformers import LlamaConfig, LlamaForCausalLM
 
     torch.manual_seed(seed)
-    config = LlamaConfig(vocab_size=len(tokenizer), hidden_size=hidden,
-                         intermediate_size=2 * hidden, num_hidden_layers=layers,
-                         num_attention_heads=4, num_key_value_heads=2,
-                         max_position_embeddings=1024, bos_token_id=tokenizer.bos_token_id,
-                         eos_token_id=tokenizer.eos_token_id,
-                         pad_token_id=tokenizer.pad_token_id, tie_word_embeddings=True)
+    config = LlamaConfig(
+        vocab_size=len(tokenizer),
+        hidden_size=hidden,
+        intermediate_size=2 * hidden,
+        num_hidden_layers=layers,
+        num_attention_heads=4,
+        num_key_value_heads=2,
+        max_position_embeddings=1024,
+        bos_token_id=tokenizer.bos_token_id,
+        eos_token_id=tokenizer.eos_token_id,
+        pad_token_id=tokenizer.pad_token_id,
+        tie_word_embeddings=True,
+    )
     return LlamaForCausalLM(config)
 
 
@@ -133,18 +156,21 @@ def _format_examples(tokenizer, n: int, rng: random.Random) -> list[tuple[list[i
         a, b = rng.randint(1, 9), rng.randint(1, 9)
         question = f"What is {a} plus {b}?"
         if rng.random() < 0.5:
-            chat = challenger_chat(challenger_prompt) + [{"role": "assistant", "content":
-                                         f"<question>{question}</question> "
-                                         f"The answer is \\boxed{{{a + b}}}."}]
+            chat = challenger_chat(challenger_prompt) + [
+                {
+                    "role": "assistant",
+                    "content": f"<question>{question}</question> The answer is \\boxed{{{a + b}}}.",
+                }
+            ]
         else:
             # the tiny model cannot add; a fixed 3:2 mix of two answers gives votes that
             # agree often but not always, so p_hat lands in the band and rewards vary
             guess = rng.choice([1, 1, 1, 2, 2])
-            chat = solver_chat(question, solver_prompt) + [{"role": "assistant",
-                                             "content": f"So \\boxed{{{guess}}}."}]
+            chat = solver_chat(question, solver_prompt) + [
+                {"role": "assistant", "content": f"So \\boxed{{{guess}}}."}
+            ]
         ids = tokenizer.apply_chat_template(chat, tokenize=True)
-        prompt = tokenizer.apply_chat_template(chat[:-1], tokenize=True,
-                                               add_generation_prompt=True)
+        prompt = tokenizer.apply_chat_template(chat[:-1], tokenize=True, add_generation_prompt=True)
         ids = list(ids["input_ids"] if hasattr(ids, "keys") else ids)
         prompt = list(prompt["input_ids"] if hasattr(prompt, "keys") else prompt)
         out.append((ids, len(prompt)))
@@ -171,8 +197,8 @@ def format_checkpoint(tmp_path_factory, tokenizer) -> Path:
         ids = torch.full((len(batch), width), tokenizer.pad_token_id)  # [B, T]
         labels = torch.full((len(batch), width), -100)  # [B, T]; loss on the reply only
         for i, (seq, start) in enumerate(batch):
-            ids[i, :len(seq)] = torch.tensor(seq)
-            labels[i, start:len(seq)] = torch.tensor(seq[start:])
+            ids[i, : len(seq)] = torch.tensor(seq)
+            labels[i, start : len(seq)] = torch.tensor(seq[start:])
         loss = model(input_ids=ids, labels=labels).loss
         opt.zero_grad()
         loss.backward()

@@ -39,20 +39,24 @@ class FakeHub:
                 path = self.path.split("?")[0]
                 if path == "/api/repos/create":
                     spec = json.loads(body)
-                    repo = f"{spec['organization']}/{spec['name']}" if spec.get(
-                        "organization") else spec["name"]
+                    repo = (
+                        f"{spec['organization']}/{spec['name']}"
+                        if spec.get("organization")
+                        else spec["name"]
+                    )
                     if repo in hub.repos:
                         # as the hub answers: the existing repo's URL with the conflict
-                        return self.reply(409, {"error": "already exists",
-                                                "url": f"{hub.url}/{repo}"})
+                        return self.reply(
+                            409, {"error": "already exists", "url": f"{hub.url}/{repo}"}
+                        )
                     hub.repos[repo] = {"main": {}}
-                    hub.private[repo] = bool(spec.get("private")) or spec.get(
-                        "visibility") == "private"
+                    hub.private[repo] = (
+                        bool(spec.get("private")) or spec.get("visibility") == "private"
+                    )
                     return self.reply(200, {"url": f"{hub.url}/{repo}", "name": repo})
                 if path == "/api/validate-yaml":
                     return self.reply(200, {})
-                m = re.fullmatch(r"/api/models/([^/]+/[^/]+)/(branch|preupload|commit)/(.+)",
-                                 path)
+                m = re.fullmatch(r"/api/models/([^/]+/[^/]+)/(branch|preupload|commit)/(.+)", path)
                 if not m or m.group(1) not in hub.repos:
                     return self.reply(404, {"error": f"no route {path}"})
                 repo, what, revision = m.group(1), m.group(2), m.group(3).replace("%2F", "/")
@@ -64,9 +68,15 @@ class FakeHub:
                     return self.reply(200, {})
                 if what == "preupload":
                     files = json.loads(body)["files"]
-                    return self.reply(200, {"files": [
-                        {"path": f["path"], "uploadMode": "regular", "shouldIgnore": False}
-                        for f in files]})
+                    return self.reply(
+                        200,
+                        {
+                            "files": [
+                                {"path": f["path"], "uploadMode": "regular", "shouldIgnore": False}
+                                for f in files
+                            ]
+                        },
+                    )
                 if revision not in branches:
                     return self.reply(404, {"error": f"no revision {revision}"})
                 for line in body.decode().splitlines():
@@ -75,8 +85,9 @@ class FakeHub:
                         value = item["value"]
                         branches[revision][value["path"]] = base64.b64decode(value["content"])
                 oid = hashlib.sha1(body).hexdigest()
-                return self.reply(200, {"commitUrl": f"{hub.url}/{repo}/commit/{oid}",
-                                        "commitOid": oid})
+                return self.reply(
+                    200, {"commitUrl": f"{hub.url}/{repo}/commit/{oid}", "commitOid": oid}
+                )
 
         self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
         self.url = f"http://127.0.0.1:{self.server.server_address[1]}"

@@ -31,8 +31,12 @@ class Recorded:
 
 
 class FaultServer:
-    def __init__(self, replies: dict[str, str], faults: dict[str, list[str]] | None = None,
-                 model: str = "fault-judge"):
+    def __init__(
+        self,
+        replies: dict[str, str],
+        faults: dict[str, list[str]] | None = None,
+        model: str = "fault-judge",
+    ):
         self.replies = replies
         self.faults = {k: list(v) for k, v in (faults or {}).items()}
         self.model = model
@@ -52,8 +56,13 @@ class FaultServer:
 
             def do_GET(self):
                 if self.path.rstrip("/").endswith("/models"):
-                    self._json(200, {"object": "list", "data": [
-                        {"id": server.model, "object": "model", "created": 0}]})
+                    self._json(
+                        200,
+                        {
+                            "object": "list",
+                            "data": [{"id": server.model, "object": "model", "created": 0}],
+                        },
+                    )
                 elif self.path == "/health":
                     self._json(200, {"status": "ok"})
                 else:
@@ -124,12 +133,19 @@ class FaultServer:
     # ---- one request
 
     def _handle(self, handler, body: dict[str, Any]) -> None:
-        user = next((m.get("content", "") for m in reversed(body.get("messages", []))
-                     if m.get("role") == "user"), "")
+        user = next(
+            (
+                m.get("content", "")
+                for m in reversed(body.get("messages", []))
+                if m.get("role") == "user"
+            ),
+            "",
+        )
         key = next((k for k in self.replies if k in user), None)
         with self._lock:
-            self.requests.append(Recorded(time.monotonic(), key,
-                                          handler.headers.get("Authorization"), body))
+            self.requests.append(
+                Recorded(time.monotonic(), key, handler.headers.get("Authorization"), body)
+            )
             queue = self.faults.get(key) if key is not None else None
             fault = queue.pop(0) if queue else None
         if key is None:
@@ -139,8 +155,9 @@ class FaultServer:
             handler._json(500, {"error": {"message": "injected server error"}})
             return
         if fault is not None and fault.startswith("429:"):
-            handler._json(429, {"error": {"message": "rate limited"}},
-                          {"Retry-After": fault.split(":", 1)[1]})
+            handler._json(
+                429, {"error": {"message": "rate limited"}}, {"Retry-After": fault.split(":", 1)[1]}
+            )
             return
         if fault == "malformed":
             handler._raw(200, b'{"id": "x", "choices": [ this is not json')
@@ -149,10 +166,20 @@ class FaultServer:
             time.sleep(float(fault.split(":", 1)[1]))
         elif fault is not None:
             raise ValueError(f"unknown fault {fault!r}")
-        handler._json(200, {
-            "id": "chatcmpl-fault", "object": "chat.completion", "created": 0,
-            "model": body.get("model", self.model),
-            "choices": [{"index": 0, "finish_reason": "stop",
-                         "message": {"role": "assistant", "content": self.replies[key]}}],
-            "usage": {"prompt_tokens": 1, "completion_tokens": 1, "total_tokens": 2}})
-
+        handler._json(
+            200,
+            {
+                "id": "chatcmpl-fault",
+                "object": "chat.completion",
+                "created": 0,
+                "model": body.get("model", self.model),
+                "choices": [
+                    {
+                        "index": 0,
+                        "finish_reason": "stop",
+                        "message": {"role": "assistant", "content": self.replies[key]},
+                    }
+                ],
+                "usage": {"prompt_tokens": 1, "completion_tokens": 1, "total_tokens": 2},
+            },
+        )

@@ -52,7 +52,6 @@ def child_env(results: Path, **extra: str) -> dict[str, str]:
     and reports into `results`; `extra` is added last."""
     results.mkdir(parents=True, exist_ok=True)
     path = [str(ROOT), str(TESTS_DIR), *filter(None, [os.environ.get("PYTHONPATH")])]
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join(path), RESULTS_ENV: str(results),
-           **extra}
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(path), RESULTS_ENV: str(results), **extra}
     env.pop("RZERO_KILL_AT", None)  # a fault injection meant for another test
     return env

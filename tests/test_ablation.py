@@ -30,21 +30,33 @@ EVAL_ITEMS = [("What is 1 plus 0?", "1"), ("What is 2 plus 0?", "2"), ("What is 
 
 def ablate_overrides(model: Path, bench: Path) -> list[str]:
     sets = {
-        "model.name": str(model), "model.device": "cpu", "run.iterations": 2,
-        "challenger.steps": 1, "challenger.group_size": 4, "challenger.prompts_per_step": 2,
-        "challenger.max_completion_length": 32, "challenger.pool_size": 8,
+        "model.name": str(model),
+        "model.device": "cpu",
+        "run.iterations": 2,
+        "challenger.steps": 1,
+        "challenger.group_size": 4,
+        "challenger.prompts_per_step": 2,
+        "challenger.max_completion_length": 32,
+        "challenger.pool_size": 8,
         # Every GRPO step must see unequal rewards in some group, or its gradient is exactly
         # zero and the weights do not move: the reference code's -1 for a malformed question
         # (paper: 0) and its 0.1 format bonus for the solver make equal rewards unlikely, and
         # a small learning rate keeps the formats the model was trained on for 2 iterations.
-        "challenger.learning_rate": 1e-4, "challenger.invalid_reward": -1,
-        "solver.steps": 1, "solver.group_size": 4, "solver.prompts_per_step": 2,
-        "solver.max_completion_length": 16, "solver.learning_rate": 1e-4,
+        "challenger.learning_rate": 1e-4,
+        "challenger.invalid_reward": -1,
+        "solver.steps": 1,
+        "solver.group_size": 4,
+        "solver.prompts_per_step": 2,
+        "solver.max_completion_length": 16,
+        "solver.learning_rate": 1e-4,
         "solver.reward": "reference",
-        "labeling.num_votes": 4, "labeling.max_new_tokens": 16,
+        "labeling.num_votes": 4,
+        "labeling.max_new_tokens": 16,
         "labeling.filter": False,  # keep every labelled question so the solver phase runs
-        "eval.benchmarks": f"tiny={bench}", "eval.max_new_tokens": 12,
-        "challenger.prompt_file": SHORT_CHALLENGER, "solver.prompt_file": SHORT_SOLVER,
+        "eval.benchmarks": f"tiny={bench}",
+        "eval.max_new_tokens": 12,
+        "challenger.prompt_file": SHORT_CHALLENGER,
+        "solver.prompt_file": SHORT_SOLVER,
     }
     return [f"{k}={v}" for k, v in sets.items()]
 
@@ -54,23 +66,32 @@ def ablated(format_checkpoint, tmp_path_factory):
     """OUT with separate/ and shared/, and every (run dir, checkpoint, weights) trained from."""
     tmp = tmp_path_factory.mktemp("ablate")
     bench = tmp / "tiny.jsonl"
-    bench.write_text("".join(json.dumps({"problem": q, "answer": a}) + "\n"
-                             for q, a in EVAL_ITEMS))
+    bench.write_text("".join(json.dumps({"problem": q, "answer": a}) + "\n" for q, a in EVAL_ITEMS))
     cfg = load_config(None, ablate_overrides(format_checkpoint, bench))
     loads: list[tuple[str, str, dict[str, torch.Tensor]]] = []
     original = MathRun.load
 
     def recording_load(self, checkpoint):
         model, tokenizer = original(self, checkpoint)
-        loads.append((Path(self.rundir.path).name, str(checkpoint),
-                      {k: v.detach().clone() for k, v in model.state_dict().items()}))
+        loads.append(
+            (
+                Path(self.rundir.path).name,
+                str(checkpoint),
+                {k: v.detach().clone() for k, v in model.state_dict().items()},
+            )
+        )
         return model, tokenizer
 
     with pytest.MonkeyPatch.context() as mp:
         mp.setattr(MathRun, "load", recording_load)
         md = ablate(SYSTEMS["math"], cfg, ["separate", "shared"], tmp / "out")
-    return {"out": tmp / "out", "md": md, "loads": loads, "cfg": cfg,
-            "base": str(format_checkpoint)}
+    return {
+        "out": tmp / "out",
+        "md": md,
+        "loads": loads,
+        "cfg": cfg,
+        "base": str(format_checkpoint),
+    }
 
 
 def read_marker(run_dir: Path, k: int, phase: str) -> dict | None:
@@ -79,8 +100,10 @@ def read_marker(run_dir: Path, k: int, phase: str) -> dict | None:
     m = rd.marker(k, phase)
     if m is None:
         return None
-    return {key: rd.resolve(v) if key in ("start", "checkpoint", "frozen_solver") else v
-            for key, v in m.items()}
+    return {
+        key: rd.resolve(v) if key in ("start", "checkpoint", "frozen_solver") else v
+        for key, v in m.items()
+    }
 
 
 def cli(*argv: str) -> int:
@@ -127,12 +150,19 @@ def test_variant_config_sets_each_variants_field():
     # nothing else moves, and the recipe itself is untouched
     assert variant_config(system_of(cfg), cfg, "no_band_filter").challenger == cfg.challenger
     assert cfg.roles.shared is True and cfg.labeling.filter is True
-    assert set(SYSTEMS["math"].variants) == {"separate", "shared", "base_challenger",
-                             "no_repetition_penalty", "no_band_filter"}
+    assert set(SYSTEMS["math"].variants) == {
+        "separate",
+        "shared",
+        "base_challenger",
+        "no_repetition_penalty",
+        "no_band_filter",
+    }
 
 
 def test_unknown_variant_is_a_clear_error():
-    with pytest.raises(ConfigError, match="'sharde': unknown for a math recipe; allowed variants are separate"):
+    with pytest.raises(
+        ConfigError, match="'sharde': unknown for a math recipe; allowed variants are separate"
+    ):
         variant_config(SYSTEMS["math"], load_config(None), "sharde")
     with pytest.raises(ConfigError, match="unknown variant\\(s\\) 'bogus'"):
         parse_variants(SYSTEMS["math"], "separate,bogus")
@@ -161,9 +191,13 @@ def test_comparison_table_has_a_row_per_iteration_and_the_eval_markers_numbers(a
     out = ablated["out"]
     md = ablated["md"].read_text()
     assert header(md, MAIN) == [
-        "iter", "solver step", "R-Zero (separate): eval avg (%)",
-        "R-Zero (separate): label acc [95 % CI]", "Single-R-Zero (shared): eval avg (%)",
-        "Single-R-Zero (shared): label acc [95 % CI]"]
+        "iter",
+        "solver step",
+        "R-Zero (separate): eval avg (%)",
+        "R-Zero (separate): label acc [95 % CI]",
+        "Single-R-Zero (shared): eval avg (%)",
+        "Single-R-Zero (shared): label acc [95 % CI]",
+    ]
     rows = table(md, MAIN)
     assert [r[:2] for r in rows] == [["0 (base)", "0"], ["1", "1"], ["2", "2"]]  # 1 step/iter
     comp = json.loads((out / "comparison.json").read_text())
@@ -186,7 +220,11 @@ def test_comparison_states_the_paired_differences_of_the_real_runs(ablated):
     c = comp["contrasts"]
     assert c["reference"] == "separate"
     assert [(r["iteration"], r["variant"]) for r in c["rows"]] == [
-        (1, "separate"), (1, "shared"), (2, "separate"), (2, "shared")]
+        (1, "separate"),
+        (1, "shared"),
+        (2, "separate"),
+        (2, "shared"),
+    ]
     # the same base model and items: the base evaluations agree item for item
     assert c["base_check"] == {"shared": {"missing": False, "unshared": 0, "differing": 0}}
     for r in c["rows"]:
@@ -196,8 +234,7 @@ def test_comparison_states_the_paired_differences_of_the_real_runs(ablated):
         assert r["vs_base"]["average"]["n"] == len(EVAL_ITEMS)
     md = ablated["md"].read_text()
     assert "## Differences between the variants and against the base" in md
-    assert any(s.startswith("iteration 2, shared minus separate: pass@1 ")
-               for s in c["sentences"])
+    assert any(s.startswith("iteration 2, shared minus separate: pass@1 ") for s in c["sentences"])
 
 
 def test_comparison_context_is_the_labelling_markers(ablated):
@@ -213,24 +250,51 @@ def test_comparison_context_is_the_labelling_markers(ablated):
 def test_audited_label_accuracy_and_interval_appear(ablated, tmp_path):
     # copies without the weights, so the module's runs stay unaudited for the other tests
     for variant in ("separate", "shared"):
-        shutil.copytree(ablated["out"] / variant, tmp_path / variant,
-                        ignore=shutil.ignore_patterns("*.safetensors", "tensorboard"))
+        shutil.copytree(
+            ablated["out"] / variant,
+            tmp_path / variant,
+            ignore=shutil.ignore_patterns("*.safetensors", "tensorboard"),
+        )
 
     def item(k, source, verdict, i):
-        return {"source": source, "iteration": k, "step": None, "global_step": None,
-                "question": f"q{k}-{source}-{i}", "label": "1", "p_hat": 0.5,
-                "kept": source == "labelled_kept", "key": f"{k}-{source}-{i}",
-                "verdict": verdict, "judge_answer": "1", "reason": None, "response": ""}
+        return {
+            "source": source,
+            "iteration": k,
+            "step": None,
+            "global_step": None,
+            "question": f"q{k}-{source}-{i}",
+            "label": "1",
+            "p_hat": 0.5,
+            "kept": source == "labelled_kept",
+            "key": f"{k}-{source}-{i}",
+            "verdict": verdict,
+            "judge_answer": "1",
+            "reason": None,
+            "response": "",
+        }
 
     # iteration 1: 7 of 10 kept labels correct; iteration 2: 3 of 4 (+1 unjudged, not wrong)
-    items = ([item(1, "labelled_kept", v, i) for i, v in enumerate(["correct"] * 7
-                                                                   + ["wrong"] * 3)]
-             + [item(2, "labelled_kept", v, i) for i, v in enumerate(["correct"] * 3
-                                                                     + ["wrong", "unjudged"])]
-             + [item(1, "labelled_all", "correct", i) for i in range(2)])
-    report = build_report(items, {"model": "hand-written judge", "host": "none",
-                                  "prompt_version": "judge-v1", "temperature": 0.0,
-                                  "max_tokens": 8, "seed": 0, "embedded": False, "note": None})
+    items = (
+        [item(1, "labelled_kept", v, i) for i, v in enumerate(["correct"] * 7 + ["wrong"] * 3)]
+        + [
+            item(2, "labelled_kept", v, i)
+            for i, v in enumerate(["correct"] * 3 + ["wrong", "unjudged"])
+        ]
+        + [item(1, "labelled_all", "correct", i) for i in range(2)]
+    )
+    report = build_report(
+        items,
+        {
+            "model": "hand-written judge",
+            "host": "none",
+            "prompt_version": "judge-v1",
+            "temperature": 0.0,
+            "max_tokens": 8,
+            "seed": 0,
+            "embedded": False,
+            "note": None,
+        },
+    )
     (tmp_path / "shared/audit").mkdir()
     (tmp_path / "shared/audit/report.json").write_text(json.dumps(report))
 
@@ -254,8 +318,11 @@ def test_audited_label_accuracy_and_interval_appear(ablated, tmp_path):
 
 def test_html_escapes_every_text(ablated, tmp_path):
     run_dir = tmp_path / "<b>odd & name"
-    shutil.copytree(ablated["out"] / "separate", run_dir,
-                    ignore=shutil.ignore_patterns("*.safetensors", "tensorboard"))
+    shutil.copytree(
+        ablated["out"] / "separate",
+        run_dir,
+        ignore=shutil.ignore_patterns("*.safetensors", "tensorboard"),
+    )
     page = compare([run_dir], tmp_path)["html"].read_text()
     assert "<b>odd" not in page and "&lt;b&gt;odd &amp; name" in page
 
@@ -279,14 +346,26 @@ def test_shared_mode_trains_one_set_of_weights(ablated):
     assert sol2["start"] == ch2["checkpoint"] == f"{it2}/challenger"
     # the weights each training phase actually loaded are those saved files, bit for bit
     loads = _loads(ablated, "shared")
-    assert [ckpt for ckpt, _ in loads] == [ablated["base"], f"{it1}/challenger",
-                                           f"{it1}/solver", f"{it2}/challenger"]
-    for (_, state), saved in zip(loads, [ablated["base"], ch1["checkpoint"], sol1["checkpoint"],
-                                         ch2["checkpoint"]], strict=True):
+    assert [ckpt for ckpt, _ in loads] == [
+        ablated["base"],
+        f"{it1}/challenger",
+        f"{it1}/solver",
+        f"{it2}/challenger",
+    ]
+    for (_, state), saved in zip(
+        loads,
+        [ablated["base"], ch1["checkpoint"], sol1["checkpoint"], ch2["checkpoint"]],
+        strict=True,
+    ):
         assert same(state, weights(saved))
     # and every phase changed them
-    chain = [ablated["base"], ch1["checkpoint"], sol1["checkpoint"], ch2["checkpoint"],
-             sol2["checkpoint"]]
+    chain = [
+        ablated["base"],
+        ch1["checkpoint"],
+        sol1["checkpoint"],
+        ch2["checkpoint"],
+        sol2["checkpoint"],
+    ]
     for before, after in zip(chain, chain[1:], strict=False):
         assert not same(weights(before), weights(after)), (before, after)
 
@@ -301,13 +380,24 @@ def test_separate_mode_continues_each_role_from_its_own_weights(ablated):
     assert sol2["start"] == sol1["checkpoint"] == f"{it1}/solver"
     assert ch2["frozen_solver"] == sol1["checkpoint"]
     loads = _loads(ablated, "separate")
-    assert [ckpt for ckpt, _ in loads] == [ablated["base"], ablated["base"],
-                                           f"{it1}/challenger", f"{it1}/solver"]
-    for (_, state), saved in zip(loads, [ablated["base"], ablated["base"], ch1["checkpoint"],
-                                         sol1["checkpoint"]], strict=True):
+    assert [ckpt for ckpt, _ in loads] == [
+        ablated["base"],
+        ablated["base"],
+        f"{it1}/challenger",
+        f"{it1}/solver",
+    ]
+    for (_, state), saved in zip(
+        loads,
+        [ablated["base"], ablated["base"], ch1["checkpoint"], sol1["checkpoint"]],
+        strict=True,
+    ):
         assert same(state, weights(saved))
-    for before, after in ((ablated["base"], ch1), (ablated["base"], sol1),
-                          (ch1["checkpoint"], ch2), (sol1["checkpoint"], sol2)):
+    for before, after in (
+        (ablated["base"], ch1),
+        (ablated["base"], sol1),
+        (ch1["checkpoint"], ch2),
+        (sol1["checkpoint"], sol2),
+    ):
         assert not same(weights(before), weights(after["checkpoint"]))
     # the two roles never share weights here
     assert not same(weights(ch2["checkpoint"]), weights(sol2["checkpoint"]))
@@ -317,16 +407,23 @@ def test_separate_mode_continues_each_role_from_its_own_weights(ablated):
 
 
 def test_rerunning_ablate_resumes_without_training(ablated, monkeypatch):
-    markers = {(v, k): read_marker(ablated["out"] / v, k, "solver")
-               for v in ("separate", "shared") for k in (1, 2)}
+    markers = {
+        (v, k): read_marker(ablated["out"] / v, k, "solver")
+        for v in ("separate", "shared")
+        for k in (1, 2)
+    }
 
     def no_training(self, checkpoint):
         pytest.fail(f"a committed phase was redone: it loaded {checkpoint}")
 
     monkeypatch.setattr(MathRun, "load", no_training)
-    assert ablate(SYSTEMS["math"], ablated["cfg"], ["separate", "shared"], ablated["out"]) == ablated["md"]
-    assert {key: read_marker(ablated["out"] / key[0], key[1], "solver")
-            for key in markers} == markers
+    assert (
+        ablate(SYSTEMS["math"], ablated["cfg"], ["separate", "shared"], ablated["out"])
+        == ablated["md"]
+    )
+    assert {
+        key: read_marker(ablated["out"] / key[0], key[1], "solver") for key in markers
+    } == markers
 
 
 def test_ablate_refuses_a_run_dir_of_another_config_before_any_work(ablated, tmp_path, capsys):
@@ -343,8 +440,10 @@ def test_ablate_refuses_a_run_dir_of_another_config_before_any_work(ablated, tmp
 
 def test_compare_of_a_dir_that_is_not_a_run_is_one_error_line(ablated, tmp_path, capsys):
     (tmp_path / "empty").mkdir()
-    for bad, why in ((tmp_path / "empty", "is not a run directory (no config.yaml)"),
-                     (tmp_path / "missing", "is not a directory")):
+    for bad, why in (
+        (tmp_path / "empty", "is not a run directory (no config.yaml)"),
+        (tmp_path / "missing", "is not a directory"),
+    ):
         rc = cli("compare", str(ablated["out"] / "separate"), str(bad))
         err = capsys.readouterr().err.strip().splitlines()
         assert rc == 2 and err == [f"error: {bad} {why}"]
@@ -370,7 +469,9 @@ def test_the_ablate_recipe_loads_for_every_variant():
     for variant in SYSTEMS["math"].variants:
         vcfg = variant_config(system_of(cfg), cfg, variant)
         assert vcfg.model == cfg.model and vcfg.run.seed == cfg.run.seed
-    assert [variant_config(system_of(cfg), cfg, v).roles.shared for v in ("separate", "shared")] == [False, True]
+    assert [
+        variant_config(system_of(cfg), cfg, v).roles.shared for v in ("separate", "shared")
+    ] == [False, True]
 
 
 def test_spin_recipes_get_spins_controls():

@@ -20,8 +20,12 @@ def test_the_import_contracts_are_kept():
     lint = Path(sys.executable).with_name("lint-imports")
     if not lint.exists():
         pytest.fail("lint-imports is not installed: `make setup` installs the dev extra")
-    out = subprocess.run([str(lint), "--config", str(ROOT / "pyproject.toml")], cwd=ROOT,
-                         capture_output=True, text=True)
+    out = subprocess.run(
+        [str(lint), "--config", str(ROOT / "pyproject.toml")],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+    )
     assert out.returncode == 0, out.stdout[-3000:] + out.stderr[-2000:]
     assert "0 broken" in out.stdout
 
@@ -37,8 +41,9 @@ def test_a_cycle_through_a_function_level_import_is_found(tmp_path, monkeypatch)
     (pkg / "a.py").write_text("from ringpkg import b\n")
     (pkg / "b.py").write_text("def f():\n    from ringpkg import c\n    return c\n")
     (pkg / "c.py").write_text("import ringpkg.a\n")
-    (pkg / "d.py").write_text("from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n"
-                              "    from ringpkg import e\n")
+    (pkg / "d.py").write_text(
+        "from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    from ringpkg import e\n"
+    )
     (pkg / "e.py").write_text("from ringpkg import d\n")
     monkeypatch.syspath_prepend(str(tmp_path))
     assert importlib.util.find_spec("ringpkg") is not None
@@ -52,6 +57,9 @@ def test_the_package_root_holds_at_most_ten_flat_modules():
 
 
 def test_no_module_is_over_600_lines():
-    long = {str(p.relative_to(ROOT)): n for p in (ROOT / "rzero").rglob("*.py")
-            if (n := len(p.read_text().splitlines())) > 600}
+    long = {
+        str(p.relative_to(ROOT)): n
+        for p in (ROOT / "rzero").rglob("*.py")
+        if (n := len(p.read_text().splitlines())) > 600
+    }
     assert long == {}

@@ -14,13 +14,7 @@ from fault_server import FaultServer
 
 from rzero.audit import judge as judge_mod
 from rzero.audit.judge import PROMPT_VERSION, JudgeReply, cache_key, verdict_of
-from rzero.audit.report import (
-    build_report,
-    p_hat_bucket,
-    render_html,
-    summarize,
-    wilson_interval,
-)
+from rzero.audit.report import build_report, p_hat_bucket, render_html, summarize, wilson_interval
 from rzero.audit.run import audit_run
 from rzero.audit.sampling import select_items
 from rzero.config import AuditConfig
@@ -31,20 +25,42 @@ from rzero.io import read_jsonl, write_jsonl_atomic, write_text_atomic
 
 
 def step_row(question, label, p_hat=0.5, *, iteration=1, step=0, valid=True):
-    return {"iteration": iteration, "step": step, "global_step": (iteration - 1) * 5 + step,
-            "question": question, "challenger_answer": label, "valid": valid,
-            "answers": [label] * 10, "label": label, "p_hat": p_hat, "num_groups": 2,
-            "top2_margin": 0.2, "parse_rate": 1.0, "r_unc": 1.0, "r_rep": 0.1, "reward": 0.9}
+    return {
+        "iteration": iteration,
+        "step": step,
+        "global_step": (iteration - 1) * 5 + step,
+        "question": question,
+        "challenger_answer": label,
+        "valid": valid,
+        "answers": [label] * 10,
+        "label": label,
+        "p_hat": p_hat,
+        "num_groups": 2,
+        "top2_margin": 0.2,
+        "parse_rate": 1.0,
+        "r_unc": 1.0,
+        "r_rep": 0.1,
+        "reward": 0.9,
+    }
 
 
 def labelled_row(question, label, p_hat=0.5, kept=True):
-    return {"question": question, "answers": [label] * 10, "label": label, "p_hat": p_hat,
-            "num_groups": 2, "top2_margin": 0.2, "parse_rate": 1.0, "kept": kept,
-            "groups": {label: 5}}
+    return {
+        "question": question,
+        "answers": [label] * 10,
+        "label": label,
+        "p_hat": p_hat,
+        "num_groups": 2,
+        "top2_margin": 0.2,
+        "parse_rate": 1.0,
+        "kept": kept,
+        "groups": {label: 5},
+    }
 
 
-def write_run(run_dir: Path, steps: dict[int, list[dict]], labelled: list[dict],
-              iteration: int = 1) -> Path:
+def write_run(
+    run_dir: Path, steps: dict[int, list[dict]], labelled: list[dict], iteration: int = 1
+) -> Path:
     d = run_dir / f"iter_{iteration:02d}"
     rows = [dict(r, iteration=iteration, step=s) for s, rs in steps.items() for r in rs]
     write_jsonl_atomic(d / "challenger_steps.jsonl", rows)
@@ -54,8 +70,17 @@ def write_run(run_dir: Path, steps: dict[int, list[dict]], labelled: list[dict],
 
 
 def judge_cfg(server: FaultServer, **kw) -> AuditConfig:
-    base = {"enabled": True, "base_url": server.base_url, "model": server.model, "per_step": 8,
-            "max_tokens": 64, "concurrency": 8, "timeout": 1.0, "retries": 2, "seed": 0}
+    base = {
+        "enabled": True,
+        "base_url": server.base_url,
+        "model": server.model,
+        "per_step": 8,
+        "max_tokens": 64,
+        "concurrency": 8,
+        "timeout": 1.0,
+        "retries": 2,
+        "seed": 0,
+    }
     return AuditConfig(**{**base, **kw})
 
 
@@ -132,7 +157,10 @@ def test_verdicts():
         assert verdict_of(JudgeReply(f"\\boxed{{{box}}}", None, 1), "5")[0] == "ill_posed"
     assert verdict_of(JudgeReply("five", None, 1), "5") == ("unjudged", None, "no boxed answer")
     assert verdict_of(JudgeReply(None, "timeout after 3 attempts", 3), "5") == (
-        "unjudged", None, "timeout after 3 attempts")
+        "unjudged",
+        None,
+        "timeout after 3 attempts",
+    )
 
 
 def test_verdict_direction():
@@ -156,8 +184,12 @@ def test_sample_is_seeded_per_group_and_stable(tmp_path):
     assert items == select_items(tmp_path, per_step=4, seed=0)
     assert items != select_items(tmp_path, per_step=4, seed=1)
     # adding a later iteration leaves the first iteration's sample (and its cache) alone
-    write_run(tmp_path, {0: [step_row(f"R{i}?", "1", iteration=2) for i in range(9)]},
-              labelled, iteration=2)
+    write_run(
+        tmp_path,
+        {0: [step_row(f"R{i}?", "1", iteration=2) for i in range(9)]},
+        labelled,
+        iteration=2,
+    )
     again = select_items(tmp_path, per_step=4, seed=0)
     assert [it for it in again if it.iteration == 1] == items
     assert len([it for it in again if it.iteration == 2]) == 12
@@ -202,11 +234,26 @@ FAULTS = {
     "What is 6/2?": ["slow:3"] * 20,
     "What is 1+1?": ["malformed"] * 20,
 }
-LABELS = {"What is 2+3?": "5", "What is 4+4?": "8", "What is 3*3?": "10", "What is 7-2?": "5",
-          "What is 6/2?": "3", "What is 1+1?": "2", "What is 9-4?": "5", "What is x?": "1"}
-EXPECTED = {"What is 2+3?": "correct", "What is 4+4?": "correct", "What is 3*3?": "wrong",
-            "What is 7-2?": "unjudged", "What is 6/2?": "unjudged", "What is 1+1?": "unjudged",
-            "What is 9-4?": "unjudged", "What is x?": "ill_posed"}
+LABELS = {
+    "What is 2+3?": "5",
+    "What is 4+4?": "8",
+    "What is 3*3?": "10",
+    "What is 7-2?": "5",
+    "What is 6/2?": "3",
+    "What is 1+1?": "2",
+    "What is 9-4?": "5",
+    "What is x?": "1",
+}
+EXPECTED = {
+    "What is 2+3?": "correct",
+    "What is 4+4?": "correct",
+    "What is 3*3?": "wrong",
+    "What is 7-2?": "unjudged",
+    "What is 6/2?": "unjudged",
+    "What is 1+1?": "unjudged",
+    "What is 9-4?": "unjudged",
+    "What is x?": "ill_posed",
+}
 
 
 def test_faults_become_unjudged_and_good_items_are_unaffected(tmp_path):
@@ -217,8 +264,9 @@ def test_faults_become_unjudged_and_good_items_are_unaffected(tmp_path):
     with FaultServer(FAULT_REPLIES, FAULTS) as server:
         report = audit_run(tmp_path, judge_cfg(server))
 
-        verdicts = {it["question"]: it["verdict"] for it in report["items"]
-                    if it["source"] == "step"}
+        verdicts = {
+            it["question"]: it["verdict"] for it in report["items"] if it["source"] == "step"
+        }
         assert verdicts == EXPECTED
         # retried until success, judged (and counted) once
         assert server.count("What is 2+3?") == 2
@@ -239,7 +287,11 @@ def test_faults_become_unjudged_and_good_items_are_unaffected(tmp_path):
         # step 0: 2 correct, 1 wrong -> 2/3; 4 unjudged are not wrong; 1 ill-posed
         (step,) = report["per_step"]
         assert (step["correct"], step["wrong"], step["n_unjudged"], step["n_ill_posed"]) == (
-            2, 1, 4, 1)
+            2,
+            1,
+            4,
+            1,
+        )
         assert step["accuracy"] == pytest.approx(2 / 3)
         assert "too few judged items" in step["caveat"]
         # flat numbers for the loop's metric log
@@ -263,10 +315,15 @@ def test_faults_become_unjudged_and_good_items_are_unaffected(tmp_path):
 
 
 def test_second_audit_makes_no_requests(tmp_path):
-    replies = {"What is 2+3?": "\\boxed{5}", "What is 10/4?": "\\boxed{5/2}",
-               "<script>alert(1)</script> What is 1?": "\\boxed{1} <b>bold</b>"}
-    steps = {0: [step_row("What is 2+3?", "5"), step_row("What is 10/4?", "2.5")],
-             1: [step_row("<script>alert(1)</script> What is 1?", "1", step=1)]}
+    replies = {
+        "What is 2+3?": "\\boxed{5}",
+        "What is 10/4?": "\\boxed{5/2}",
+        "<script>alert(1)</script> What is 1?": "\\boxed{1} <b>bold</b>",
+    }
+    steps = {
+        0: [step_row("What is 2+3?", "5"), step_row("What is 10/4?", "2.5")],
+        1: [step_row("<script>alert(1)</script> What is 1?", "1", step=1)],
+    }
     write_run(tmp_path, steps, [labelled_row("What is 2+3?", "5", kept=False)])
     with FaultServer(replies) as server:
         first = audit_run(tmp_path, judge_cfg(server))
@@ -275,8 +332,7 @@ def test_second_audit_makes_no_requests(tmp_path):
         second = audit_run(tmp_path, judge_cfg(server))
         assert server.count() == 3  # all from RUN_DIR/audit/cache.jsonl
         assert second["requests"] == 0 and second["cached"] == 3
-        assert [it["verdict"] for it in second["items"]] == [
-            it["verdict"] for it in first["items"]]
+        assert [it["verdict"] for it in second["items"]] == [it["verdict"] for it in first["items"]]
         # other sampling settings are another cache key: asked again
         third = audit_run(tmp_path, judge_cfg(server, max_tokens=32))
         assert third["requests"] == 3
@@ -291,8 +347,11 @@ def test_api_key_is_sent_but_never_written(tmp_path, monkeypatch):
     # a server that echoes the key back in its reply must not get it onto disk either
     replies = {"What is 2+3?": "\\boxed{5}", "What is 3+3?": f"key {key} \\boxed{{6}}"}
     faults = {"What is 3+3?": ["500"]}
-    write_run(tmp_path, {0: [step_row("What is 2+3?", "5"), step_row("What is 3+3?", "6")]},
-              [labelled_row("What is 2+3?", "5")])
+    write_run(
+        tmp_path,
+        {0: [step_row("What is 2+3?", "5"), step_row("What is 3+3?", "6")]},
+        [labelled_row("What is 2+3?", "5")],
+    )
     with FaultServer(replies, faults) as server:
         report = audit_run(tmp_path, judge_cfg(server, api_key_env="RZERO_TEST_JUDGE_KEY"))
         assert report["overall"]["correct"] == 2
@@ -320,12 +379,29 @@ def test_missing_model_is_taken_from_a_single_model_endpoint(tmp_path):
 
 
 def test_html_escapes_model_text():
-    item = {"source": "step", "iteration": 1, "step": 0, "global_step": 0,
-            "question": "<script>alert(1)</script>", "label": "<i>5</i>", "p_hat": 0.5,
-            "kept": None, "key": "k", "verdict": "wrong", "judge_answer": "</td><td>x",
-            "reason": None, "response": "<img src=x onerror=alert(2)>"}
-    judge = {"model": "<b>judge</b>", "host": "h", "prompt_version": PROMPT_VERSION,
-             "temperature": 0.0, "max_tokens": 8, "note": None}
+    item = {
+        "source": "step",
+        "iteration": 1,
+        "step": 0,
+        "global_step": 0,
+        "question": "<script>alert(1)</script>",
+        "label": "<i>5</i>",
+        "p_hat": 0.5,
+        "kept": None,
+        "key": "k",
+        "verdict": "wrong",
+        "judge_answer": "</td><td>x",
+        "reason": None,
+        "response": "<img src=x onerror=alert(2)>",
+    }
+    judge = {
+        "model": "<b>judge</b>",
+        "host": "h",
+        "prompt_version": PROMPT_VERSION,
+        "temperature": 0.0,
+        "max_tokens": 8,
+        "note": None,
+    }
     page = render_html(build_report([item], judge))
     assert "&lt;script&gt;alert(1)&lt;/script&gt;" in page
     assert "&lt;i&gt;5&lt;/i&gt;" in page and "&lt;/td&gt;&lt;td&gt;x" in page
@@ -342,11 +418,15 @@ def test_embedded_judge_end_to_end_with_transformers_serve(tiny_checkpoint, tmp_
     `transformers serve`, audits, and is stopped; the report says what such a judge is worth."""
     ckpt = str(tiny_checkpoint)
     run = tmp_path / "run"
-    write_run(run, {0: [step_row("What is 2+3?", "5"), step_row("What is 4+4?", "8")],
-                    1: [step_row("What is 1+1?", "2", step=1)]},
-              [labelled_row("What is 2+3?", "5"), labelled_row("What is 7*7?", "49", kept=False)])
-    cfg = AuditConfig(enabled=True, per_step=2, max_tokens=12, concurrency=2, timeout=60,
-                      retries=0)
+    write_run(
+        run,
+        {
+            0: [step_row("What is 2+3?", "5"), step_row("What is 4+4?", "8")],
+            1: [step_row("What is 1+1?", "2", step=1)],
+        },
+        [labelled_row("What is 2+3?", "5"), labelled_row("What is 7*7?", "49", kept=False)],
+    )
+    cfg = AuditConfig(enabled=True, per_step=2, max_tokens=12, concurrency=2, timeout=60, retries=0)
     report = audit_run(run, cfg, model_spec=ckpt)
     assert report["judge"]["embedded"] and report["judge"]["model"] == ckpt
     assert "base model itself" in report["judge"]["note"]
@@ -360,7 +440,8 @@ def test_embedded_judge_end_to_end_with_transformers_serve(tiny_checkpoint, tmp_
         assert (audit_dir / name).stat().st_size > 0
     assert (audit_dir / "accuracy.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     assert json.loads((audit_dir / "report.json").read_text())["judge"]["prompt_version"] == (
-        PROMPT_VERSION)
+        PROMPT_VERSION
+    )
     assert "base model itself" in (audit_dir / "report.md").read_text()
     assert "base model itself" in (audit_dir / "report.html").read_text()
     server_log = (audit_dir / "judge_server.log").read_text()
@@ -378,12 +459,31 @@ def test_embedded_judge_is_not_started_when_every_verdict_is_cached(tmp_path):
     write_run(tmp_path, {0: [step_row("What is 2+3?", "5")]}, [])
     spec = str(tmp_path / "no-such-checkpoint")  # resolving or serving it would fail
     cfg = AuditConfig(enabled=True, per_step=2)
-    key = cache_key("What is 2+3?", "5", spec, temperature=cfg.temperature,
-                    max_tokens=cfg.max_tokens, seed=cfg.seed)
-    write_jsonl_atomic(tmp_path / "audit" / "cache.jsonl", [
-        {"key": key, "question": "What is 2+3?", "label": "5", "judge_model": spec,
-         "prompt_version": PROMPT_VERSION, "verdict": "correct", "judge_answer": "5",
-         "reason": None, "attempts": 1, "response": "\\boxed{5}"}])
+    key = cache_key(
+        "What is 2+3?",
+        "5",
+        spec,
+        temperature=cfg.temperature,
+        max_tokens=cfg.max_tokens,
+        seed=cfg.seed,
+    )
+    write_jsonl_atomic(
+        tmp_path / "audit" / "cache.jsonl",
+        [
+            {
+                "key": key,
+                "question": "What is 2+3?",
+                "label": "5",
+                "judge_model": spec,
+                "prompt_version": PROMPT_VERSION,
+                "verdict": "correct",
+                "judge_answer": "5",
+                "reason": None,
+                "attempts": 1,
+                "response": "\\boxed{5}",
+            }
+        ],
+    )
     report = audit_run(tmp_path, cfg, model_spec=spec)
     assert report["requests"] == 0 and report["cached"] == 1
     assert report["overall"]["correct"] == 1

@@ -22,8 +22,13 @@ QUESTIONS = {"What is 2+3?": "5", "What is 3+4?": "7", "What is 5+5?": "10"}
 
 
 def judge_args(base_url: str, **kw) -> list[str]:
-    sets = {"audit.base_url": base_url, "audit.model": "fault-judge", "audit.retries": "0",
-            "audit.timeout": "5", **kw}
+    sets = {
+        "audit.base_url": base_url,
+        "audit.model": "fault-judge",
+        "audit.retries": "0",
+        "audit.timeout": "5",
+        **kw,
+    }
     return [arg for k, v in sets.items() for arg in ("--set", f"{k}={v}")]
 
 
@@ -37,7 +42,8 @@ def test_every_judge_call_failing_exits_1_with_one_line(tmp_path, capsys):
     # the audit's progress lines (time-stamped) come first; the error is one line, the last
     assert [line for line in err if "error" in line] == [
         "error: nothing could be judged (3 items: HTTP 500 after 1 attempts: 3); "
-        "the report counts none of them"]
+        "the report counts none of them"
+    ]
     assert err[-1].startswith("error: nothing could be judged")
     assert (tmp_path / "audit" / "report.md").is_file()  # the report says so too
 
@@ -52,12 +58,23 @@ def test_some_verdicts_exit_0(tmp_path, capsys):
 def test_unreachable_judge_without_a_model_name_is_one_line(tmp_path, capsys):
     write_run(tmp_path, {0: [step_row("What is 2+3?", "5")]}, [])
     # port 9 (discard) on loopback: nothing listens, the connection is refused at once
-    code = main(["audit", str(tmp_path), "--set", "audit.base_url=http://127.0.0.1:9/v1",
-                 "--set", "audit.model=null", "--set", "audit.retries=0"])
+    code = main(
+        [
+            "audit",
+            str(tmp_path),
+            "--set",
+            "audit.base_url=http://127.0.0.1:9/v1",
+            "--set",
+            "audit.model=null",
+            "--set",
+            "audit.retries=0",
+        ]
+    )
     err = capsys.readouterr().err.strip().splitlines()
     assert code == 2
-    assert len(err) == 1 and err[0].startswith("error: audit.model is unset and the models of "
-                                               "127.0.0.1 could not be listed")
+    assert len(err) == 1 and err[0].startswith(
+        "error: audit.model is unset and the models of 127.0.0.1 could not be listed"
+    )
 
 
 def _foreground_signals() -> None:
@@ -72,12 +89,22 @@ def _interrupt(tmp_path: Path, sig: int) -> None:
     with FaultServer(replies, faults) as server:
         env = {**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)}
         proc = subprocess.Popen(
-            [sys.executable, "-m", "rzero.cli", "audit", str(tmp_path),
-             *judge_args(server.base_url, **{"audit.timeout": "120", "audit.concurrency": "3"})],
-            env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
+            [
+                sys.executable,
+                "-m",
+                "rzero.cli",
+                "audit",
+                str(tmp_path),
+                *judge_args(server.base_url, **{"audit.timeout": "120", "audit.concurrency": "3"}),
+            ],
+            env=env,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.PIPE,
+            text=True,
             # as in a terminal: a job a non-interactive shell starts with `&` (nohup, CI
             # runners) inherits SIGINT ignored, and Python keeps it ignored
-            preexec_fn=_foreground_signals)
+            preexec_fn=_foreground_signals,
+        )
         try:
             assert server.count_at_least(3, wait=60) == 3  # all three requests in flight
             time.sleep(1.0)  # the fast reply is judged and in memory
@@ -105,8 +132,10 @@ def test_sigterm_leaves_at_once_with_a_consistent_cache(tmp_path):
 
 
 def test_eval_refuses_an_unknown_dtype_or_device_in_one_line(capsys):
-    for flag, value, allowed in (("--dtype", "int8", "float32, bfloat16, float16"),
-                                 ("--device", "tpu", "auto, cpu, cuda")):
+    for flag, value, allowed in (
+        ("--dtype", "int8", "float32, bfloat16, float16"),
+        ("--device", "tpu", "auto, cpu, cuda"),
+    ):
         code = main(["eval", "--output", "unused", "--benchmarks", "easy", flag, value])
         err = capsys.readouterr().err.strip().splitlines()
         assert code == 2
@@ -155,8 +184,9 @@ def test_eval_and_generate_use_the_configs_engine(tmp_path, capsys, monkeypatch)
     assert len(err) == 1 and "vLLM is not installed" in err[0]
 
 
-def test_every_command_logs_through_tqdm_and_leaves_logging_as_it_found_it(tmp_path, capsys,
-                                                                           monkeypatch):
+def test_every_command_logs_through_tqdm_and_leaves_logging_as_it_found_it(
+    tmp_path, capsys, monkeypatch
+):
     """The run-level line of each phase reaches stderr through the one logging setup, and
     lands beside a progress bar, never on its line: tqdm writes it above the bar."""
     import logging

@@ -26,25 +26,38 @@ def _transcripts(tokenizer, n: int, rng: random.Random) -> list[tuple[list[int],
         a, b = rng.randint(1, 9), rng.randint(1, 9)
         op = rng.choice("+-*")
         program = f"def f(x):\n    return x {op} {a}"
-        task = CodeTask(kind="deduction", program=program, input=str(b),
-                        output=str(eval(f"{b} {op} {a}")))
+        task = CodeTask(
+            kind="deduction", program=program, input=str(b), output=str(eval(f"{b} {op} {a}"))
+        )
         role = rng.choice(["deduction", "abduction", "induction", "solve", "solve"])
         if role in ("deduction", "abduction"):
-            chat = proposer_messages(role, [IDENTITY]) + [{"role": "assistant", "content":
-                       f"```python\n{program}\n```\n<input>{b}</input>"}]
+            chat = proposer_messages(role, [IDENTITY]) + [
+                {"role": "assistant", "content": f"```python\n{program}\n```\n<input>{b}</input>"}
+            ]
         elif role == "induction":
             inputs = "\n".join(f"<input>{rng.randint(0, 9)}</input>" for _ in range(3))
             chat = proposer_messages("induction", program=program, num_inputs=3) + [
-                {"role": "assistant", "content": f"{inputs}\n<message>Apply {op}.</message>"}]
+                {"role": "assistant", "content": f"{inputs}\n<message>Apply {op}.</message>"}
+            ]
         else:
             kind = rng.choice(["deduction", "abduction", "induction"])
-            shown = task.as_kind(kind) if kind != "induction" else CodeTask(
-                kind="induction", program=program, message="Apply it.",
-                visible=((str(b), task.output),), hidden=())
+            shown = (
+                task.as_kind(kind)
+                if kind != "induction"
+                else CodeTask(
+                    kind="induction",
+                    program=program,
+                    message="Apply it.",
+                    visible=((str(b), task.output),),
+                    hidden=(),
+                )
+            )
             guess = rng.choice([1, 1, 1, 2, 2])
-            answer = {"deduction": f"<output>{guess}</output>",
-                      "abduction": f"<input>{guess}</input>",
-                      "induction": f"```python\ndef f(x):\n    return x + {guess}\n```"}[kind]
+            answer = {
+                "deduction": f"<output>{guess}</output>",
+                "abduction": f"<input>{guess}</input>",
+                "induction": f"```python\ndef f(x):\n    return x + {guess}\n```",
+            }[kind]
             chat = solver_messages(shown) + [{"role": "assistant", "content": answer}]
         ids = tokenizer.apply_chat_template(chat, tokenize=True)
         prompt = tokenizer.apply_chat_template(chat[:-1], tokenize=True, add_generation_prompt=True)
@@ -68,8 +81,8 @@ def code_checkpoint(tmp_path_factory, tokenizer) -> Path:
         ids = torch.full((len(batch), width), tokenizer.pad_token_id)  # [B, T]
         reply = torch.zeros((len(batch), width), dtype=torch.bool)  # [B, T]
         for i, (seq, start) in enumerate(batch):
-            ids[i, :len(seq)] = torch.tensor(seq)
-            reply[i, start:len(seq)] = True
+            ids[i, : len(seq)] = torch.tensor(seq)
+            reply[i, start : len(seq)] = True
         # the LM head only where a reply token is predicted: the prompts are long and the
         # vocabulary large, so full logits would cost ten times as much
         hidden = model.model(input_ids=ids).last_hidden_state  # [B, T, H]
@@ -86,19 +99,34 @@ def code_checkpoint(tmp_path_factory, tokenizer) -> Path:
 
 
 def code_overrides(model: Path, task: str, **extra) -> list[str]:
-    sets = {"run.task": task, "model.name": str(model), "model.device": "cpu",
-            "challenger.steps": 1, "challenger.group_size": 4, "challenger.prompts_per_step": 2,
-            "challenger.max_completion_length": 40, "challenger.pool_size": 8,
-            "challenger.learning_rate": 1e-3,
-            "solver.steps": 1, "solver.group_size": 4, "solver.prompts_per_step": 2,
-            "solver.max_completion_length": 24, "solver.learning_rate": 1e-3,
-            "labeling.num_votes": 4, "labeling.max_new_tokens": 16, "labeling.filter": False,
-            "eval.enabled": False, "run.iterations": 1, "code.solver_samples": 2,
-            "code.tasks_per_type": 2, "code.induction_inputs": 3,
-            "audit.judge": "executor" if task == "rzero_code" else "model",
-            # lambda 1 clipped every valid proposal of this tiny model to 0 (r_unc 0.5, r_rep
-            # >= 0.5): no reward variance, no GRPO update; 0.5 keeps the penalty and a signal
-            "challenger.repetition_lambda": 0.5}
+    sets = {
+        "run.task": task,
+        "model.name": str(model),
+        "model.device": "cpu",
+        "challenger.steps": 1,
+        "challenger.group_size": 4,
+        "challenger.prompts_per_step": 2,
+        "challenger.max_completion_length": 40,
+        "challenger.pool_size": 8,
+        "challenger.learning_rate": 1e-3,
+        "solver.steps": 1,
+        "solver.group_size": 4,
+        "solver.prompts_per_step": 2,
+        "solver.max_completion_length": 24,
+        "solver.learning_rate": 1e-3,
+        "labeling.num_votes": 4,
+        "labeling.max_new_tokens": 16,
+        "labeling.filter": False,
+        "eval.enabled": False,
+        "run.iterations": 1,
+        "code.solver_samples": 2,
+        "code.tasks_per_type": 2,
+        "code.induction_inputs": 3,
+        "audit.judge": "executor" if task == "rzero_code" else "model",
+        # lambda 1 clipped every valid proposal of this tiny model to 0 (r_unc 0.5, r_rep
+        # >= 0.5): no reward variance, no GRPO update; 0.5 keeps the penalty and a signal
+        "challenger.repetition_lambda": 0.5,
+    }
     sets.update(extra)
     return [f"{k}={v}" for k, v in sets.items()]
 
@@ -127,8 +155,14 @@ def azr_run(code_checkpoint, tmp_path_factory) -> Path:
     from rzero.cli.systems import system_of
 
     run_dir = tmp_path_factory.mktemp("azr") / "run"
-    cfg = load_config(None, code_overrides(code_checkpoint, "azr", **{
-        "roles.shared": True, "run.iterations": 2, "challenger.prompts_per_step": 3}))
+    cfg = load_config(
+        None,
+        code_overrides(
+            code_checkpoint,
+            "azr",
+            **{"roles.shared": True, "run.iterations": 2, "challenger.prompts_per_step": 3},
+        ),
+    )
     system_of(cfg).iterate(cfg, run_dir)
     return run_dir
 
@@ -137,9 +171,17 @@ def azr_run(code_checkpoint, tmp_path_factory) -> Path:
 
 
 def test_rzero_code_writes_the_math_loops_layout(rzero_code_run):
-    for name in ["config.yaml", "metrics.jsonl", "report.md", "report.html",
-                 "iter_01/challenger_steps.jsonl", "iter_01/pool.jsonl", "iter_01/labelled.jsonl",
-                 "iter_01/challenger/model.safetensors", "iter_01/solver/model.safetensors"]:
+    for name in [
+        "config.yaml",
+        "metrics.jsonl",
+        "report.md",
+        "report.html",
+        "iter_01/challenger_steps.jsonl",
+        "iter_01/pool.jsonl",
+        "iter_01/labelled.jsonl",
+        "iter_01/challenger/model.safetensors",
+        "iter_01/solver/model.safetensors",
+    ]:
         assert (rzero_code_run / name).is_file(), name
     for phase in ["challenger", "pool", "labelling", "solver"]:
         assert RunDir(rzero_code_run).marker(1, phase) is not None, phase
@@ -156,7 +198,8 @@ def test_every_challenger_label_is_checked_against_the_executor(rzero_code_run):
         assert r["label_correct"] == (r["label"] == task.output if r["label"] else None)
         # paper form, clipped, lambda 0.5: r = max(0, 1 - 2|p - 1/2| - 0.5 r_rep)
         assert r["reward"] == pytest.approx(
-            max(0.0, 1 - 2 * abs(r["p_hat"] - 0.5) - 0.5 * r["r_rep"]))
+            max(0.0, 1 - 2 * abs(r["p_hat"] - 0.5) - 0.5 * r["r_rep"])
+        )
     assert all(r["reward"] == 0.0 for r in logged if not r["valid"])  # invalid_reward 0
 
 
@@ -185,7 +228,9 @@ def test_metrics_and_report_carry_the_exact_accuracy(rzero_code_run):
     steps = [r for r in metric_rows if r["phase"] == "challenger_step"]
     assert len(steps) == 1 and "label_accuracy" in steps[0] and "by_p_hat" in steps[0]
     assert [r["phase"] for r in metric_rows if r["phase"] in ("labelling", "solver")] == [
-        "labelling", "solver"]
+        "labelling",
+        "solver",
+    ]
     report = (rzero_code_run / "report.md").read_text()
     assert "## Exact label accuracy per challenger step" in report
     assert "## Exact label accuracy by vote share p̂" in report
@@ -200,12 +245,15 @@ def test_rzero_code_trains_both_roles(rzero_code_run, code_checkpoint):
     assert solver["train_steps"] and 0.0 <= solver["metrics"]["true_rate"] <= 1.0
 
 
-def test_rzero_iterate_dispatches_by_task_and_resumes_a_finished_run(rzero_code_run,
-                                                                      code_checkpoint, capsys):
+def test_rzero_iterate_dispatches_by_task_and_resumes_a_finished_run(
+    rzero_code_run, code_checkpoint, capsys
+):
     from rzero.cli import main
 
-    before = {p: RunDir(rzero_code_run).marker(1, p)["seconds"]
-              for p in ("challenger", "pool", "labelling", "solver")}
+    before = {
+        p: RunDir(rzero_code_run).marker(1, p)["seconds"]
+        for p in ("challenger", "pool", "labelling", "solver")
+    }
     sets = [a for o in code_overrides(code_checkpoint, "rzero_code") for a in ("--set", o)]
     assert main(["iterate", "--run-dir", str(rzero_code_run), *sets]) == 0
     after = {p: RunDir(rzero_code_run).marker(1, p)["seconds"] for p in before}
@@ -224,8 +272,11 @@ def test_executor_audit_judges_every_label_exactly(rzero_code_run):
     from rzero.audit import audit_run
 
     report = audit_run(rzero_code_run, RunDir(rzero_code_run).config().audit)
-    steps = [r for r in rows(rzero_code_run / "iter_01/challenger_steps.jsonl")
-             if r["valid"] and r["label"] is not None]
+    steps = [
+        r
+        for r in rows(rzero_code_run / "iter_01/challenger_steps.jsonl")
+        if r["valid"] and r["label"] is not None
+    ]
     assert report["judge"]["model"] == "executor" and report["judge"]["exact"]
     step_items = [it for it in report["items"] if it["source"] == "step"]
     assert len(step_items) == len(steps)  # every label, no sample
@@ -254,8 +305,16 @@ def test_azr_buffer_carries_valid_proposals_into_the_next_iteration(azr_run):
     run = AZRRun.__new__(AZRRun)
     run.rundir = RunDir(azr_run)
     buffer = run.buffer_before(2)
-    assert len(buffer) == 1 + len({(json.loads(r["task"])["program"], json.loads(r["task"])[
-        "input"], json.loads(r["task"])["message"]) for r in valid})  # identity + new
+    assert len(buffer) == 1 + len(
+        {
+            (
+                json.loads(r["task"])["program"],
+                json.loads(r["task"])["input"],
+                json.loads(r["task"])["message"],
+            )
+            for r in valid
+        }
+    )  # identity + new
 
 
 def test_azr_pool_has_tasks_per_type_and_solver_reports_solve_rates(azr_run):
@@ -288,14 +347,17 @@ def test_azr_report_has_the_per_type_table(azr_run):
 # -- config ---------------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("sets, message", [
-    (["run.task=rzero_code"], "audit.judge='model' with run.task='rzero_code'"),
-    (["audit.judge=executor"], "audit.judge='executor' with run.task='math'"),
-    (["run.task=azr", "roles.train_challenger=false"], "roles.train_challenger=false"),
-    (["run.task=azr", "audit.enabled=true"], "no pseudo-labels to audit"),
-    (["run.task=azr", "challenger.prompt_file=x.txt"], "challenger.prompt_file"),
-    (["run.task=azr", "run.train_gpus=[0,1]"], "trains in one process"),
-])
+@pytest.mark.parametrize(
+    "sets, message",
+    [
+        (["run.task=rzero_code"], "audit.judge='model' with run.task='rzero_code'"),
+        (["audit.judge=executor"], "audit.judge='executor' with run.task='math'"),
+        (["run.task=azr", "roles.train_challenger=false"], "roles.train_challenger=false"),
+        (["run.task=azr", "audit.enabled=true"], "no pseudo-labels to audit"),
+        (["run.task=azr", "challenger.prompt_file=x.txt"], "challenger.prompt_file"),
+        (["run.task=azr", "run.train_gpus=[0,1]"], "trains in one process"),
+    ],
+)
 def test_code_tier_config_errors_name_the_fix(sets, message):
     with pytest.raises(ConfigError, match=message.replace("(", r"\(")):
         load_config(None, sets)
@@ -311,8 +373,9 @@ def test_auditing_an_azr_run_says_there_is_nothing_to_audit(azr_run):
 # -- the shared phase runner ------------------------------------------------------------
 
 
-def test_a_code_phase_killed_after_its_outputs_is_redone_on_resume(code_checkpoint,
-                                                                    rzero_code_run, tmp_path):
+def test_a_code_phase_killed_after_its_outputs_is_redone_on_resume(
+    code_checkpoint, rzero_code_run, tmp_path
+):
     # the code tier runs on the math loop's phase runner: SIGKILL between a phase's outputs
     # and its marker (the `PHASE:commit` crash point) leaves the phase uncommitted, and the
     # rerun redoes it and finishes, with the pool the uninterrupted run wrote
@@ -330,8 +393,9 @@ def test_a_code_phase_killed_after_its_outputs_is_redone_on_resume(code_checkpoi
         marker = done.marker(1, phase)
         assert marker is not None, phase
         assert marker["peak_rss_gib"] > 0 and "compute" in marker, phase  # measured alike
-    assert rows(run_dir / "iter_01" / "pool.jsonl") == rows(rzero_code_run / "iter_01" /
-                                                             "pool.jsonl")
+    assert rows(run_dir / "iter_01" / "pool.jsonl") == rows(
+        rzero_code_run / "iter_01" / "pool.jsonl"
+    )
     # the self-play watch ran before the commit: the challenger's trends and warnings
     challenger = done.marker(1, "challenger")
     assert "trend" in challenger and "warnings" in challenger

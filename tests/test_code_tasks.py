@@ -38,6 +38,7 @@ ADD = "def f(a, b):\n    return a + b"
 
 # -- formulas --------------------------------------------------------------------------------
 
+
 def test_learnability_is_one_minus_the_success_rate():
     assert learnability(3 / 8) == pytest.approx(0.625)  # r̄ = 3/8 -> 1 - 0.375 = 0.625
 
@@ -61,11 +62,15 @@ def test_solver_verdict_is_one_or_zero():
 
 def test_format_reward_penalties():
     # passable -> the role's reward; well-formed but wrong -> -0.5; broken format -> -1
-    assert [format_reward(0.625, True), format_reward(None, True),
-            format_reward(None, False)] == [0.625, -0.5, -1.0]
+    assert [format_reward(0.625, True), format_reward(None, True), format_reward(None, False)] == [
+        0.625,
+        -0.5,
+        -1.0,
+    ]
 
 
 # -- comparing and showing values --------------------------------------------------------------
+
 
 def test_outputs_equal_ignores_literal_spacing():
     assert outputs_equal("(1,2)", "(1, 2)")
@@ -89,15 +94,17 @@ def test_call_text_spreads_a_tuple_into_arguments():
 
 # -- parsing ----------------------------------------------------------------------------------
 
+
 def test_extract_code_takes_the_last_python_block_outside_think():
-    text = ("<think>```python\ndef f(x): return 0\n```</think>```python\ndef f(x):\n    return 1"
-            "\n```\nand\n```python\ndef f(x):\n    return 2\n```")
+    text = (
+        "<think>```python\ndef f(x): return 0\n```</think>```python\ndef f(x):\n    return 1"
+        "\n```\nand\n```python\ndef f(x):\n    return 2\n```"
+    )
     assert extract_code(text) == "def f(x):\n    return 2"
 
 
 def test_extract_tag_takes_the_last_non_empty_tag():
-    assert extract_tag("<output>1</output> <output> 2 </output><output></output>",
-                       "output") == "2"
+    assert extract_tag("<output>1</output> <output> 2 </output><output></output>", "output") == "2"
 
 
 def test_program_proposal_needs_both_code_and_input():
@@ -112,23 +119,30 @@ def test_induction_proposal_reads_all_inputs_and_the_message():
 def test_parse_answer_per_kind():
     text = "<input>(1, 2)</input><output>3</output>\n```python\ndef f(x):\n    return x\n```"
     assert [parse_answer(k, text) for k in ("deduction", "abduction", "induction")] == [
-        "3", "(1, 2)", "def f(x):\n    return x"]
+        "3",
+        "(1, 2)",
+        "def f(x):\n    return x",
+    ]
 
 
 # -- proposal validity ---------------------------------------------------------------------------
+
 
 def test_valid_triplet_gets_its_output_from_the_executor():
     [check] = validate_triplets([("deduction", ADD, "(2, 3)")])
     assert check.task == CodeTask(kind="deduction", program=ADD, input="(2, 3)", output="5")
 
 
-@pytest.mark.parametrize("program, inputs, reason", [
-    ("import random\ndef f(x):\n    return random.random()", "1", "nondeterministic module"),
-    ("import os\ndef f(x):\n    return x", "1", "forbidden module"),
-    ("def f(x):\n    return 1 / x", "0", "ZeroDivisionError"),
-    (ADD, "(2, x)", "not a literal"),
-    ("def g(x):\n    return x", "1", "defines no function f"),
-])
+@pytest.mark.parametrize(
+    "program, inputs, reason",
+    [
+        ("import random\ndef f(x):\n    return random.random()", "1", "nondeterministic module"),
+        ("import os\ndef f(x):\n    return x", "1", "forbidden module"),
+        ("def f(x):\n    return 1 / x", "0", "ZeroDivisionError"),
+        (ADD, "(2, x)", "not a literal"),
+        ("def g(x):\n    return x", "1", "defines no function f"),
+    ],
+)
 def test_invalid_triplets_are_refused_with_a_reason(program, inputs, reason):
     [check] = validate_triplets([("abduction", program, inputs)])
     assert check.task is None and reason in check.reason
@@ -153,26 +167,32 @@ def test_induction_needs_a_message():
 
 # -- judging the solver ------------------------------------------------------------------------
 
+
 def test_deduction_is_judged_by_value():
     task = CodeTask(kind="deduction", program=ADD, input="(1, 2)", output="(1, 2)")
     assert judge([task, task, task], ["(1,2)", "[1, 2]", None]) == [True, False, None]
 
 
 def test_abduction_accepts_any_input_with_the_same_output():
-    task = CodeTask(kind="abduction", program="def f(x):\n    return x % 3", input="4",
-                    output="1")
+    task = CodeTask(kind="abduction", program="def f(x):\n    return x % 3", input="4", output="1")
     assert judge([task, task], ["7", "3"]) == [True, False]  # 7 % 3 = 1, 3 % 3 = 0
 
 
 def test_induction_is_judged_on_held_out_pairs():
-    task = CodeTask(kind="induction", program="def f(x):\n    return x * x", message="Square.",
-                    visible=(("2", "4"),), hidden=(("3", "9"), ("-1", "1")))
+    task = CodeTask(
+        kind="induction",
+        program="def f(x):\n    return x * x",
+        message="Square.",
+        visible=(("2", "4"),),
+        hidden=(("3", "9"), ("-1", "1")),
+    )
     right = "def f(x):\n    return x ** 2"
     memorised = "def f(x):\n    return 4"  # fits the visible pair only
     assert judge([task, task], [right, memorised]) == [True, False]
 
 
 # -- buffer ----------------------------------------------------------------------------------
+
 
 def test_buffer_starts_with_the_identity_triplet():
     buffer = TaskBuffer()
@@ -192,14 +212,22 @@ def test_buffer_samples_at_most_what_it_holds():
 
 def test_buffer_round_trips_through_jsonl(tmp_path):
     buffer = TaskBuffer()
-    buffer.add(CodeTask(kind="induction", program=ADD, message="Add.",
-                        visible=(("(1, 2)", "3"),), hidden=(("(2, 2)", "4"),)))
+    buffer.add(
+        CodeTask(
+            kind="induction",
+            program=ADD,
+            message="Add.",
+            visible=(("(1, 2)", "3"),),
+            hidden=(("(2, 2)", "4"),),
+        )
+    )
     buffer.save(tmp_path / "buffer.jsonl")
     loaded = TaskBuffer.load(tmp_path / "buffer.jsonl")
     assert loaded.triplets == buffer.triplets and loaded.induction == buffer.induction
 
 
 # -- prompts ---------------------------------------------------------------------------------
+
 
 def test_proposer_prompt_shows_the_references():
     messages = proposer_messages("deduction", [IDENTITY])
@@ -225,26 +253,33 @@ def test_induction_proposer_worked_example_is_valid():
 
 @pytest.mark.parametrize("kind", ["deduction", "abduction", "induction"])
 def test_solver_worked_example_is_judged_right(kind):
-    messages = solver_messages(CodeTask(kind=kind, program=ADD, input="(1, 2)", output="3",
-                                        visible=(("(1, 2)", "3"),)))
-    example = {"deduction": CodeTask(kind="deduction", program="", output="[6, 'hi!']"),
-               "abduction": CodeTask(kind="abduction", program="def f(x, y):\n    return "
-                                     "x * 3 - y", output="10"),
-               "induction": CodeTask(kind="induction", program="", hidden=(("7", "14"),))}[kind]
+    messages = solver_messages(
+        CodeTask(kind=kind, program=ADD, input="(1, 2)", output="3", visible=(("(1, 2)", "3"),))
+    )
+    example = {
+        "deduction": CodeTask(kind="deduction", program="", output="[6, 'hi!']"),
+        "abduction": CodeTask(
+            kind="abduction", program="def f(x, y):\n    return x * 3 - y", output="10"
+        ),
+        "induction": CodeTask(kind="induction", program="", hidden=(("7", "14"),)),
+    }[kind]
     answer = parse_answer(kind, messages[2]["content"])
     assert judge([example], [answer]) == [True]
 
 
 def test_solver_prompts_hide_what_is_asked():
-    deduction = solver_messages(CodeTask(kind="deduction", program=ADD, input="(20, 22)",
-                                         output="42"))[-1]["content"]
-    induction = solver_messages(CodeTask(kind="induction", program=ADD, message="Add.",
-                                         visible=(("(1, 2)", "3"),)))[-1]["content"]
+    deduction = solver_messages(
+        CodeTask(kind="deduction", program=ADD, input="(20, 22)", output="42")
+    )[-1]["content"]
+    induction = solver_messages(
+        CodeTask(kind="induction", program=ADD, message="Add.", visible=(("(1, 2)", "3"),))
+    )[-1]["content"]
     assert "f(20, 22)" in deduction and "42" not in deduction
     assert "a + b" not in induction and "f(1, 2) == 3" in induction
 
 
 # -- rewards ---------------------------------------------------------------------------------
+
 
 class ScriptedSolver:
     """Answers every prompt with the same scripted samples (module level, so it pickles)."""
@@ -260,9 +295,13 @@ class ScriptedSolver:
 def test_solver_reward_scores_each_task_type():
     deduction = CodeTask(kind="deduction", program=ADD, input="(2, 3)", output="5")
     abduction = deduction.as_kind("abduction")
-    completions = ["<output>5</output>", "<output>6</output>", "no answer",
-                   "<input>(4, 1)</input>",  # 4 + 1 = 5 too: right
-                   [{"role": "assistant", "content": "<input>(0, 0)</input>"}]]
+    completions = [
+        "<output>5</output>",
+        "<output>6</output>",
+        "no answer",
+        "<input>(4, 1)</input>",  # 4 + 1 = 5 too: right
+        [{"role": "assistant", "content": "<input>(0, 0)</input>"}],
+    ]
     tasks = [deduction, deduction, deduction, abduction, abduction]
     rewards = ExecutorSolverReward()(None, completions, task=[t.to_json() for t in tasks])
     assert rewards == [1.0, 0.0, 0.0, 1.0, 0.0]
@@ -295,7 +334,9 @@ def test_proposer_reward_penalises_invalid_and_unparsable_proposals():
 
 def test_proposer_reward_adds_valid_proposals_to_the_buffer():
     buffer = TaskBuffer()
-    reward = ExecutorProposerReward(ScriptedSolver(["<output>5</output>"]), num_samples=1, buffer=buffer)
+    reward = ExecutorProposerReward(
+        ScriptedSolver(["<output>5</output>"]), num_samples=1, buffer=buffer
+    )
     reward(None, [f"```python\n{ADD}\n```\n<input>(2, 3)</input>"], kind=["abduction"])
     assert len(buffer) == 2 and buffer.triplets[-1].output == "5"
 
@@ -303,12 +344,13 @@ def test_proposer_reward_adds_valid_proposals_to_the_buffer():
 def test_proposer_reward_scores_induction_on_held_out_pairs():
     # pairs 1->2, 2->3, 3->4: shown 2, held out 1; the solver's program is right in 1 of 2
     # samples: r̄ = 1/2 -> 1 - 0.5 = 0.5
-    right, wrong = "```python\ndef f(x):\n    return x + 1\n```", "```python\ndef f(x):\n" \
-                                                               "    return 2\n```"
+    right, wrong = (
+        "```python\ndef f(x):\n    return x + 1\n```",
+        "```python\ndef f(x):\n    return 2\n```",
+    )
     reward = ExecutorProposerReward(ScriptedSolver([right, wrong]), num_samples=2)
     proposal = "<input>1</input><input>2</input><input>3</input><message>Add one.</message>"
-    rewards = reward(None, [proposal], kind=["induction"],
-                     program=["def f(x):\n    return x + 1"])
+    rewards = reward(None, [proposal], kind=["induction"], program=["def f(x):\n    return x + 1"])
     assert rewards == [0.5]
 
 

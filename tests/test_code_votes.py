@@ -8,13 +8,7 @@ import pytest
 from rzero.code.azr import SolverLog, proposer_by_type, rate_fields
 from rzero.code.rewards import CodeChallengerReward, PseudoLabelReward, read_proposals
 from rzero.code.runner import sandbox_options
-from rzero.code.votes import (
-    CodeVoter,
-    accuracy_by_p_hat,
-    code_vote,
-    exact_label_accuracy,
-    vote_row,
-)
+from rzero.code.votes import CodeVoter, accuracy_by_p_hat, code_vote, exact_label_accuracy, vote_row
 from rzero.config import load_config
 from rzero.engine.generation import GenerationStats
 from rzero.executor.rewards import ExecutorSolverReward
@@ -72,14 +66,17 @@ def test_vote_with_no_answer_has_no_label():
 def test_vote_matches_the_math_vote_with_an_outputs_equal_checker():
     # naive reference: majority_vote_many asking outputs_equal for every (answer, group) pair
     rng = random.Random(0)
-    values = ["1", "1.0", "(1, 2)", "(1,2)", "[3]", "'a'", "\"a\"", "None", "{1: 2}", "-0"]
-    lists = [[rng.choice(values + [None]) for _ in range(rng.randint(1, 8))]
-             for _ in range(200)]
+    values = ["1", "1.0", "(1, 2)", "(1,2)", "[3]", "'a'", '"a"', "None", "{1: 2}", "-0"]
+    lists = [[rng.choice(values + [None]) for _ in range(rng.randint(1, 8))] for _ in range(200)]
     reference = majority_vote_many(lists, checker=OutputsChecker())
     for answers, ref in zip(lists, reference, strict=True):
         ours = code_vote(answers)
         assert (ours.p_hat, ours.num_groups, ours.top2_margin, ours.parse_rate) == (
-            ref.p_hat, ref.num_groups, ref.top2_margin, ref.parse_rate)
+            ref.p_hat,
+            ref.num_groups,
+            ref.top2_margin,
+            ref.parse_rate,
+        )
         assert ref.label is None or outputs_equal(ours.label, ref.label)
 
 
@@ -89,7 +86,10 @@ def test_vote_row_marks_the_label_against_the_truth():
     wrong = vote_row(task, ["4", "4", "3"], code_vote(["4", "4", "3"]))
     none = vote_row(task, [None], code_vote([None]))
     assert (right["label_correct"], wrong["label_correct"], none["label_correct"]) == (
-        True, False, None)
+        True,
+        False,
+        None,
+    )
 
 
 # -- exact label accuracy ---------------------------------------------------------------------
@@ -97,7 +97,9 @@ def test_vote_row_marks_the_label_against_the_truth():
 
 def test_exact_accuracy_is_right_over_labelled():
     rows = [{"label": "1", "label_correct": True}] * 3 + [
-        {"label": "2", "label_correct": False}, {"label": None, "label_correct": None}]
+        {"label": "2", "label_correct": False},
+        {"label": None, "label_correct": None},
+    ]
     acc = exact_label_accuracy(rows)
     assert acc["label_accuracy"] == 0.75  # 3 right of 4 labelled; the unlabelled row is not wrong
     assert (acc["n_labelled"], acc["n_unlabelled"]) == (4, 1)
@@ -107,14 +109,20 @@ def test_exact_accuracy_is_right_over_labelled():
 
 
 def test_accuracy_by_p_hat_uses_the_audit_buckets():
-    rows = [{"label": "1", "p_hat": 0.25, "label_correct": False},
-            {"label": "1", "p_hat": 0.5, "label_correct": True},
-            {"label": "1", "p_hat": 0.75, "label_correct": True},
-            {"label": "1", "p_hat": 1.0, "label_correct": True},
-            {"label": "1", "p_hat": 1.0, "label_correct": False}]
+    rows = [
+        {"label": "1", "p_hat": 0.25, "label_correct": False},
+        {"label": "1", "p_hat": 0.5, "label_correct": True},
+        {"label": "1", "p_hat": 0.75, "label_correct": True},
+        {"label": "1", "p_hat": 1.0, "label_correct": True},
+        {"label": "1", "p_hat": 1.0, "label_correct": False},
+    ]
     buckets = {b["bucket"]: (b["correct"], b["n_labelled"]) for b in accuracy_by_p_hat(rows)}
-    assert buckets == {"[0.0, 0.3)": (0, 1), "[0.5, 0.7)": (1, 1), "[0.7, 0.9)": (1, 1),
-                       "[0.9, 1.0]": (1, 2)}  # p_hat = 1 falls in the closed last bucket
+    assert buckets == {
+        "[0.0, 0.3)": (0, 1),
+        "[0.5, 0.7)": (1, 1),
+        "[0.7, 0.9)": (1, 1),
+        "[0.9, 1.0]": (1, 2),
+    }  # p_hat = 1 falls in the closed last bucket
 
 
 # -- rewards -----------------------------------------------------------------------------------
@@ -125,8 +133,12 @@ BROKEN = "no code here"
 
 
 def cfg_for(tmp_path, **sets):
-    base = {"run.task": "rzero_code", "audit.judge": "executor", "labeling.num_votes": 4,
-            "challenger.repetition_lambda": 0}
+    base = {
+        "run.task": "rzero_code",
+        "audit.judge": "executor",
+        "labeling.num_votes": 4,
+        "challenger.repetition_lambda": 0,
+    }
     return load_config(None, [f"{k}={v}" for k, v in {**base, **sets}.items()])
 
 
@@ -140,8 +152,9 @@ def test_read_proposals_parses_and_runs():
 def test_challenger_reward_is_the_uncertainty_of_the_vote_and_logs_the_truth(tmp_path):
     cfg = cfg_for(tmp_path)
     # 2 of 4 votes say 12 (the truth), 1 says 13, 1 has no tag: p_hat = 2/4
-    solver = Scripted(["<output>12</output>", "<output>13</output>", "<output>12</output>",
-                       "I do not know"])
+    solver = Scripted(
+        ["<output>12</output>", "<output>13</output>", "<output>12</output>", "I do not know"]
+    )
     log = tmp_path / "steps.jsonl"
     reward = CodeChallengerReward(CodeVoter(solver, cfg.labeling), cfg, log, iteration=1)
     rewards = reward([[]] * 3, [VALID, FAILS, BROKEN])
@@ -154,11 +167,13 @@ def test_challenger_reward_is_the_uncertainty_of_the_vote_and_logs_the_truth(tmp
 
 def test_challenger_reward_with_a_wrong_majority_records_a_wrong_label(tmp_path):
     cfg = cfg_for(tmp_path)
-    solver = Scripted(["<output>13</output>", "<output>13</output>", "<output>13</output>",
-                       "<output>12</output>"])
+    solver = Scripted(
+        ["<output>13</output>", "<output>13</output>", "<output>13</output>", "<output>12</output>"]
+    )
     seen = []
-    reward = CodeChallengerReward(CodeVoter(solver, cfg.labeling), cfg, tmp_path / "s.jsonl",
-                                  iteration=1, on_step=seen.append)
+    reward = CodeChallengerReward(
+        CodeVoter(solver, cfg.labeling), cfg, tmp_path / "s.jsonl", iteration=1, on_step=seen.append
+    )
     assert reward([[]], [VALID]) == [pytest.approx(0.5)]  # p_hat 3/4: 1 - 2 * 0.25
     assert seen[0]["label_accuracy"] == 0.0 and seen[0]["n_labelled"] == 1
 
@@ -167,8 +182,12 @@ def test_pseudo_label_reward_trains_on_the_label_and_records_the_truth():
     task = CodeTask(kind="deduction", program=ADD, input="(1, 2)", output="3").to_json()
     reward = PseudoLabelReward()
     # the label is wrong (4); completions: 4, 3, none
-    got = reward([[]] * 3, ["<output>4</output>", "<output>3</output>", "x"],
-                 label=["4"] * 3, task=[task] * 3)
+    got = reward(
+        [[]] * 3,
+        ["<output>4</output>", "<output>3</output>", "x"],
+        label=["4"] * 3,
+        task=[task] * 3,
+    )
     assert got == [1.0, 0.0, 0.0]  # rewarded for agreeing with the (wrong) label
     assert reward.steps[0]["true_rate"] == pytest.approx(1 / 3)  # one of three is truly right
     assert reward.steps[0]["label_accuracy"] == 0.0
@@ -184,10 +203,12 @@ def test_rate_fields_carry_a_wilson_interval():
 
 
 def test_proposer_by_type_counts_valid_and_averages_r_bar_of_valid_only():
-    rows = [{"kind": "deduction", "valid": True, "r_bar": 0.25, "reward": 0.75},
-            {"kind": "deduction", "valid": True, "r_bar": 1.0, "reward": 0.0},
-            {"kind": "deduction", "valid": False, "r_bar": None, "reward": -1.0},
-            {"kind": "induction", "valid": False, "r_bar": None, "reward": -0.5}]
+    rows = [
+        {"kind": "deduction", "valid": True, "r_bar": 0.25, "reward": 0.75},
+        {"kind": "deduction", "valid": True, "r_bar": 1.0, "reward": 0.0},
+        {"kind": "deduction", "valid": False, "r_bar": None, "reward": -1.0},
+        {"kind": "induction", "valid": False, "r_bar": None, "reward": -0.5},
+    ]
     got = proposer_by_type(rows, ["deduction", "induction"])
     assert got["deduction/valid"] == 2 and got["deduction/valid_rate"] == pytest.approx(2 / 3)
     assert got["deduction/mean_r_bar"] == pytest.approx(0.625)  # (0.25 + 1.0) / 2
@@ -199,9 +220,16 @@ def test_solver_log_counts_solves_per_type():
     ded = CodeTask(kind="deduction", program=ADD, input="(1, 2)", output="3").to_json()
     abd = CodeTask(kind="abduction", program=ADD, input="(1, 2)", output="3").to_json()
     log = SolverLog(ExecutorSolverReward())
-    rewards = log([[]] * 4, ["<output>3</output>", "<output>4</output>",
-                             "<input>(0, 3)</input>", "<input>(5, 5)</input>"],
-                  task=[ded, ded, abd, abd])
+    rewards = log(
+        [[]] * 4,
+        [
+            "<output>3</output>",
+            "<output>4</output>",
+            "<input>(0, 3)</input>",
+            "<input>(5, 5)</input>",
+        ],
+        task=[ded, ded, abd, abd],
+    )
     assert rewards == [1.0, 0.0, 1.0, 0.0]  # f(0, 3) = 3 solves the abduction task too
     assert log.counts == {"deduction": [2, 1], "abduction": [2, 1]}
     assert log.steps[0]["deduction/solve_rate"] == 0.5

@@ -23,8 +23,15 @@ def test_tiny_is_the_embedded_cpu_default():
 
 
 def test_override_parses_yaml_scalars():
-    cfg = load_config(None, ["run.iterations=4", "labeling.delta=0.2", "roles.shared=true",
-                             "eval.benchmarks=synthetic,gsm8k"])
+    cfg = load_config(
+        None,
+        [
+            "run.iterations=4",
+            "labeling.delta=0.2",
+            "roles.shared=true",
+            "eval.benchmarks=synthetic,gsm8k",
+        ],
+    )
     assert cfg.run.iterations == 4
     assert cfg.labeling.delta == 0.2
     assert cfg.roles.shared is True
@@ -41,29 +48,48 @@ def test_an_override_of_a_mapping_merges_into_the_recipes_and_can_replace_it():
     assert whole == {**paper, "log_completions": True}
     one = load_config(PAPER, ["challenger.trl.weight_decay=0.02"]).challenger.trl
     assert one == {**paper, "weight_decay": 0.02}
-    assert load_config(PAPER, ["challenger.trl:={log_completions: true}"]).challenger.trl == \
-        {"log_completions": True}
+    assert load_config(PAPER, ["challenger.trl:={log_completions: true}"]).challenger.trl == {
+        "log_completions": True
+    }
     # below a field the recipe leaves unset, the default mapping is the start
     assert load_config(None, ["solver.trl.top_p=0.9"]).solver.trl == {"top_p": 0.9}
     # the other role's mapping and the file on disk are untouched
-    assert load_config(PAPER, ["challenger.trl.top_p=1.0"]).solver.trl == \
-        load_config(PAPER).solver.trl
+    assert (
+        load_config(PAPER, ["challenger.trl.top_p=1.0"]).solver.trl == load_config(PAPER).solver.trl
+    )
 
 
 def test_rzero_config_shows_the_merged_mapping():
-    out = subprocess.run([sys.executable, "-m", "rzero", "config", "--config", PAPER,
-                          "--set", "challenger.trl={log_completions: true}"],
-                         capture_output=True, text=True, check=True).stdout
+    out = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "rzero",
+            "config",
+            "--config",
+            PAPER,
+            "--set",
+            "challenger.trl={log_completions: true}",
+        ],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout
     challenger = yaml.safe_load(out)["challenger"]["trl"]
     assert challenger["loss_type"] == "grpo" and challenger["log_completions"] is True
 
 
-@pytest.mark.parametrize("override, expected", [
-    ("run.iterations.x=1", "run.iterations=3 is not a mapping; set it whole with "
-                           "run.iterations=value"),
-    ("run=3", "the key must be section.key"),
-    ("run.bogus.x=1", "run.bogus: unknown key"),
-])
+@pytest.mark.parametrize(
+    "override, expected",
+    [
+        (
+            "run.iterations.x=1",
+            "run.iterations=3 is not a mapping; set it whole with run.iterations=value",
+        ),
+        ("run=3", "the key must be section.key"),
+        ("run.bogus.x=1", "run.bogus: unknown key"),
+    ],
+)
 def test_a_dotted_key_below_a_field_that_is_no_mapping_is_refused(override, expected):
     with pytest.raises(ConfigError, match=expected):
         load_config(None, [override])
@@ -73,19 +99,24 @@ def test_int_accepted_for_float():
     assert load_config(None, ["challenger.learning_rate=1"]).challenger.learning_rate == 1.0
 
 
-@pytest.mark.parametrize("override, expected", [
-    ("run.foo=1", "run.foo: unknown key; allowed keys in 'run' are iterations"),
-    ("runs.iterations=1", "runs: unknown section"),
-    ("run.iterations=abc", "run.iterations='abc': expected int"),
-    ("run.iterations=1.5", "run.iterations=1.5: expected int"),
-    ("roles.shared=3", "roles.shared=3: expected bool"),
-    ("run.iterations=0", "run.iterations=0: must be >= 1"),
-    ("labeling.delta=0.9", "labeling.delta=0.9: must be <= 0.5"),
-    ("labeling.temperature=0", "labeling.temperature=0.0: must be > 0.0"),
-    ("challenger.reward_form=x", "challenger.reward_form='x': allowed values are paper, "
-                                 "reference, learnability"),
-    ("run.iterations", "expected section.key=value"),
-])
+@pytest.mark.parametrize(
+    "override, expected",
+    [
+        ("run.foo=1", "run.foo: unknown key; allowed keys in 'run' are iterations"),
+        ("runs.iterations=1", "runs: unknown section"),
+        ("run.iterations=abc", "run.iterations='abc': expected int"),
+        ("run.iterations=1.5", "run.iterations=1.5: expected int"),
+        ("roles.shared=3", "roles.shared=3: expected bool"),
+        ("run.iterations=0", "run.iterations=0: must be >= 1"),
+        ("labeling.delta=0.9", "labeling.delta=0.9: must be <= 0.5"),
+        ("labeling.temperature=0", "labeling.temperature=0.0: must be > 0.0"),
+        (
+            "challenger.reward_form=x",
+            "challenger.reward_form='x': allowed values are paper, reference, learnability",
+        ),
+        ("run.iterations", "expected section.key=value"),
+    ],
+)
 def test_bad_value_names_key_value_and_allowed(override, expected):
     with pytest.raises(ConfigError) as info:
         load_config(None, [override])
@@ -127,9 +158,21 @@ def test_fingerprint_ignores_output_dir_only():
 
 
 def test_cli_bad_set_prints_one_line_and_exits_2():
-    proc = subprocess.run([sys.executable, "-m", "rzero", "iterate", "--config",
-                           "configs/tiny.yaml", "--set", "run.iterations=many"],
-                          capture_output=True, text=True, timeout=120)
+    proc = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "rzero",
+            "iterate",
+            "--config",
+            "configs/tiny.yaml",
+            "--set",
+            "run.iterations=many",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert proc.returncode == 2
     lines = proc.stderr.strip().splitlines()
     assert lines == ["error: run.iterations='many': expected int"]
@@ -198,13 +241,14 @@ def test_reference_recipe_is_the_official_code_where_it_departs_from_the_paper()
     assert (c.reward_form, c.clip_reward, c.invalid_reward) == ("reference", False, -1.0)
     assert (c.format_gate, c.bleu_variant) == ("tags", "reference")
     lab = ref.labeling
-    assert (lab.equivalence, lab.num_votes, lab.band_low, lab.band_high) == ("either", 9, 0.3,
-                                                                             0.8)
+    assert (lab.equivalence, lab.num_votes, lab.band_low, lab.band_high) == ("either", 9, 0.3, 0.8)
     assert ref.run.iterations == 5
     # the schedule is the same in both: 512-prompt rollouts, updates of 16 and 128 prompts
     for a, b in ((paper.challenger, c), (paper.solver, ref.solver)):
-        assert (a.prompts_per_step, a.prompts_per_update) == (b.prompts_per_step,
-                                                              b.prompts_per_update)
+        assert (a.prompts_per_step, a.prompts_per_update) == (
+            b.prompts_per_step,
+            b.prompts_per_update,
+        )
 
 
 def test_prompts_per_update_zero_is_one_update_per_step():

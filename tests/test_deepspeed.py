@@ -22,7 +22,7 @@ from rzero.engine.launch import accelerate_command
 
 ROOT = Path(__file__).resolve().parents[1]
 
-CHILD = r'''
+CHILD = r"""
 import importlib, sys
 import torch
 import deepspeed
@@ -67,7 +67,7 @@ with deepspeed.zero.GatheredParameters(list(params.values())):  # a no-op below 
     changed = sum(not torch.equal(before[n].to(p.dtype), p.detach().cpu())
                   for n, p in params.items())
 report({"stages": stages, "changed": changed, "tensors": len(before), "steps": stats.steps})
-'''
+"""
 
 
 def _result(proc: subprocess.CompletedProcess, results: Path) -> dict:
@@ -76,19 +76,34 @@ def _result(proc: subprocess.CompletedProcess, results: Path) -> dict:
     return result
 
 
-def _run_child(tmp_path: Path, checkpoint: Path, ds_config: str, *, cpu: bool,
-               bf16: bool = False) -> dict:
+def _run_child(
+    tmp_path: Path, checkpoint: Path, ds_config: str, *, cpu: bool, bf16: bool = False
+) -> dict:
     """One process, rank 0 of a world of 1, started by torchrun."""
     child = tmp_path / "child.py"
     child.write_text(CHILD)
     results = tmp_path / "results"
     # --standalone: torchrun's agent binds a free port itself and passes it to the child
-    proc = subprocess.run([sys.executable, "-m", "torch.distributed.run", "--standalone",
-                           "--nproc_per_node", "1", str(child), str(checkpoint),
-                           str(ROOT / "configs" / "deepspeed" / ds_config), str(tmp_path / "out"),
-                           "bf16" if bf16 else "fp32"],
-                          cwd=ROOT, env=child_env(results, **(_CPU_ENV if cpu else {})),
-                          capture_output=True, text=True, timeout=600)
+    proc = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "torch.distributed.run",
+            "--standalone",
+            "--nproc_per_node",
+            "1",
+            str(child),
+            str(checkpoint),
+            str(ROOT / "configs" / "deepspeed" / ds_config),
+            str(tmp_path / "out"),
+            "bf16" if bf16 else "fp32",
+        ],
+        cwd=ROOT,
+        env=child_env(results, **(_CPU_ENV if cpu else {})),
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
     return _result(proc, results)
 
 
@@ -97,8 +112,7 @@ _CPU_ENV = {"CUDA_VISIBLE_DEVICES": "", "DS_ACCELERATOR": "cpu"}
 
 
 @pytest.mark.parametrize(("ds_config", "stage"), [("zero2.json", 2), ("zero3.json", 3)])
-def test_grpo_step_under_zero_changes_the_parameters(tiny_checkpoint, tmp_path, ds_config,
-                                                     stage):
+def test_grpo_step_under_zero_changes_the_parameters(tiny_checkpoint, tmp_path, ds_config, stage):
     result = _run_child(tmp_path, tiny_checkpoint, ds_config, cpu=True)
     assert result["stages"] == [stage]  # one engine (beta = 0: no reference model)
     assert result["steps"] == 1
@@ -114,13 +128,22 @@ def test_accelerate_launch_with_the_zero2_config(tiny_checkpoint, tmp_path):
     # the command's --main_process_port (the default) goes unused: the rendezvous is
     # standalone, on a port torchrun's agent binds itself
     argv, env = accelerate_command(
-        load_config(None, ["model.dtype=float32"]), num_processes=1, gpus=(),
+        load_config(None, ["model.dtype=float32"]),
+        num_processes=1,
+        gpus=(),
         accelerate_config="configs/accelerate/deepspeed_zero2.yaml",
-        entry=[str(child)], script_args=[str(tiny_checkpoint), "", str(tmp_path / "out"), "fp32"])
+        entry=[str(child)],
+        script_args=[str(tiny_checkpoint), "", str(tmp_path / "out"), "fp32"],
+    )
     results = tmp_path / "results"
-    proc = subprocess.run(argv, cwd=ROOT,
-                          env=child_env(results, **(_CPU_ENV | env | STANDALONE_RENDEZVOUS)),
-                          capture_output=True, text=True, timeout=600)
+    proc = subprocess.run(
+        argv,
+        cwd=ROOT,
+        env=child_env(results, **(_CPU_ENV | env | STANDALONE_RENDEZVOUS)),
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
     result = _result(proc, results)
     assert result["stages"] == [2]
     assert result["changed"] == result["tensors"]

@@ -65,23 +65,23 @@ def test_rank_1_of_2_gets_its_slice_of_the_global_batch_reward(tmp_path, monkeyp
     # Per process (B = 4) the duplicate would be invisible: 0.5 - 1/4 = 0.25 for all.
     rank0 = [completion(q) for q in QUESTIONS[:4]]
     rank1 = [completion(q) for q in [QUESTIONS[0], *QUESTIONS[4:7]]]
-    monkeypatch.setattr(distributed, "gather",
-                        lambda local: [[completion_text(c) for c in rank0],
-                                       local])
+    monkeypatch.setattr(
+        distributed, "gather", lambda local: [[completion_text(c) for c in rank0], local]
+    )
     monkeypatch.setattr(distributed, "rank", lambda: 1)
     cfg = load_config(None, ["labeling.num_votes=4"])
     solver = ThreeToOne()
     frozen = FrozenSolver(solver, lambda q: [{"role": "user", "content": q}], cfg.labeling)
-    reward = ChallengerReward(frozen, cfg.challenger, tmp_path / "steps.jsonl", iteration=1,
-                              seed=cfg.run.seed)
+    reward = ChallengerReward(
+        frozen, cfg.challenger, tmp_path / "steps.jsonl", iteration=1, seed=cfg.run.seed
+    )
     got = reward(prompts=[None] * 4, completions=rank1)
     assert got == pytest.approx([0.25, 0.375, 0.375, 0.375])
     # the frozen solver saw all 8 questions in one call; the log holds the global batch once
     assert len(solver.questions) == 8
     rows = [json.loads(x) for x in (tmp_path / "steps.jsonl").read_text().splitlines()]
     assert len(rows) == 8
-    assert [r["r_rep"] for r in rows] == pytest.approx([0.25] + [0.125] * 3 + [0.25]
-                                                       + [0.125] * 3)
+    assert [r["r_rep"] for r in rows] == pytest.approx([0.25] + [0.125] * 3 + [0.25] + [0.125] * 3)
 
 
 def test_one_process_needs_no_process_group():
@@ -116,9 +116,20 @@ def test_on_main_under_two_real_processes(tmp_path):
     script.write_text(TWO_PROCESS_SCRIPT)
     # --standalone: torchrun's agent binds a free port itself and passes it to the workers
     proc = subprocess.run(
-        [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node", "2",
-         str(script)],
-        env=_env(tmp_path / "results"), capture_output=True, text=True, timeout=300)
+        [
+            sys.executable,
+            "-m",
+            "torch.distributed.run",
+            "--standalone",
+            "--nproc_per_node",
+            "2",
+            str(script),
+        ],
+        env=_env(tmp_path / "results"),
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert proc.returncode == 0, proc.stderr[-3000:]
     results = read_results(tmp_path / "results", world=2)
     assert [(r["rank"], r["world"]) for r in results] == [(0, 2), (1, 2)]
@@ -126,8 +137,9 @@ def test_on_main_under_two_real_processes(tmp_path):
     assert [r["private"] for r in results] == ["secret", None]
     assert all(r["gathered"] == [[0], [1, 1]] for r in results)
     assert results[0]["error"] == "ZeroDivisionError: division by zero"
-    assert results[1]["error"] == ("MainProcessFailed: the main process failed: "
-                                   "ZeroDivisionError: division by zero")
+    assert results[1]["error"] == (
+        "MainProcessFailed: the main process failed: ZeroDivisionError: division by zero"
+    )
 
 
 # only rank 0 writes the run's outputs, so this entry to `rzero iterate` first records each
@@ -149,16 +161,33 @@ def test_accelerate_launch_two_cpu_processes_runs_one_iteration(format_checkpoin
     entry.write_text(RANK_RECORDING_ENTRY)
     # `--cpu` makes accelerate start a single process (several CPU processes need mpirun);
     # `--multi_gpu` starts two through torchrun, and with no visible GPU they train on CPU
-    args = [sys.executable, "-m", "accelerate.commands.launch", "--multi_gpu",
-            "--num_processes", "2", "--num_machines", "1", "--mixed_precision", "no",
-            "--dynamo_backend", "no", str(entry), "iterate", "--run-dir", str(run_dir)]
+    args = [
+        sys.executable,
+        "-m",
+        "accelerate.commands.launch",
+        "--multi_gpu",
+        "--num_processes",
+        "2",
+        "--num_machines",
+        "1",
+        "--mixed_precision",
+        "no",
+        "--dynamo_backend",
+        "no",
+        str(entry),
+        "iterate",
+        "--run-dir",
+        str(run_dir),
+    ]
     for override in tiny_overrides(format_checkpoint, **{"eval.enabled": False}):
         args += ["--set", override]
     env = _env(tmp_path / "results") | STANDALONE_RENDEZVOUS | {"CUDA_VISIBLE_DEVICES": ""}
     proc = subprocess.run(args, env=env, capture_output=True, text=True, timeout=900)
     assert proc.returncode == 0, proc.stderr[-4000:]
     assert [(r["rank"], r["world"]) for r in read_results(tmp_path / "results", world=2)] == [
-        (0, 2), (1, 2)]
+        (0, 2),
+        (1, 2),
+    ]
     it = run_dir / "iter_01"
     # the step's 8 completions (2 prompts x G 4, 4 per process) scored and logged once
     rows = (it / "challenger_steps.jsonl").read_text().splitlines()
@@ -174,7 +203,8 @@ def test_accelerate_launch_two_cpu_processes_runs_one_iteration(format_checkpoin
     for role in ("challenger", "solver"):
         updates = read_marker(run_dir, 1, role)["updates"]
         assert [r["update"] for r in metric_rows if r["phase"] == f"{role}_update"] == [
-            u["update"] for u in updates] and updates
+            u["update"] for u in updates
+        ] and updates
     pool = (it / "pool.jsonl").read_text().splitlines()
     assert len((it / "labelled.jsonl").read_text().splitlines()) == len(pool)
     # both roles trained (gradients all-reduced over the two processes) and saved once; a

@@ -27,13 +27,20 @@ def test_easy_has_forty_distinct_items_per_template_in_a_fixed_order():
 
 def test_every_easy_answer_recomputes_from_its_data():
     # recomputed along a different path than the generator's: plain ints from `data`
-    formula = {"add": lambda d: d["a"] + d["b"], "sub": lambda d: d["a"] - d["b"],
-               "mul": lambda d: d["a"] * d["b"], "add_sub": lambda d: d["a"] + d["b"] - d["c"],
-               "mul_add": lambda d: d["a"] * d["b"] + d["c"],
-               "word_more": lambda d: d["a"] + d["b"], "word_left": lambda d: d["a"] - d["b"],
-               "word_groups": lambda d: d["a"] * d["b"] + d["c"],
-               "sub_small": lambda d: d["a"] - d["b"], "add_tens": lambda d: d["a"] + d["b"],
-               "double": lambda d: 2 * d["a"], "word_more_small": lambda d: d["a"] + d["b"]}
+    formula = {
+        "add": lambda d: d["a"] + d["b"],
+        "sub": lambda d: d["a"] - d["b"],
+        "mul": lambda d: d["a"] * d["b"],
+        "add_sub": lambda d: d["a"] + d["b"] - d["c"],
+        "mul_add": lambda d: d["a"] * d["b"] + d["c"],
+        "word_more": lambda d: d["a"] + d["b"],
+        "word_left": lambda d: d["a"] - d["b"],
+        "word_groups": lambda d: d["a"] * d["b"] + d["c"],
+        "sub_small": lambda d: d["a"] - d["b"],
+        "add_tens": lambda d: d["a"] + d["b"],
+        "double": lambda d: 2 * d["a"],
+        "word_more_small": lambda d: d["a"] + d["b"],
+    }
     for item in easy_benchmark():
         value = formula[item["kind"]](item["data"])
         assert value > 0 and item["answer"] == str(value), item
@@ -48,7 +55,8 @@ def test_an_easy_development_split_shares_no_problem_with_easy():
     assert Counter(i["kind"] for i in dev) == {name: 40 for name in TEMPLATES}
     assert not held_out & {i["problem"] for i in dev}
     assert len({i["id"] for i in dev}) == 480 and not {i["id"] for i in dev} & {
-        i["id"] for i in easy_benchmark()}
+        i["id"] for i in easy_benchmark()
+    }
     assert load_benchmark("easy:7")[1] == dev  # fixed seed
     assert load_benchmark("easy:20251130")[1] == easy_benchmark()
     with pytest.raises(BenchmarkError, match="after 'easy:' must be an integer"):

@@ -16,24 +16,43 @@ from rzero.stats import wilson_interval
 CHOICES = ["42", "a dog", "x + 1"]
 
 
-@pytest.mark.parametrize("boxed, letter", [
-    ("B", "B"), ("(b)", "B"), ("\\text{C}", "C"), ("$A$", "A"),  # the letter alone
-    ("B. a dog", "B"), ("(B) a dog", "B"), ("c: x + 1", "C"),  # letter, then the option
-    ("a dog", "B"), ("42", "A"), ("X + 1.", "C"),  # the option's text alone
-    ("D", None),  # no option D among three
-    ("A dog is it", None), ("", None), (None, None),  # names no option
-])
+@pytest.mark.parametrize(
+    "boxed, letter",
+    [
+        ("B", "B"),
+        ("(b)", "B"),
+        ("\\text{C}", "C"),
+        ("$A$", "A"),  # the letter alone
+        ("B. a dog", "B"),
+        ("(B) a dog", "B"),
+        ("c: x + 1", "C"),  # letter, then the option
+        ("a dog", "B"),
+        ("42", "A"),
+        ("X + 1.", "C"),  # the option's text alone
+        ("D", None),  # no option D among three
+        ("A dog is it", None),
+        ("", None),
+        (None, None),  # names no option
+    ],
+)
 def test_choice_letter(boxed, letter):
     assert choice_letter(boxed, CHOICES) == letter
 
 
-@pytest.mark.parametrize("prediction, reference, expected", [
-    ("(a)", "a", True), ("a", "(A)", True),  # option markers
-    ("3.0", "3", True),  # numbers by value
-    ("'yes'", "yes", True), ("No.", "no", True),  # quotes, case, full stop
-    ("[x, y]", "x,y", True),  # brackets and comma spacing
-    ("x", "y", False), ("", "", False), (None, "a", False),
-])
+@pytest.mark.parametrize(
+    "prediction, reference, expected",
+    [
+        ("(a)", "a", True),
+        ("a", "(A)", True),  # option markers
+        ("3.0", "3", True),  # numbers by value
+        ("'yes'", "yes", True),
+        ("No.", "no", True),  # quotes, case, full stop
+        ("[x, y]", "x,y", True),  # brackets and comma spacing
+        ("x", "y", False),
+        ("", "", False),
+        (None, "a", False),
+    ],
+)
 def test_text_match(prediction, reference, expected):
     assert text_match(prediction, reference) is expected
 
@@ -48,8 +67,10 @@ def test_a_choice_item_is_asked_with_lettered_options():
 
 def test_local_jsonl_multiple_choice(tmp_path):
     path = tmp_path / "mc.jsonl"
-    rows = [{"problem": "Which?", "choices": CHOICES, "answer": "C"},
-            {"problem": "Which animal?", "choices": CHOICES, "answer": "a dog"}]  # by text
+    rows = [
+        {"problem": "Which?", "choices": CHOICES, "answer": "C"},
+        {"problem": "Which animal?", "choices": CHOICES, "answer": "a dog"},
+    ]  # by text
     path.write_text("".join(json.dumps(r) + "\n" for r in rows))
     name, items = ev.load_benchmark(f"mmlu_pro={path}")
     assert name == "mmlu_pro"
@@ -60,8 +81,11 @@ def test_local_jsonl_multiple_choice(tmp_path):
 def test_local_jsonl_errors_name_file_and_line(tmp_path):
     path = tmp_path / "mc.jsonl"
     path.write_text(json.dumps({"problem": "Which?", "choices": CHOICES, "answer": "E"}) + "\n")
-    with pytest.raises(ev.BenchmarkError, match=r"mc\.jsonl:1: answer 'E' is neither an "
-                                                r"option letter \(A to C\)"):
+    with pytest.raises(
+        ev.BenchmarkError,
+        match=r"mc\.jsonl:1: answer 'E' is neither an "
+        r"option letter \(A to C\)",
+    ):
         ev.load_benchmark(str(path))
     path.write_text(json.dumps({"problem": "Which?", "answer": "A"}) + "\n")
     with pytest.raises(ev.BenchmarkError, match=r"mc\.jsonl:1: a 'supergpqa' row needs"):
@@ -93,13 +117,21 @@ def test_hub_mmlu_pro_maps_options_and_caches(empty_caches, tmp_path, monkeypatc
 
     def fake_load_dataset(repo, config, split):
         calls.append((repo, config, split))
-        return datasets.Dataset.from_list([{"question": "2+2?", "options": ["3", "4", "5"],
-                                            "answer": "B", "category": "math"}])
+        return datasets.Dataset.from_list(
+            [{"question": "2+2?", "options": ["3", "4", "5"], "answer": "B", "category": "math"}]
+        )
 
     monkeypatch.setattr(loaders, "hub_problem", lambda repo: None)
     monkeypatch.setattr(datasets, "load_dataset", fake_load_dataset)
-    expected = [{"id": "mmlupro-0", "problem": "2+2?", "answer": "B", "scoring": "choice",
-                 "choices": ["3", "4", "5"]}]
+    expected = [
+        {
+            "id": "mmlupro-0",
+            "problem": "2+2?",
+            "answer": "B",
+            "scoring": "choice",
+            "choices": ["3", "4", "5"],
+        }
+    ]
     assert ev.load_benchmark("MMLU-Pro") == ("mmlupro", expected)
     assert calls == [("TIGER-Lab/MMLU-Pro", None, "test")]
     assert (tmp_path / "rzero" / "benchmarks" / "mmlupro.jsonl").is_file()
@@ -141,21 +173,40 @@ class Scripted:
         return out
 
 
-MC = [{"id": "m1", "problem": "Which is four?", "choices": ["3", "4"], "answer": "B",
-       "scoring": "choice"},
-      {"id": "m2", "problem": "Which is three?", "choices": ["3", "4"], "answer": "A",
-       "scoring": "choice"}]
+MC = [
+    {
+        "id": "m1",
+        "problem": "Which is four?",
+        "choices": ["3", "4"],
+        "answer": "B",
+        "scoring": "choice",
+    },
+    {
+        "id": "m2",
+        "problem": "Which is three?",
+        "choices": ["3", "4"],
+        "answer": "A",
+        "scoring": "choice",
+    },
+]
 MATH = [{"id": "a1", "problem": "What is 3+4?", "answer": "7"}]
 
 
 def test_evaluate_scores_choices_and_samples_one_benchmark_k_times():
-    gen = Scripted({"Which is four?": ["so \\boxed{(B)}"],
-                    "Which is three?": ["\\boxed{4}"],  # names option B by its text: wrong
-                    "What is 3+4?": ["\\boxed{7}", "\\boxed{7}", "\\boxed{8}", "\\boxed{7}"]})
+    gen = Scripted(
+        {
+            "Which is four?": ["so \\boxed{(B)}"],
+            "Which is three?": ["\\boxed{4}"],  # names option B by its text: wrong
+            "What is 3+4?": ["\\boxed{7}", "\\boxed{7}", "\\boxed{8}", "\\boxed{7}"],
+        }
+    )
     results = ev.evaluate(gen, {"mmlupro": MC, "aime@4": MATH}, temperature=0.6)
     # mmlupro greedy: 1 of 2 right; aime@4: 3 of 4 samples right -> mean@4 = 0.75, maj@4 = 1
-    assert results["benchmarks"]["mmlupro"] == {"n": 2, "pass@1": 0.5,
-                                                "pass@1_interval": list(wilson_interval(1, 2))}
+    assert results["benchmarks"]["mmlupro"] == {
+        "n": 2,
+        "pass@1": 0.5,
+        "pass@1_interval": list(wilson_interval(1, 2)),
+    }
     row = results["benchmarks"]["aime@4"]
     assert (row["pass@1"], row["mean@4"], row["maj@4"]) == (0.75, 0.75, 1.0)
     assert results["average"] == pytest.approx((0.5 + 0.75) / 2)
@@ -171,8 +222,12 @@ def test_evaluate_scores_choices_and_samples_one_benchmark_k_times():
 
 def test_majority_of_choice_samples_is_by_option():
     # "B", "(b)" and the text "4" all name option B: the majority is B, which is right
-    gen = Scripted({"Which is four?": ["\\boxed{B}", "\\boxed{(b)}", "\\boxed{4}"],
-                    "Which is three?": ["\\boxed{B}", "\\boxed{A}", "no box"]})
+    gen = Scripted(
+        {
+            "Which is four?": ["\\boxed{B}", "\\boxed{(b)}", "\\boxed{4}"],
+            "Which is three?": ["\\boxed{B}", "\\boxed{A}", "no box"],
+        }
+    )
     results = ev.evaluate(gen, {"mc": MC}, num_samples=3)
     row = results["benchmarks"]["mc"]
     # m1: 3/3 right, m2: 1/3 right -> mean@3 = (1 + 1/3) / 2 = 2/3; majority m1 B (right),

@@ -13,9 +13,11 @@ from rzero.evaluation import loaders
 
 
 def test_jsonl_round_trip(tmp_path):
-    rows = [{"problem": "What is $1+1$?", "answer": "2"},
-            {"id": "q7", "problem": "Half of 3?", "answer": "\\frac{3}{2}", "level": 2},
-            {"problem": "AIME-style", "answer": 204}]  # a numeric answer becomes a string
+    rows = [
+        {"problem": "What is $1+1$?", "answer": "2"},
+        {"id": "q7", "problem": "Half of 3?", "answer": "\\frac{3}{2}", "level": 2},
+        {"problem": "AIME-style", "answer": 204},
+    ]  # a numeric answer becomes a string
     path = tmp_path / "mine.jsonl"
     path.write_text("".join(json.dumps(r) + "\n" for r in rows) + "\n")
     name, items = loaders.load_benchmark(str(path))
@@ -51,15 +53,24 @@ def test_hub_names_and_aliases():
     assert loaders.hub_name("aime_2025") == "aime25"
     assert loaders.hub_name("OlympiadBench") == "olympiadbench"
     assert loaders.hub_name("mathh500") is None
-    assert set(loaders.HUB_BENCHMARKS) == {"math500", "gsm8k", "amc23", "minerva",
-                                      "olympiadbench", "aime24", "aime25"}
+    assert set(loaders.HUB_BENCHMARKS) == {
+        "math500",
+        "gsm8k",
+        "amc23",
+        "minerva",
+        "olympiadbench",
+        "aime24",
+        "aime25",
+    }
 
 
 def test_gsm8k_answer_is_the_text_after_hashes():
     source = loaders.HUB_BENCHMARKS["gsm8k"]
     assert loaders._hub_answer("She pays 3 * 400 = 1200.\n#### 1,200", source) == "1200"
-    assert loaders._hub_answer(["$\\frac{1}{2}$", "3"], loaders.HUB_BENCHMARKS["olympiadbench"]) == \
-        "$\\frac{1}{2}$, 3"
+    assert (
+        loaders._hub_answer(["$\\frac{1}{2}$", "3"], loaders.HUB_BENCHMARKS["olympiadbench"])
+        == "$\\frac{1}{2}$, 3"
+    )
 
 
 @pytest.fixture
@@ -135,8 +146,10 @@ def test_hub_loader_maps_fields_and_caches(empty_caches, tmp_path, monkeypatch):
 
     monkeypatch.setattr(loaders, "hub_problem", lambda repo: None)
     monkeypatch.setattr(datasets, "load_dataset", fake_load_dataset)
-    assert loaders.load_benchmark("GSM8K") == ("gsm8k", [{"id": "gsm8k-0", "problem": "Q?",
-                                                     "answer": "1200"}])
+    assert loaders.load_benchmark("GSM8K") == (
+        "gsm8k",
+        [{"id": "gsm8k-0", "problem": "Q?", "answer": "1200"}],
+    )
     assert calls == [("openai/gsm8k", "main", "test")]
     assert (tmp_path / "rzero" / "benchmarks" / "gsm8k.jsonl").is_file()
     loaders.load_benchmark("gsm8k")  # the second load reads the JSONL cache, not the hub
@@ -152,5 +165,7 @@ def test_hub_loader_prefers_the_jsonl_cache(empty_caches, tmp_path, monkeypatch)
     cached = tmp_path / "rzero" / "benchmarks" / "aime25.jsonl"
     cached.parent.mkdir(parents=True)
     cached.write_text(json.dumps({"id": "aime25-0", "problem": "p", "answer": "7"}) + "\n")
-    assert loaders.load_benchmark("AIME-2025") == ("aime25", [{"id": "aime25-0", "problem": "p",
-                                                          "answer": "7"}])
+    assert loaders.load_benchmark("AIME-2025") == (
+        "aime25",
+        [{"id": "aime25-0", "problem": "p", "answer": "7"}],
+    )

@@ -20,8 +20,12 @@ from rzero.labeling.equivalence import equivalent_many
 # item's structured `data` with plain fractions.Fraction, on a separate code path.
 
 _OPS = {"+": operator.add, "-": operator.sub, "*": operator.mul, "/": operator.truediv}
-_AST_OPS = {ast.Add: operator.add, ast.Sub: operator.sub, ast.Mult: operator.mul,
-            ast.Div: operator.truediv}
+_AST_OPS = {
+    ast.Add: operator.add,
+    ast.Sub: operator.sub,
+    ast.Mult: operator.mul,
+    ast.Div: operator.truediv,
+}
 
 
 def _eval_fraction(node: ast.AST) -> Fraction:
@@ -124,8 +128,7 @@ def test_synthetic_problem_text_states_the_stored_data(synthetic):
     for item in synthetic:
         if item["kind"] == "arithmetic":
             latex = re.search(r"\$(.*)\$", item["problem"]).group(1)
-            assert latex.replace("\\times", "*").replace("\\div", "/") == \
-                item["data"]["expression"]
+            assert latex.replace("\\times", "*").replace("\\div", "/") == item["data"]["expression"]
         elif item["kind"] == "fractions":
             shown = re.findall(r"\\frac\{(\d+)\}\{(\d+)\}", item["problem"])
             assert [[int(n), int(d)] for n, d in shown] == item["data"]["fractions"]
@@ -141,8 +144,11 @@ def test_synthetic_is_deterministic_and_seeded(synthetic):
 
 def test_synthetic_answers_are_understood_by_the_scorer(synthetic):
     # each stored answer against the same value written as p/q, and against value + 1
-    right = [(f"{v.numerator}/{v.denominator}", item["answer"])
-             for item in synthetic for v in [parse_stored(item["answer"])]]
+    right = [
+        (f"{v.numerator}/{v.denominator}", item["answer"])
+        for item in synthetic
+        for v in [parse_stored(item["answer"])]
+    ]
     wrong = [(str(parse_stored(item["answer"]) + 1), item["answer"]) for item in synthetic]
     assert equivalent_many(right) == [True] * len(right)
     assert equivalent_many(wrong) == [False] * len(wrong)

@@ -82,8 +82,10 @@ def probe() -> dict:
 def walls(probe):
     """Skip unless the unprivileged uid and RLIMIT_NPROC = 0 are verified in the child."""
     if not confined_as_root():
-        pytest.skip("not running as root: no uid drop, chroot or netns, so hostile code "
-                    "without the filter is not run here")
+        pytest.skip(
+            "not running as root: no uid drop, chroot or netns, so hostile code "
+            "without the filter is not run here"
+        )
     if probe["uid"] in (0, os.getuid()) or probe["rlimits"]["RLIMIT_NPROC"] != [0, 0]:
         pytest.skip(f"uid drop or RLIMIT_NPROC not in force in the child: {probe}")
     return probe
@@ -100,6 +102,7 @@ def hostile(program: str, timeout_s: float = T, **kw):
 
 
 # -- the walls, seen by a trusted probe -----------------------------------------------------
+
 
 @pytest.mark.skipif(os.geteuid() != 0, reason="the uid drop needs root")
 def test_probe_runs_as_unprivileged_sandbox_uid(probe):
@@ -128,8 +131,10 @@ def test_probe_cannot_fork(probe):
 @pytest.mark.skipif(os.geteuid() != 0, reason="network namespace needs root")
 def test_probe_has_no_network(probe):
     if not probe["netns"]:
-        pytest.skip("root without CAP_SYS_ADMIN: no network namespace (RLIMIT_NOFILE and the "
-                    "filter still stop sockets)")
+        pytest.skip(
+            "root without CAP_SYS_ADMIN: no network namespace (RLIMIT_NOFILE and the "
+            "filter still stop sockets)"
+        )
     assert probe["interfaces"] == ["lo"]  # a fresh namespace: loopback only, and down
     assert "unreachable" in probe["loopback_connect"]
 
@@ -142,6 +147,7 @@ def test_probe_root_is_empty_and_read_only(probe):
 
 
 # -- positive --------------------------------------------------------------------------------
+
 
 def test_repr_of_the_result():
     program = "def f(a, b):\n    return {'sum': a + b, 'pair': (a, b)}"
@@ -158,10 +164,12 @@ def test_tuple_is_the_argument_list_and_other_values_one_argument():
 
 
 def test_allowed_imports_classes_and_prints_work():
-    program = ("from collections import Counter\nimport math\n"
-               "class Box:\n    def __init__(self, v):\n        self.v = v\n"
-               "def f(s):\n    print('noise' * 1000)\n"
-               "    return Box(Counter(s).most_common(1)[0]).v, math.isqrt(17)")
+    program = (
+        "from collections import Counter\nimport math\n"
+        "class Box:\n    def __init__(self, v):\n        self.v = v\n"
+        "def f(s):\n    print('noise' * 1000)\n"
+        "    return Box(Counter(s).most_common(1)[0]).v, math.isqrt(17)"
+    )
     assert run_program(program, "'abca'", 2).output == "(('a', 2), 4)"
 
 
@@ -187,10 +195,16 @@ def test_environment_is_minimal(walls, monkeypatch):
     program = "import os\ndef f(x):\n    return sorted(os.environ)"
     keys = eval(run_program(program, "0", 2, filter_code=False).output)  # our own repr
     assert "OPENAI_API_KEY" not in keys and set(keys) <= {
-        "PATH", "LC_ALL", "PYTHONHASHSEED", "PYTHONIOENCODING", "PYTHONDONTWRITEBYTECODE"}
+        "PATH",
+        "LC_ALL",
+        "PYTHONHASHSEED",
+        "PYTHONIOENCODING",
+        "PYTHONDONTWRITEBYTECODE",
+    }
 
 
 # -- hostile, stopped by the filter or the limits -------------------------------------------
+
 
 def test_infinite_loop():
     assert "timeout" in hostile("def f(x):\n    while True:\n        pass").error
@@ -201,49 +215,55 @@ def test_sleep():
 
 
 def test_loop_that_swallows_the_alarm_is_killed_by_the_parent():
-    program = ("def f(x):\n    while True:\n        try:\n            while True:\n"
-               "                pass\n        except BaseException:\n            pass")
+    program = (
+        "def f(x):\n    while True:\n        try:\n            while True:\n"
+        "                pass\n        except BaseException:\n            pass"
+    )
     # a short grace, so the parent's wall-clock kill (0.5 + 0.2 s) comes before
     # RLIMIT_CPU (1 s of CPU time, which one thread cannot reach in 0.7 s of wall time)
     short = Limits(startup_grace_s=0.2)
     assert "killed" in hostile(program, limits=short).error
 
 
-@pytest.mark.parametrize("bomb", ["'a' * 10**10", "[0] * 10**9",
-                                  "[[0] * 10**4 for _ in range(10**6)]"])
+@pytest.mark.parametrize(
+    "bomb", ["'a' * 10**10", "[0] * 10**9", "[[0] * 10**4 for _ in range(10**6)]"]
+)
 def test_memory_bombs(bomb):
     small = Limits(memory_bytes=128 * 2**20, startup_grace_s=1.0)
     hostile(f"def f(x):\n    return len({bomb})", timeout_s=2, limits=small)
 
 
-@pytest.mark.parametrize("program", [
-    "import os\ndef f(x):\n    return os.system('id')",
-    "import subprocess\ndef f(x):\n    return subprocess.run(['id'])",
-    "import sys\ndef f(x):\n    sys.exit(0)",
-    "import socket\ndef f(x):\n    return socket.create_connection(('127.0.0.1', 22))",
-    "def f(x):\n    return __import__('os').getcwd()",
-    "def f(x):\n    return open('/etc/shadow').read()",
-    "def f(x):\n    return ().__class__.__bases__[0].__subclasses__()",
-    "def f(x):\n    return getattr(object, '__subclasses__')()",
-    "from operator import attrgetter\ndef f(x):\n    return attrgetter('_' * 2 + 'class')",
-    "def f(x):\n    return '{0.__class__}'.format(x)",
-    "def f(x):\n    return f.__globals__['__builtins__']",
-    "def f(x):\n    return (lambda: 0).__code__",
-    "def f(x):\n    return eval('1 + 1')",
-    "def f(x):\n    exec('y = 1')",
-    "def f(x):\n    return compile('1', 'a', 'eval')",
-    "def f(x):\n    return input()",
-    "def f(x):\n    breakpoint()",
-    "import importlib\ndef f(x):\n    return importlib.import_module('os')",
-    "import builtins\ndef f(x):\n    return builtins.open",
-    "import ctypes\ndef f(x):\n    return ctypes.CDLL(None)",
-    "import pathlib\ndef f(x):\n    return pathlib.Path('/etc/passwd').read_text()",
-    "import threading\ndef f(x):\n    return threading.Thread",
-    "import multiprocessing\ndef f(x):\n    return multiprocessing.Process",
-    "import shutil, io, pickle\ndef f(x):\n    return 1",
-    "def f(x) return x",
-    "from . import secrets\ndef f(x):\n    return 1",
-])
+@pytest.mark.parametrize(
+    "program",
+    [
+        "import os\ndef f(x):\n    return os.system('id')",
+        "import subprocess\ndef f(x):\n    return subprocess.run(['id'])",
+        "import sys\ndef f(x):\n    sys.exit(0)",
+        "import socket\ndef f(x):\n    return socket.create_connection(('127.0.0.1', 22))",
+        "def f(x):\n    return __import__('os').getcwd()",
+        "def f(x):\n    return open('/etc/shadow').read()",
+        "def f(x):\n    return ().__class__.__bases__[0].__subclasses__()",
+        "def f(x):\n    return getattr(object, '__subclasses__')()",
+        "from operator import attrgetter\ndef f(x):\n    return attrgetter('_' * 2 + 'class')",
+        "def f(x):\n    return '{0.__class__}'.format(x)",
+        "def f(x):\n    return f.__globals__['__builtins__']",
+        "def f(x):\n    return (lambda: 0).__code__",
+        "def f(x):\n    return eval('1 + 1')",
+        "def f(x):\n    exec('y = 1')",
+        "def f(x):\n    return compile('1', 'a', 'eval')",
+        "def f(x):\n    return input()",
+        "def f(x):\n    breakpoint()",
+        "import importlib\ndef f(x):\n    return importlib.import_module('os')",
+        "import builtins\ndef f(x):\n    return builtins.open",
+        "import ctypes\ndef f(x):\n    return ctypes.CDLL(None)",
+        "import pathlib\ndef f(x):\n    return pathlib.Path('/etc/passwd').read_text()",
+        "import threading\ndef f(x):\n    return threading.Thread",
+        "import multiprocessing\ndef f(x):\n    return multiprocessing.Process",
+        "import shutil, io, pickle\ndef f(x):\n    return 1",
+        "def f(x) return x",
+        "from . import secrets\ndef f(x):\n    return 1",
+    ],
+)
 def test_refused_by_the_filter(program):
     result = hostile(program)
     assert result.error.startswith("refused:")
@@ -270,13 +290,23 @@ def test_deep_recursion():
 
 def test_deep_recursion_past_the_c_stack_crashes_only_the_child(walls):
     # json's C parser recurses on the C stack once the recursion limit is lifted
-    program = ("import sys, json\nsys.setrecursionlimit(10**7)\n"
-               "def f(x):\n    return json.loads('[' * 10**5 + ']' * 10**5)")
+    program = (
+        "import sys, json\nsys.setrecursionlimit(10**7)\n"
+        "def f(x):\n    return json.loads('[' * 10**5 + ']' * 10**5)"
+    )
     assert "SIGSEGV" in hostile(program, filter_code=False).error
 
 
-@pytest.mark.parametrize("inputs", ["__import__('os').system('id')", "f(1)",
-                                    "[x for x in range(3)]", "1 +", "open('/etc/shadow')"])
+@pytest.mark.parametrize(
+    "inputs",
+    [
+        "__import__('os').system('id')",
+        "f(1)",
+        "[x for x in range(3)]",
+        "1 +",
+        "open('/etc/shadow')",
+    ],
+)
 def test_inputs_that_are_not_literals(inputs):
     result = run_program("def f(x):\n    return x", inputs, T, limits=GRACE)
     assert not result.ok and "not a literal" in result.error
@@ -289,12 +319,15 @@ def test_oversized_program_and_inputs():
 
 # -- hostile with the filter off: the operating-system walls alone --------------------------
 
+
 def test_fork_bomb_is_stopped_by_rlimit_nproc(walls):
     # bounded: at most 200 forks, each child exits by itself; with RLIMIT_NPROC = 0 for the
     # sandbox uid the first fork fails with EAGAIN
-    program = ("import os, time\ndef f(x):\n    for _ in range(200):\n"
-               "        if os.fork() == 0:\n            time.sleep(0.2)\n            os._exit(0)\n"
-               "    return 'forked'")
+    program = (
+        "import os, time\ndef f(x):\n    for _ in range(200):\n"
+        "        if os.fork() == 0:\n            time.sleep(0.2)\n            os._exit(0)\n"
+        "    return 'forked'"
+    )
     assert "BlockingIOError" in hostile(program, filter_code=False).error
 
 
@@ -332,8 +365,10 @@ def test_no_connection_to_loopback(walls):
     server.settimeout(0.1)
     port = server.getsockname()[1]
     try:
-        program = ("def f(x):\n    import socket\n"
-                   f"    return socket.create_connection(('127.0.0.1', {port}), 1)")
+        program = (
+            "def f(x):\n    import socket\n"
+            f"    return socket.create_connection(('127.0.0.1', {port}), 1)"
+        )
         hostile(program, filter_code=False)
         with pytest.raises(TimeoutError):  # nobody knocked
             server.accept()
@@ -348,6 +383,7 @@ def test_cannot_kill_the_parent(walls):
 
 
 # -- configuration ---------------------------------------------------------------------------
+
 
 def test_limits_name_the_field_and_the_fix():
     with pytest.raises(ValueError, match=r"Limits.memory_bytes=1 .* at least 64 MiB"):

@@ -186,8 +186,9 @@ def test_adversarial_completions(checker):
                 assert p.reward == -1.0
         for i, ok in zip(batch, valid, strict=True):
             for form in ("paper", "reference", "learnability"):
-                r = timed(challenger_reward, p_hats[i] if ok else None, 0.0, valid=ok,
-                          form=form).reward
+                r = timed(
+                    challenger_reward, p_hats[i] if ok else None, 0.0, valid=ok, form=form
+                ).reward
                 assert math.isfinite(r) and 0.0 <= r <= 1.0
 
     stats = checker.stats()

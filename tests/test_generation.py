@@ -2,12 +2,7 @@ import pytest
 import torch
 
 from rzero.engine.decoding import StopCheck, decode
-from rzero.engine.generation import (
-    HFGenerator,
-    OpenAIGenerator,
-    SamplingParams,
-    cut_at_stop,
-)
+from rzero.engine.generation import HFGenerator, OpenAIGenerator, SamplingParams, cut_at_stop
 from rzero.prompts.boxed import first_box_end
 
 
@@ -16,8 +11,14 @@ def hf(tiny_checkpoint):
     return HFGenerator.from_spec(str(tiny_checkpoint), batch_size=5, device="cpu")
 
 
-PROMPTS = ["Hi", [{"role": "system", "content": "Be brief."},
-                  {"role": "user", "content": "A much longer prompt " * 8}], "What is 1+1?"]
+PROMPTS = [
+    "Hi",
+    [
+        {"role": "system", "content": "Be brief."},
+        {"role": "user", "content": "A much longer prompt " * 8},
+    ],
+    "What is 1+1?",
+]
 
 
 def test_hf_returns_n_completions_per_prompt_for_mixed_lengths(hf):
@@ -66,8 +67,10 @@ def test_openai_generator_needs_a_url():
 def tiny(tiny_checkpoint):
     from rzero.engine.models import load_model, load_tokenizer
 
-    return (load_model(str(tiny_checkpoint), device="cpu").eval(),
-            load_tokenizer(str(tiny_checkpoint)))
+    return (
+        load_model(str(tiny_checkpoint), device="cpu").eval(),
+        load_tokenizer(str(tiny_checkpoint)),
+    )
 
 
 def random_prompts(n: int, seed: int, vocab: int = 1000) -> list[list[int]]:
@@ -80,12 +83,17 @@ def hf_greedy(model, prompts, max_new_tokens, eos_ids=()):
     """The naive reference: one `model.generate` per prompt, no padding at all."""
     out = []
     for p in prompts:
-        seq = model.generate(torch.tensor([p]), do_sample=False, max_new_tokens=max_new_tokens,
-                             eos_token_id=list(eos_ids) or None, pad_token_id=0)
-        new = seq[0, len(p):].tolist()
+        seq = model.generate(
+            torch.tensor([p]),
+            do_sample=False,
+            max_new_tokens=max_new_tokens,
+            eos_token_id=list(eos_ids) or None,
+            pad_token_id=0,
+        )
+        new = seq[0, len(p) :].tolist()
         for i, t in enumerate(new):
             if t in eos_ids:
-                new = new[:i + 1]
+                new = new[: i + 1]
                 break
         out.append(new)
     return out
@@ -106,17 +114,25 @@ def test_decode_greedy_matches_generate_on_other_architectures(arch):
 
     from rzero.engine.decoding import supports_decode
 
-    config_cls, model_cls = {"qwen2": (Qwen2Config, Qwen2ForCausalLM),
-                             "qwen3": (Qwen3Config, Qwen3ForCausalLM)}[arch]
+    config_cls, model_cls = {
+        "qwen2": (Qwen2Config, Qwen2ForCausalLM),
+        "qwen3": (Qwen3Config, Qwen3ForCausalLM),
+    }[arch]
     torch.manual_seed(0)
-    config = config_cls(vocab_size=1000, hidden_size=32, intermediate_size=64,
-                        num_hidden_layers=2, num_attention_heads=4, num_key_value_heads=2,
-                        head_dim=8, max_position_embeddings=256)
+    config = config_cls(
+        vocab_size=1000,
+        hidden_size=32,
+        intermediate_size=64,
+        num_hidden_layers=2,
+        num_attention_heads=4,
+        num_key_value_heads=2,
+        head_dim=8,
+        max_position_embeddings=256,
+    )
     model = model_cls(config).eval()
     assert supports_decode(model)
     prompts = random_prompts(5, seed=6)
-    assert decode(model, prompts, max_new_tokens=8, temperature=0.0) == hf_greedy(model,
-                                                                                  prompts, 8)
+    assert decode(model, prompts, max_new_tokens=8, temperature=0.0) == hf_greedy(model, prompts, 8)
 
 
 class EndAfter:
@@ -139,7 +155,7 @@ def test_finished_rows_leave_the_batch_without_changing_the_others(tiny):
     # a quarter of it is done: 8 -> 6 rows after 3 tokens, 6 -> 4 after 5, 4 -> 3, 3 -> 2
     stop = EndAfter({t: 2 + r for r, t in enumerate(firsts[:6])})
     stopped = decode(model, prompts, max_new_tokens=12, temperature=0.0, stop=stop)
-    assert stopped == [row[:2 + r] for r, row in enumerate(free[:6])] + free[6:]
+    assert stopped == [row[: 2 + r] for r, row in enumerate(free[:6])] + free[6:]
 
 
 def test_waiting_prompts_join_as_rows_finish(tiny, monkeypatch):
@@ -154,12 +170,14 @@ def test_waiting_prompts_join_as_rows_finish(tiny, monkeypatch):
     sizes, drops = [], []
     step, drop = _Batch.step, PreallocatedCache.drop_columns
     monkeypatch.setattr(_Batch, "step", lambda self, t: sizes.append(len(t)) or step(self, t))
-    monkeypatch.setattr(PreallocatedCache, "drop_columns",
-                        lambda self, n: drops.append(n) or drop(self, n))
-    stopped = decode(model, prompts, max_new_tokens=14, temperature=0.0, batch_size=4,
-                     stop=EndAfter(lengths))
+    monkeypatch.setattr(
+        PreallocatedCache, "drop_columns", lambda self, n: drops.append(n) or drop(self, n)
+    )
+    stopped = decode(
+        model, prompts, max_new_tokens=14, temperature=0.0, batch_size=4, stop=EndAfter(lengths)
+    )
     # each row is what it is alone, cut where the rule ends it
-    assert stopped == [row[:lengths[row[0]]] for row in free]
+    assert stopped == [row[: lengths[row[0]]] for row in free]
     assert max(sizes) == 4  # never more than batch_size rows, and rows were refilled
     assert len(sizes) < sum(len(row) for row in stopped) / 2  # ~4 rows a step, not 1
     assert drops  # leading columns were dropped as old rows left
@@ -171,7 +189,7 @@ def test_an_eos_token_ends_its_row_and_is_kept(tiny):
     free = decode(model, prompts, max_new_tokens=6, temperature=0.0)
     eos = free[2][0]
     stopped = decode(model, prompts, max_new_tokens=6, temperature=0.0, eos_ids=[eos])
-    assert stopped == [row[:row.index(eos) + 1] if eos in row else row for row in free]
+    assert stopped == [row[: row.index(eos) + 1] if eos in row else row for row in free]
     assert stopped[2] == [eos]
 
 
@@ -181,9 +199,17 @@ def test_sampled_rows_are_reproducible_and_respect_min_new_tokens(tiny):
     eos = decode(model, prompts, max_new_tokens=3, temperature=0.0)[0][0]
 
     def run(seed):
-        return decode(model, prompts, max_new_tokens=8, temperature=1.0, top_k=20, top_p=0.9,
-                      min_new_tokens=8, eos_ids=[eos],
-                      generator=torch.Generator().manual_seed(seed))
+        return decode(
+            model,
+            prompts,
+            max_new_tokens=8,
+            temperature=1.0,
+            top_k=20,
+            top_p=0.9,
+            min_new_tokens=8,
+            eos_ids=[eos],
+            generator=torch.Generator().manual_seed(seed),
+        )
 
     a, b = run(0), run(0)
     assert a == b and a != run(1)
@@ -195,7 +221,7 @@ def test_stop_string_ends_a_row_and_the_text_keeps_the_stop(tiny):
     prompts = random_prompts(3, seed=3)
     free = decode(model, prompts, max_new_tokens=12, temperature=0.0)
     text = tokenizer.decode(free[0])
-    stop = text[len(tokenizer.decode(free[0][:4])):][:3]  # 3 characters of the 5th token on
+    stop = text[len(tokenizer.decode(free[0][:4])) :][:3]  # 3 characters of the 5th token on
     assert stop.strip()
     check = StopCheck(tokenizer, (stop,))
     stopped = decode(model, prompts, max_new_tokens=12, temperature=0.0, stop=check)
@@ -223,11 +249,11 @@ def test_generate_like_hf_returns_what_generate_returns(tiny):
     prompts = random_prompts(4, seed=4)
     width = max(len(p) for p in prompts)
     ids = torch.tensor([[0] * (width - len(p)) + p for p in prompts])  # [B, P] left-padded
-    mask = (torch.arange(width) >= width - torch.tensor([len(p) for p in prompts])[:, None])
-    config = GenerationConfig(do_sample=False, max_new_tokens=7, pad_token_id=0,
-                              eos_token_id=None)
-    ours = generate_like_hf(model, model, input_ids=ids, attention_mask=mask.long(),
-                            generation_config=config)
+    mask = torch.arange(width) >= width - torch.tensor([len(p) for p in prompts])[:, None]
+    config = GenerationConfig(do_sample=False, max_new_tokens=7, pad_token_id=0, eos_token_id=None)
+    ours = generate_like_hf(
+        model, model, input_ids=ids, attention_mask=mask.long(), generation_config=config
+    )
     theirs = model.generate(input_ids=ids, attention_mask=mask.long(), generation_config=config)
     assert torch.equal(ours, theirs)
 
@@ -238,8 +264,13 @@ def test_generate_like_hf_hands_unsupported_settings_to_transformers(tiny):
     from rzero.engine.decoding import _sampling_args
 
     assert _sampling_args(GenerationConfig(do_sample=True, max_new_tokens=4, top_k=0)) == {
-        "max_new_tokens": 4, "temperature": 1.0, "top_k": 0, "top_p": 1.0,
-        "min_new_tokens": 0, "eos_ids": []}
+        "max_new_tokens": 4,
+        "temperature": 1.0,
+        "top_k": 0,
+        "top_p": 1.0,
+        "min_new_tokens": 0,
+        "eos_ids": [],
+    }
     assert _sampling_args(GenerationConfig(max_new_tokens=4, repetition_penalty=1.2)) is None
     assert _sampling_args(GenerationConfig(max_new_tokens=4, num_beams=2)) is None
 
@@ -264,11 +295,14 @@ def test_hf_generator_in_bf16_samples_from_a_copy_refreshed_each_call(tiny):
 # ---------------------------------------------------------------- the generation dtype
 
 
-@pytest.mark.parametrize("flags,expected", [
-    ({"avx2", "amx_bf16", "amx_tile"}, "bfloat16"),  # Sapphire Rapids and later
-    ({"avx512f", "avx512_bf16"}, "bfloat16"),  # Cooper Lake, Zen 4
-    ({"avx2", "avx512f"}, "float32"),  # no bf16 matrix instructions: torch would emulate
-])
+@pytest.mark.parametrize(
+    "flags,expected",
+    [
+        ({"avx2", "amx_bf16", "amx_tile"}, "bfloat16"),  # Sapphire Rapids and later
+        ({"avx512f", "avx512_bf16"}, "bfloat16"),  # Cooper Lake, Zen 4
+        ({"avx2", "avx512f"}, "float32"),  # no bf16 matrix instructions: torch would emulate
+    ],
+)
 def test_auto_generation_dtype_follows_the_cpu_flags(monkeypatch, flags, expected):
     import rzero.engine.models
 
@@ -278,10 +312,12 @@ def test_auto_generation_dtype_follows_the_cpu_flags(monkeypatch, flags, expecte
     assert rzero.engine.models.generation_dtype("float32", "cpu") == "float32"  # asked for: kept
 
 
-@pytest.mark.parametrize("speedup,expected", [(2.3, "bfloat16"), (1.19, "float32"),
-                                              (0.6, "float32")])
-def test_auto_generation_dtype_takes_bf16_only_where_it_is_measured_faster(monkeypatch,
-                                                                          speedup, expected):
+@pytest.mark.parametrize(
+    "speedup,expected", [(2.3, "bfloat16"), (1.19, "float32"), (0.6, "float32")]
+)
+def test_auto_generation_dtype_takes_bf16_only_where_it_is_measured_faster(
+    monkeypatch, speedup, expected
+):
     import rzero.engine.models
 
     monkeypatch.setattr(rzero.engine.models, "cpu_flags", lambda: {"avx512f", "avx512_bf16"})
@@ -296,12 +332,15 @@ def test_the_bf16_speedup_is_measured_on_this_machine():
     assert bf16_speedup() == bf16_speedup()  # measured once per process
 
 
-@pytest.mark.parametrize("flags,weights,expected", [
-    ({"avx512_bf16"}, "float32", "bfloat16"),  # autocast over float32 master weights
-    ({"avx2"}, "float32", "float32"),
-    ({"avx2"}, "bfloat16", "bfloat16"),  # bf16 weights compute in bf16 anywhere
-    ({"avx512_bf16"}, "float16", "float32"),
-])
+@pytest.mark.parametrize(
+    "flags,weights,expected",
+    [
+        ({"avx512_bf16"}, "float32", "bfloat16"),  # autocast over float32 master weights
+        ({"avx2"}, "float32", "float32"),
+        ({"avx2"}, "bfloat16", "bfloat16"),  # bf16 weights compute in bf16 anywhere
+        ({"avx512_bf16"}, "float16", "float32"),
+    ],
+)
 def test_auto_train_compute(monkeypatch, flags, weights, expected):
     import rzero.engine.models
     from rzero.config import load_config
@@ -312,8 +351,10 @@ def test_auto_train_compute(monkeypatch, flags, weights, expected):
     assert rzero.engine.models.train_compute("float32", weights, "cpu") == "float32"
     cfg = load_config(None, [f"model.dtype={weights}", "model.device=cpu"])
     assert rzero.engine.models.compute_dtypes(cfg) == {
-        "weights": weights, "generation": "bfloat16" if "avx512_bf16" in flags else "float32",
-        "training": expected}
+        "weights": weights,
+        "generation": "bfloat16" if "avx512_bf16" in flags else "float32",
+        "training": expected,
+    }
     served = load_config(None, ["generation.backend=openai", "generation.base_urls=[http://x/v1]"])
     assert rzero.engine.models.compute_dtypes(served)["generation"] == "openai backend"
 
@@ -346,16 +387,16 @@ def two_servers(tiny_checkpoint, tmp_path_factory):
 
     logs = tmp_path_factory.mktemp("serve")
     with ExitStack() as stack:
-        servers = [stack.enter_context(serve_checkpoint(tiny_checkpoint,
-                                                        log_path=logs / f"s{i}.log"))
-                   for i in range(2)]
+        servers = [
+            stack.enter_context(serve_checkpoint(tiny_checkpoint, log_path=logs / f"s{i}.log"))
+            for i in range(2)
+        ]
         yield servers
 
 
 def test_openai_backend_against_transformers_serve(two_servers):
     server = two_servers[0]
-    gen = OpenAIGenerator([server.base_url], server.model, concurrency=2, timeout=60,
-                          retries=0)
+    gen = OpenAIGenerator([server.base_url], server.model, concurrency=2, timeout=60, retries=0)
     out = gen.generate(PROMPTS[:2], 2, SamplingParams(max_new_tokens=6, seed=0))
     assert [len(row) for row in out] == [2, 2]
     assert all(isinstance(t, str) and t for row in out for t in row)
@@ -363,8 +404,13 @@ def test_openai_backend_against_transformers_serve(two_servers):
 
 
 def test_openai_backend_spreads_requests_over_servers(two_servers):
-    gen = OpenAIGenerator([s.base_url for s in two_servers], two_servers[0].model,
-                          concurrency=2, timeout=60, retries=0)
+    gen = OpenAIGenerator(
+        [s.base_url for s in two_servers],
+        two_servers[0].model,
+        concurrency=2,
+        timeout=60,
+        retries=0,
+    )
     out = gen.generate(PROMPTS[:2], 3, SamplingParams(max_new_tokens=4, seed=0))
     assert [len(row) for row in out] == [3, 3]
     # 6 requests round-robin over 2 servers -> 3 each; and each server's own log saw them
@@ -390,14 +436,16 @@ def test_servers_seeded_once_get_no_per_request_seed(monkeypatch):
     from rzero.engine.generation import OpenAIGenerator
 
     for per_request, expected in ((True, [7, 8, 9, 10]), (False, [None] * 4)):
-        gen = OpenAIGenerator(["http://127.0.0.1:9/v1"], "m", concurrency=1,
-                              per_request_seed=per_request)
+        gen = OpenAIGenerator(
+            ["http://127.0.0.1:9/v1"], "m", concurrency=1, per_request_seed=per_request
+        )
         seen: list = []
 
         def create(k, messages, params, seed, extra, seen=seen):
             seen.append(seed)
-            return SimpleNamespace(choices=[SimpleNamespace(message=SimpleNamespace(
-                content="\\boxed{1}"))], usage=None)
+            return SimpleNamespace(
+                choices=[SimpleNamespace(message=SimpleNamespace(content="\\boxed{1}"))], usage=None
+            )
 
         monkeypatch.setattr(gen, "_create", create)
         gen.generate(["a", "b"], 2, SamplingParams(seed=7))

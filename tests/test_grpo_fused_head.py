@@ -18,12 +18,16 @@ def _batch(seed: int):
     completions, as TRL builds them for `_get_per_token_logps_and_entropies`."""
     rng = random.Random(seed)
     rows, prompt_width, completion_width = 5, rng.randint(6, 20), rng.randint(3, 12)
-    ids = torch.randint(3, VOCAB, (rows, prompt_width + completion_width),
-                        generator=torch.Generator().manual_seed(seed))
+    ids = torch.randint(
+        3,
+        VOCAB,
+        (rows, prompt_width + completion_width),
+        generator=torch.Generator().manual_seed(seed),
+    )
     attention = torch.ones_like(ids)
     for r in range(rows):
-        attention[r, :rng.randint(0, prompt_width - 1)] = 0  # left padding of the prompt
-        attention[r, prompt_width + rng.randint(1, completion_width):] = 0  # ended early
+        attention[r, : rng.randint(0, prompt_width - 1)] = 0  # left padding of the prompt
+        attention[r, prompt_width + rng.randint(1, completion_width) :] = 0  # ended early
     labels = ids.masked_fill(attention == 0, -100)
     labels[:, :prompt_width] = -100
     return ids, attention, labels

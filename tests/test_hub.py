@@ -20,22 +20,35 @@ def cfg_with(**sets):
 
 
 def committed_run(tmp_path, checkpoint):
-    cfg = cfg_with(**{"run.push_to_hub": "true", "run.hub_model_id": "me/rzero-tiny",
-                      "run.report_to": "none", "run.iterations": 1})
+    cfg = cfg_with(
+        **{
+            "run.push_to_hub": "true",
+            "run.hub_model_id": "me/rzero-tiny",
+            "run.report_to": "none",
+            "run.iterations": 1,
+        }
+    )
     run = RunDir(tmp_path / "run", LAYOUT)
     run.prepare(cfg)
     for phase in ("challenger", "solver"):
         out = run.iter_dir(1) / phase
         shutil.copytree(checkpoint, out)
-        run.commit(cfg, 1, phase, {"checkpoint": run.relative(out),
-                                   "metrics": {"mean_reward": 0.25}}, 1.0)
-    run.commit(cfg, 1, "eval", {"checkpoint": run.relative(run.iter_dir(1) / "solver"),
-                                "metrics": {"average": 0.4}}, 1.0)
+        run.commit(
+            cfg, 1, phase, {"checkpoint": run.relative(out), "metrics": {"mean_reward": 0.25}}, 1.0
+        )
+    run.commit(
+        cfg,
+        1,
+        "eval",
+        {"checkpoint": run.relative(run.iter_dir(1) / "solver"), "metrics": {"average": 0.4}},
+        1.0,
+    )
     return cfg, run
 
 
-def test_each_trained_checkpoint_is_a_branch_with_the_model_card(tiny_checkpoint, tmp_path,
-                                                                 monkeypatch):
+def test_each_trained_checkpoint_is_a_branch_with_the_model_card(
+    tiny_checkpoint, tmp_path, monkeypatch
+):
     import huggingface_hub.constants
 
     cfg, run = committed_run(tmp_path, tiny_checkpoint)
@@ -51,7 +64,8 @@ def test_each_trained_checkpoint_is_a_branch_with_the_model_card(tiny_checkpoint
         files = branches[branch]
         assert files["model.safetensors"] == (tiny_checkpoint / "model.safetensors").read_bytes()
         assert json.loads(files["config.json"]) == json.loads(
-            (tiny_checkpoint / "config.json").read_text())
+            (tiny_checkpoint / "config.json").read_text()
+        )
     card = branches["main"]["README.md"].decode()
     assert card.startswith("---\nlibrary_name: transformers\ntags:\n- rzero\n")
     assert "| `iter-01-challenger` | 1 | challenger | 0.400 | mean_reward 0.25 |" in card
@@ -63,9 +77,9 @@ def test_each_trained_checkpoint_is_a_branch_with_the_model_card(tiny_checkpoint
     assert len(commits) == 4  # per branch: the card on main, then the checkpoint
 
 
-def test_an_unreachable_hub_costs_a_warning_and_the_next_commit_retries(tiny_checkpoint,
-                                                                         tmp_path, monkeypatch,
-                                                                         caplog):
+def test_an_unreachable_hub_costs_a_warning_and_the_next_commit_retries(
+    tiny_checkpoint, tmp_path, monkeypatch, caplog
+):
     import huggingface_hub.constants
 
     cfg, run = committed_run(tmp_path, tiny_checkpoint)
@@ -83,8 +97,10 @@ def test_an_unreachable_hub_costs_a_warning_and_the_next_commit_retries(tiny_che
 
 
 def test_push_to_hub_needs_a_repository_id_and_is_outside_the_fingerprint():
-    with pytest.raises(ConfigError, match="run.push_to_hub=true needs run.hub_model_id as "
-                                          "'user-or-org/name', got None"):
+    with pytest.raises(
+        ConfigError,
+        match="run.push_to_hub=true needs run.hub_model_id as 'user-or-org/name', got None",
+    ):
         cfg_with(**{"run.push_to_hub": "true"})
     with pytest.raises(ConfigError, match="got 'rzero'"):
         cfg_with(**{"run.push_to_hub": "true", "run.hub_model_id": "rzero"})

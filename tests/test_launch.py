@@ -67,27 +67,63 @@ def test_parse_gpus_reads_lists_and_ranges():
 def test_replica_plan_pins_one_gpu_and_one_port_per_vllm_replica():
     plan = replica_plan(4, (4, 5, 6, 7), 1, 8100, "127.0.0.1", checkpoint="runs/q/iter_01/solver")
     assert plan[0] == ReplicaSpec(
-        index=0, gpus=(4,), cuda_visible_devices="4", port=8100,
+        index=0,
+        gpus=(4,),
+        cuda_visible_devices="4",
+        port=8100,
         url="http://127.0.0.1:8100/v1",
-        command=(*VLLM_SERVER, "runs/q/iter_01/solver", "--host", "127.0.0.1", "--port",
-                 "8100", "--tensor-parallel-size", "1"))
+        command=(
+            *VLLM_SERVER,
+            "runs/q/iter_01/solver",
+            "--host",
+            "127.0.0.1",
+            "--port",
+            "8100",
+            "--tensor-parallel-size",
+            "1",
+        ),
+    )
     assert [s.cuda_visible_devices for s in plan] == ["4", "5", "6", "7"]
     assert [s.port for s in plan] == [8100, 8101, 8102, 8103]
     assert [s.url for s in plan] == [f"http://127.0.0.1:{p}/v1" for p in range(8100, 8104)]
-    assert list(plan[3].command) == [*VLLM_SERVER, "runs/q/iter_01/solver", "--host",
-                                     "127.0.0.1", "--port", "8103", "--tensor-parallel-size",
-                                     "1"]
+    assert list(plan[3].command) == [
+        *VLLM_SERVER,
+        "runs/q/iter_01/solver",
+        "--host",
+        "127.0.0.1",
+        "--port",
+        "8103",
+        "--tensor-parallel-size",
+        "1",
+    ]
 
 
 def test_replica_plan_with_tensor_parallelism_and_a_public_address():
     # 2 replicas x TP 2 on GPUs 4-7; bound on every interface, advertised under the node name
-    plan = replica_plan(2, (4, 5, 6, 7), 2, 9000, "0.0.0.0", checkpoint="/ckpt",
-                        url_host="node3", gpu_memory_utilization=0.85)
+    plan = replica_plan(
+        2,
+        (4, 5, 6, 7),
+        2,
+        9000,
+        "0.0.0.0",
+        checkpoint="/ckpt",
+        url_host="node3",
+        gpu_memory_utilization=0.85,
+    )
     assert [s.cuda_visible_devices for s in plan] == ["4,5", "6,7"]
     assert [s.url for s in plan] == ["http://node3:9000/v1", "http://node3:9001/v1"]
-    assert list(plan[1].command) == [*VLLM_SERVER, "/ckpt", "--host", "0.0.0.0", "--port",
-                                     "9001", "--tensor-parallel-size", "2",
-                                     "--gpu-memory-utilization", "0.85"]
+    assert list(plan[1].command) == [
+        *VLLM_SERVER,
+        "/ckpt",
+        "--host",
+        "0.0.0.0",
+        "--port",
+        "9001",
+        "--tensor-parallel-size",
+        "2",
+        "--gpu-memory-utilization",
+        "0.85",
+    ]
 
 
 def test_replica_plan_transformers_engine_on_cpu_hides_the_gpus():
@@ -97,8 +133,9 @@ def test_replica_plan_transformers_engine_on_cpu_hides_the_gpus():
 
 
 def test_replica_plan_refuses_a_gpu_count_that_does_not_fit():
-    with pytest.raises(ValueError, match="lists 3 GPUs; 2 replicas x tensor_parallel_size 2 "
-                                         "need exactly 4"):
+    with pytest.raises(
+        ValueError, match="lists 3 GPUs; 2 replicas x tensor_parallel_size 2 need exactly 4"
+    ):
         replica_plan(2, (4, 5, 6), 2, 8100, "127.0.0.1", checkpoint="/ckpt")
     with pytest.raises(ValueError, match="a CPU replica is one engine in one process"):
         replica_plan(2, (), 2, 8100, "127.0.0.1", checkpoint="/ckpt")
@@ -108,39 +145,78 @@ def test_replica_plan_refuses_a_gpu_count_that_does_not_fit():
 
 def test_replica_plan_with_data_parallelism_is_one_endpoint():
     # 2 engines x TP 2 on GPUs 4-7 behind one `vllm serve --data-parallel-size 2`
-    plan = replica_plan(2, (4, 5, 6, 7), 2, 9000, "0.0.0.0", checkpoint="/ckpt",
-                        url_host="node3", data_parallel=True)
-    assert plan == [ReplicaSpec(
-        index=0, gpus=(4, 5, 6, 7), cuda_visible_devices="4,5,6,7", port=9000,
-        url="http://node3:9000/v1",
-        command=(*VLLM_SERVER, "/ckpt", "--host", "0.0.0.0", "--port", "9000",
-                 "--data-parallel-size", "2", "--tensor-parallel-size", "2"),
-        data_parallel=2)]
+    plan = replica_plan(
+        2,
+        (4, 5, 6, 7),
+        2,
+        9000,
+        "0.0.0.0",
+        checkpoint="/ckpt",
+        url_host="node3",
+        data_parallel=True,
+    )
+    assert plan == [
+        ReplicaSpec(
+            index=0,
+            gpus=(4, 5, 6, 7),
+            cuda_visible_devices="4,5,6,7",
+            port=9000,
+            url="http://node3:9000/v1",
+            command=(
+                *VLLM_SERVER,
+                "/ckpt",
+                "--host",
+                "0.0.0.0",
+                "--port",
+                "9000",
+                "--data-parallel-size",
+                "2",
+                "--tensor-parallel-size",
+                "2",
+            ),
+            data_parallel=2,
+        )
+    ]
     # one engine is a plain server; the transformers engine has no data parallelism
-    assert replica_plan(1, (4,), 1, 9000, checkpoint="/ckpt", data_parallel=True)[0] == \
-        replica_plan(1, (4,), 1, 9000, checkpoint="/ckpt")[0]
+    assert (
+        replica_plan(1, (4,), 1, 9000, checkpoint="/ckpt", data_parallel=True)[0]
+        == replica_plan(1, (4,), 1, 9000, checkpoint="/ckpt")[0]
+    )
     with pytest.raises(ValueError, match="only vLLM runs several engines"):
-        replica_plan(2, (), 1, 9000, checkpoint="/ckpt", engine="transformers",
-                     data_parallel=True)
+        replica_plan(2, (), 1, 9000, checkpoint="/ckpt", engine="transformers", data_parallel=True)
 
 
 def test_replicas_from_a_config_follow_its_backend(tmp_path):
     gpu = load_config(QWEN, ["generation.tensor_parallel_size=2"])
-    replicas = SolverReplicas.from_config(gpu, tmp_path, replicas=2, gpus=(4, 5, 6, 7),
-                                          urls_file=tmp_path / "urls.txt", port_base=8100)
-    assert [(s.cuda_visible_devices, s.data_parallel) for s in replicas.specs] == [
-        ("4,5,6,7", 2)]
+    replicas = SolverReplicas.from_config(
+        gpu,
+        tmp_path,
+        replicas=2,
+        gpus=(4, 5, 6, 7),
+        urls_file=tmp_path / "urls.txt",
+        port_base=8100,
+    )
+    assert [(s.cuda_visible_devices, s.data_parallel) for s in replicas.specs] == [("4,5,6,7", 2)]
     assert replicas.specs[0].command[:4] == VLLM_SERVER
-    apart = load_config(QWEN, ["generation.tensor_parallel_size=2",
-                               "generation.solver_data_parallel=false"])
-    replicas = SolverReplicas.from_config(apart, tmp_path, replicas=2, gpus=(4, 5, 6, 7),
-                                          urls_file=tmp_path / "urls.txt", port_base=8100)
+    apart = load_config(
+        QWEN, ["generation.tensor_parallel_size=2", "generation.solver_data_parallel=false"]
+    )
+    replicas = SolverReplicas.from_config(
+        apart,
+        tmp_path,
+        replicas=2,
+        gpus=(4, 5, 6, 7),
+        urls_file=tmp_path / "urls.txt",
+        port_base=8100,
+    )
     assert [s.cuda_visible_devices for s in replicas.specs] == ["4,5", "6,7"]
     cpu = load_config()  # backend hf, no GPUs: `transformers serve` replicas
-    replicas = SolverReplicas.from_config(cpu, tmp_path, replicas=2, gpus=(),
-                                          urls_file=tmp_path / "urls.txt", port_base=8100)
-    assert list(replicas.specs[1].command) == transformers_serve_command(str(tmp_path),
-                                                                         "127.0.0.1", 8101)
+    replicas = SolverReplicas.from_config(
+        cpu, tmp_path, replicas=2, gpus=(), urls_file=tmp_path / "urls.txt", port_base=8100
+    )
+    assert list(replicas.specs[1].command) == transformers_serve_command(
+        str(tmp_path), "127.0.0.1", 8101
+    )
     assert replicas.processes == []  # nothing starts before `with` / start()
 
 
@@ -149,31 +225,76 @@ def test_replicas_from_a_config_follow_its_backend(tmp_path):
 
 def test_accelerate_command_for_the_four_training_gpus_of_one_node():
     argv, env = accelerate_command(QWEN, num_processes=4, gpus=(0, 1, 2, 3))
-    assert argv == [*LAUNCH,
-                    "--config_file", "configs/accelerate/deepspeed_zero2.yaml",
-                    "--num_processes", "4", "--num_machines", "1", "--machine_rank", "0",
-                    "--main_process_port", "29500", "--mixed_precision", "bf16",
-                    "-m", "rzero", "iterate", "--config", QWEN]
+    assert argv == [
+        *LAUNCH,
+        "--config_file",
+        "configs/accelerate/deepspeed_zero2.yaml",
+        "--num_processes",
+        "4",
+        "--num_machines",
+        "1",
+        "--machine_rank",
+        "0",
+        "--main_process_port",
+        "29500",
+        "--mixed_precision",
+        "bf16",
+        "-m",
+        "rzero",
+        "iterate",
+        "--config",
+        QWEN,
+    ]
     assert env == {"CUDA_VISIBLE_DEVICES": "0,1,2,3"}
 
 
 def test_accelerate_command_for_the_second_of_two_nodes():
     argv, env = accelerate_command(
-        QWEN, num_processes=16, gpus=range(8), num_machines=2, machine_rank=1,
-        main_process_ip="10.0.0.1", accelerate_config="configs/accelerate/multi_node.yaml",
-        script_args=["iterate", "--config", QWEN, "--run-dir", "runs/q"])
-    assert argv == [*LAUNCH, "--config_file", "configs/accelerate/multi_node.yaml",
-                    "--num_processes", "16", "--num_machines", "2", "--machine_rank", "1",
-                    "--main_process_ip", "10.0.0.1", "--main_process_port", "29500",
-                    "--mixed_precision", "bf16",
-                    "-m", "rzero", "iterate", "--config", QWEN, "--run-dir", "runs/q"]
+        QWEN,
+        num_processes=16,
+        gpus=range(8),
+        num_machines=2,
+        machine_rank=1,
+        main_process_ip="10.0.0.1",
+        accelerate_config="configs/accelerate/multi_node.yaml",
+        script_args=["iterate", "--config", QWEN, "--run-dir", "runs/q"],
+    )
+    assert argv == [
+        *LAUNCH,
+        "--config_file",
+        "configs/accelerate/multi_node.yaml",
+        "--num_processes",
+        "16",
+        "--num_machines",
+        "2",
+        "--machine_rank",
+        "1",
+        "--main_process_ip",
+        "10.0.0.1",
+        "--main_process_port",
+        "29500",
+        "--mixed_precision",
+        "bf16",
+        "-m",
+        "rzero",
+        "iterate",
+        "--config",
+        QWEN,
+        "--run-dir",
+        "runs/q",
+    ]
     assert env == {"CUDA_VISIBLE_DEVICES": "0,1,2,3,4,5,6,7"}
 
 
 def test_accelerate_command_takes_mixed_precision_from_the_model_dtype():
     cfg = load_config(None, ["model.dtype=float32"])
-    argv, env = accelerate_command(cfg, num_processes=1, gpus=(), script_args=["info"],
-                                   accelerate_config="configs/accelerate/single_gpu.yaml")
+    argv, env = accelerate_command(
+        cfg,
+        num_processes=1,
+        gpus=(),
+        script_args=["info"],
+        accelerate_config="configs/accelerate/single_gpu.yaml",
+    )
     assert argv[-5:] == ["--mixed_precision", "no", "-m", "rzero", "info"]
     assert env == {"CUDA_VISIBLE_DEVICES": ""}
 
@@ -181,8 +302,9 @@ def test_accelerate_command_takes_mixed_precision_from_the_model_dtype():
 def test_accelerate_command_refuses_inconsistent_counts():
     # accelerate's --num_processes is the total over all machines
     with pytest.raises(ValueError, match="4 GPUs x 2 machines = 8"):
-        accelerate_command(QWEN, num_processes=4, gpus=(0, 1, 2, 3), num_machines=2,
-                           main_process_ip="10.0.0.1")
+        accelerate_command(
+            QWEN, num_processes=4, gpus=(0, 1, 2, 3), num_machines=2, main_process_ip="10.0.0.1"
+        )
     with pytest.raises(ValueError, match="main_process_ip: needed"):
         accelerate_command(QWEN, num_processes=8, gpus=(0, 1, 2, 3), num_machines=2)
     with pytest.raises(ValueError, match="pass script_args"):
@@ -196,14 +318,22 @@ def test_format_command_is_a_shell_line():
         "--config_file "
         "configs/accelerate/deepspeed_zero2.yaml --num_processes 4 --num_machines 1 "
         "--machine_rank 0 --main_process_port 29500 --mixed_precision bf16 -m rzero iterate "
-        "--config configs/r-zero-qwen3-4b.yaml")
+        "--config configs/r-zero-qwen3-4b.yaml"
+    )
 
 
 def test_accelerate_and_deepspeed_files_fit_together():
-    acc = {p.stem: yaml.safe_load(p.read_text())
-           for p in (ROOT / "configs" / "accelerate").glob("*.yaml")}
-    assert set(acc) == {"single_gpu", "multi_gpu", "multi_node", "deepspeed_zero2",
-                        "deepspeed_zero3"}
+    acc = {
+        p.stem: yaml.safe_load(p.read_text())
+        for p in (ROOT / "configs" / "accelerate").glob("*.yaml")
+    }
+    assert set(acc) == {
+        "single_gpu",
+        "multi_gpu",
+        "multi_node",
+        "deepspeed_zero2",
+        "deepspeed_zero3",
+    }
     stages = {}
     for name, c in acc.items():
         if c["distributed_type"] != "DEEPSPEED":
@@ -213,11 +343,18 @@ def test_accelerate_and_deepspeed_files_fit_together():
         stages[name] = ds["zero_optimization"]["stage"]
         # with a DeepSpeed file accelerate refuses these keys in its own config
         assert "mixed_precision" not in c
-        assert set(c["deepspeed_config"]) <= {"deepspeed_config_file", "zero3_init_flag",
-                                              "deepspeed_multinode_launcher"}
+        assert set(c["deepspeed_config"]) <= {
+            "deepspeed_config_file",
+            "zero3_init_flag",
+            "deepspeed_multinode_launcher",
+        }
         # the HF Trainer fills "auto" from GRPOConfig: batch sizes, clipping, bf16
-        for key in ("train_batch_size", "train_micro_batch_size_per_gpu",
-                    "gradient_accumulation_steps", "gradient_clipping"):
+        for key in (
+            "train_batch_size",
+            "train_micro_batch_size_per_gpu",
+            "gradient_accumulation_steps",
+            "gradient_clipping",
+        ):
             assert ds[key] == "auto"
         assert ds["bf16"] == {"enabled": "auto"}
     assert stages == {"deepspeed_zero2": 2, "deepspeed_zero3": 3, "multi_node": 2}
@@ -243,9 +380,14 @@ def _requests_in(log: Path) -> int:
 @pytest.fixture
 def two_replicas(tiny_checkpoint, tmp_path):
     urls_file = tmp_path / "solver_urls.txt"
-    with SolverReplicas(tiny_checkpoint, replicas=2, engine="transformers",
-                        urls_file=urls_file, log_dir=tmp_path / "logs",
-                        startup_timeout=120) as replicas:
+    with SolverReplicas(
+        tiny_checkpoint,
+        replicas=2,
+        engine="transformers",
+        urls_file=urls_file,
+        log_dir=tmp_path / "logs",
+        startup_timeout=120,
+    ) as replicas:
         yield replicas, urls_file
 
 
@@ -254,8 +396,11 @@ def test_replicas_share_the_requests_and_stop_cleanly(two_replicas):
     urls = read_urls_file(str(urls_file))
     assert urls == replicas.urls and len(set(urls)) == 2
     gen = OpenAIGenerator(urls, replicas.model, concurrency=4, retries=0, timeout=60)
-    out = gen.generate(["What is 2+3?", "Name a prime."], 3,
-                       SamplingParams(temperature=1.0, max_new_tokens=4, seed=0))
+    out = gen.generate(
+        ["What is 2+3?", "Name a prime."],
+        3,
+        SamplingParams(temperature=1.0, max_new_tokens=4, seed=0),
+    )
     assert [len(o) for o in out] == [3, 3]
     # 2 prompts x 3 samples = 6 requests, round-robin over 2 servers -> 3 each
     assert gen.requests_per_url == [3, 3]
@@ -276,8 +421,9 @@ def test_a_dead_replica_is_named_with_its_url_and_log(two_replicas):
         replicas.check_alive()
     assert f"solver replica 1 at {dead.url} exited with code -9" in str(err.value)
     assert f"log: {replicas.log_paths[1]}" in str(err.value)
-    gen = OpenAIGenerator(read_urls_file(str(urls_file)), replicas.model, concurrency=1,
-                          retries=0, timeout=30)
+    gen = OpenAIGenerator(
+        read_urls_file(str(urls_file)), replicas.model, concurrency=1, retries=0, timeout=30
+    )
     with pytest.raises(GenerationError, match=f"request to {re.escape(dead.url)} failed"):
         gen.generate(["What is 2+3?"], 2, SamplingParams(max_new_tokens=2))
 
@@ -285,9 +431,14 @@ def test_a_dead_replica_is_named_with_its_url_and_log(two_replicas):
 def test_a_replica_that_cannot_load_fails_with_its_url_and_log(tmp_path):
     empty = tmp_path / "not-a-model"
     empty.mkdir()
-    replicas = SolverReplicas(empty, replicas=1, engine="transformers",
-                              urls_file=tmp_path / "urls.txt", log_dir=tmp_path / "logs",
-                              startup_timeout=120)
+    replicas = SolverReplicas(
+        empty,
+        replicas=1,
+        engine="transformers",
+        urls_file=tmp_path / "urls.txt",
+        log_dir=tmp_path / "logs",
+        startup_timeout=120,
+    )
     with pytest.raises(ServerError) as err:
         with replicas:
             pass
@@ -297,21 +448,32 @@ def test_a_replica_that_cannot_load_fails_with_its_url_and_log(tmp_path):
     assert not (tmp_path / "urls.txt").exists()
 
 
-def test_replica_ports_taken_before_the_replicas_bind_them_are_replaced(tmp_path,
-                                                                        monkeypatch):
+def test_replica_ports_taken_before_the_replicas_bind_them_are_replaced(tmp_path, monkeypatch):
     # the race forced: the first port base picked is bound by another socket at the start
     with socket.socket() as taken:
         taken.bind(("127.0.0.1", 0))
         lost = taken.getsockname()[1]
         bases = iter([lost])
         real = replicas_mod.free_port_base
-        monkeypatch.setattr(replicas_mod, "free_port_base",
-                            lambda count, host: next(bases, None) or real(count, host))
-        monkeypatch.setattr(replicas_mod, "transformers_serve_command",
-                            lambda path, host, port: fake_model_server(port, path))
+        monkeypatch.setattr(
+            replicas_mod,
+            "free_port_base",
+            lambda count, host: next(bases, None) or real(count, host),
+        )
+        monkeypatch.setattr(
+            replicas_mod,
+            "transformers_serve_command",
+            lambda path, host, port: fake_model_server(port, path),
+        )
         urls_file = tmp_path / "urls.txt"
-        with SolverReplicas(tmp_path, replicas=1, engine="transformers", urls_file=urls_file,
-                            log_dir=tmp_path / "logs", startup_timeout=60) as replicas:
+        with SolverReplicas(
+            tmp_path,
+            replicas=1,
+            engine="transformers",
+            urls_file=urls_file,
+            log_dir=tmp_path / "logs",
+            startup_timeout=60,
+        ) as replicas:
             (spec,) = replicas.specs
             assert spec.port != lost and _port_open(spec.port)
             assert read_urls_file(str(urls_file)) == [f"http://127.0.0.1:{spec.port}/v1"]
@@ -324,18 +486,44 @@ def test_iterate_launch_comes_from_the_recipe():
     # configs/r-zero-qwen3-4b.yaml: run.train_gpus [0, 1, 2, 3], solver replicas on 4-7
     cfg = load_config(QWEN)
     argv, env = iterate_launch(cfg, ["--config", QWEN, "--run-dir", "runs/q"], env={})
-    assert argv == [*LAUNCH,
-                    "--config_file", "configs/accelerate/deepspeed_zero2.yaml",
-                    "--num_processes", "4", "--num_machines", "1", "--machine_rank", "0",
-                    "--main_process_port", "29500", "--mixed_precision", "bf16",
-                    "-m", "rzero", "iterate", "--config", QWEN, "--run-dir", "runs/q"]
+    assert argv == [
+        *LAUNCH,
+        "--config_file",
+        "configs/accelerate/deepspeed_zero2.yaml",
+        "--num_processes",
+        "4",
+        "--num_machines",
+        "1",
+        "--machine_rank",
+        "0",
+        "--main_process_port",
+        "29500",
+        "--mixed_precision",
+        "bf16",
+        "-m",
+        "rzero",
+        "iterate",
+        "--config",
+        QWEN,
+        "--run-dir",
+        "runs/q",
+    ]
     assert env == {"CUDA_VISIBLE_DEVICES": "0,1,2,3"}
     # node 1 of 2: its rank and node 0's address from the environment
     two = load_config(QWEN, ["run.num_machines=2"])
-    argv, _ = iterate_launch(two, [], env={"RZERO_MACHINE_RANK": "1",
-                                           "RZERO_MAIN_PROCESS_IP": "10.0.0.1"})
-    assert argv[5:13] == ["--num_processes", "8", "--num_machines", "2", "--machine_rank", "1",
-                          "--main_process_ip", "10.0.0.1"]
+    argv, _ = iterate_launch(
+        two, [], env={"RZERO_MACHINE_RANK": "1", "RZERO_MAIN_PROCESS_IP": "10.0.0.1"}
+    )
+    assert argv[5:13] == [
+        "--num_processes",
+        "8",
+        "--num_machines",
+        "2",
+        "--machine_rank",
+        "1",
+        "--main_process_ip",
+        "10.0.0.1",
+    ]
 
 
 def test_processes_already_launched_do_not_relaunch(monkeypatch):
@@ -358,45 +546,76 @@ def test_iterate_relaunches_itself_through_the_launcher(tmp_path):
     # launching process and the libraries it imports write to the same stdout
     fake = tmp_path / "fake-accelerate"
     called = tmp_path / "called.txt"
-    fake.write_text("#!/bin/sh\n"
-                    f"echo \"CVD=$CUDA_VISIBLE_DEVICES ARGS=$*\" > {shlex.quote(str(called))}\n")
+    fake.write_text(
+        f'#!/bin/sh\necho "CVD=$CUDA_VISIBLE_DEVICES ARGS=$*" > {shlex.quote(str(called))}\n'
+    )
     fake.chmod(0o755)
     env = {k: v for k, v in os.environ.items() if k not in ("WORLD_SIZE", "LOCAL_RANK")}
     env["RZERO_LAUNCHER"] = str(fake)
     # a port free now: the default 29500 may be another test's launch, which the launch's
     # own check rightly refuses
     env["MASTER_PORT"] = str(port := free_port())
-    proc = subprocess.run([sys.executable, "-m", "rzero", "iterate", "--set",
-                           "run.train_gpus=[2, 3]", "--run-dir", str(tmp_path / "run")],
-                          env=env, capture_output=True, text=True, timeout=120)
+    proc = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "rzero",
+            "iterate",
+            "--set",
+            "run.train_gpus=[2, 3]",
+            "--run-dir",
+            str(tmp_path / "run"),
+        ],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert proc.returncode == 0, proc.stderr
     assert "launching: CUDA_VISIBLE_DEVICES=2,3" in proc.stderr
     assert called.read_text().strip() == (
         f"CVD=2,3 ARGS=--config_file configs/accelerate/deepspeed_zero2.yaml "
         f"--num_processes 2 --num_machines 1 --machine_rank 0 --main_process_port {port} "
         f"--mixed_precision no -m rzero iterate --set run.train_gpus=[2, 3] "
-        f"--run-dir {tmp_path / 'run'}")
+        f"--run-dir {tmp_path / 'run'}"
+    )
     assert not (tmp_path / "run").exists()  # nothing ran in the launching process
 
 
 def test_rendezvous_reads_the_variables_clusters_set():
     cfg = load_config(QWEN, ["run.num_machines=2"])
     # torchrun's names
-    assert rendezvous({"NODE_RANK": "1", "MASTER_ADDR": "10.0.0.1", "MASTER_PORT": "29600"},
-                      cfg) == (1, "10.0.0.1", 29600)
+    assert rendezvous(
+        {"NODE_RANK": "1", "MASTER_ADDR": "10.0.0.1", "MASTER_PORT": "29600"}, cfg
+    ) == (1, "10.0.0.1", 29600)
     # SLURM's node id; the port from the recipe
-    assert rendezvous({"SLURM_NODEID": "1", "MASTER_ADDR": "node01"}, cfg) == (1, "node01",
-                                                                               29500)
+    assert rendezvous({"SLURM_NODEID": "1", "MASTER_ADDR": "node01"}, cfg) == (1, "node01", 29500)
     # rzero's own names win over both
-    assert rendezvous({"RZERO_MACHINE_RANK": "0", "NODE_RANK": "1",
-                       "RZERO_MAIN_PROCESS_IP": "10.0.0.2", "MASTER_ADDR": "10.0.0.1"},
-                      cfg) == (0, "10.0.0.2", 29500)
+    assert rendezvous(
+        {
+            "RZERO_MACHINE_RANK": "0",
+            "NODE_RANK": "1",
+            "RZERO_MAIN_PROCESS_IP": "10.0.0.2",
+            "MASTER_ADDR": "10.0.0.1",
+        },
+        cfg,
+    ) == (0, "10.0.0.2", 29500)
     with pytest.raises(ValueError, match="expected whole numbers"):
         rendezvous({"NODE_RANK": "one"}, cfg)
-    argv, _ = iterate_launch(cfg, [], env={"NODE_RANK": "1", "MASTER_ADDR": "10.0.0.1",
-                                           "MASTER_PORT": "29600"})
-    assert argv[9:18] == ["--machine_rank", "1", "--main_process_ip", "10.0.0.1",
-                          "--main_process_port", "29600", "--mixed_precision", "bf16", "-m"]
+    argv, _ = iterate_launch(
+        cfg, [], env={"NODE_RANK": "1", "MASTER_ADDR": "10.0.0.1", "MASTER_PORT": "29600"}
+    )
+    assert argv[9:18] == [
+        "--machine_rank",
+        "1",
+        "--main_process_ip",
+        "10.0.0.1",
+        "--main_process_port",
+        "29600",
+        "--mixed_precision",
+        "bf16",
+        "-m",
+    ]
 
 
 def test_cpu_processes_launch_on_cpu_through_this_interpreter():
@@ -410,8 +629,14 @@ def test_cpu_processes_launch_on_cpu_through_this_interpreter():
 def _stripped(tmp_path: Path, *overrides: str) -> subprocess.CompletedProcess:
     # what `make iterate` does: the venv's rzero, with the system PATH only
     env = {"PATH": "/usr/bin:/bin", "HOME": os.environ.get("HOME", str(tmp_path))}
-    args = [str(Path(sys.executable).parent / "rzero"), "iterate", "--run-dir",
-            str(tmp_path / "run"), "--set", "run.train_gpus=[0, 1]"]
+    args = [
+        str(Path(sys.executable).parent / "rzero"),
+        "iterate",
+        "--run-dir",
+        str(tmp_path / "run"),
+        "--set",
+        "run.train_gpus=[0, 1]",
+    ]
     for o in overrides:
         args += ["--set", o]
     return subprocess.run(args, env=env, cwd=ROOT, capture_output=True, text=True, timeout=300)
@@ -423,7 +648,8 @@ def test_a_launch_with_a_stripped_path_fails_in_one_line_before_it_starts(tmp_pa
     assert proc.stderr.strip().splitlines() == [
         "error: run.accelerate_config='configs/accelerate/missing.yaml': no such file (from "
         f"{ROOT}); launch from the repository root or give a path to one of "
-        "configs/accelerate/*.yaml"]
+        "configs/accelerate/*.yaml"
+    ]
     with socket.socket() as taken:
         taken.bind(("", 0))
         taken.listen()
@@ -438,8 +664,10 @@ def test_a_launch_with_a_stripped_path_fails_in_one_line_before_it_starts(tmp_pa
 def test_plan_prints_the_placement_and_the_exact_launch_line():
     text = placement_markdown(load_config(QWEN), QWEN)
     assert "| training (challenger and solver GRPO) | GPUs 0,1,2,3, one process each |" in text
-    assert ("4 vllm engines behind one `--data-parallel-size 4` server on GPUs 4,5,6,7, "
-            "tensor parallel 1") in text
+    assert (
+        "4 vllm engines behind one `--data-parallel-size 4` server on GPUs 4,5,6,7, "
+        "tensor parallel 1"
+    ) in text
     argv, env = iterate_launch(load_config(QWEN), ["--config", QWEN], env={})
     assert format_command(argv, env) in text
     two = placement_markdown(load_config(QWEN, ["run.num_machines=2"]), QWEN)
@@ -456,13 +684,26 @@ def test_vllm_servers_get_the_runs_engine_settings(tmp_path):
     # the dtype is bfloat16 where the CPU has bf16 matrix units (AMX, AVX-512 BF16), else float32
     cpu = load_config("configs/rehearsal.yaml", ["generation.kv_cache_gib=null"])
     assert vllm_server_args(cpu, on_gpu=False) == [
-        "--dtype", generation_dtype(cpu.model.generation_dtype, "cpu"), "--seed", "0", "--kv-cache-memory-bytes", str(2 * 2**30),
-        "--enforce-eager", "--max-model-len", "2048"]
+        "--dtype",
+        generation_dtype(cpu.model.generation_dtype, "cpu"),
+        "--seed",
+        "0",
+        "--kv-cache-memory-bytes",
+        str(2 * 2**30),
+        "--enforce-eager",
+        "--max-model-len",
+        "2048",
+    ]
     gpu = load_config(QWEN)
     # on GPUs: vLLM's own KV cache sizing; bf16 where the GPU has it (none here: float32)
     assert vllm_server_args(gpu, on_gpu=True) == [
-        "--dtype", generation_dtype(gpu.model.generation_dtype, "cuda"), "--seed", "0"]
-    replicas = SolverReplicas.from_config(cpu, tmp_path, replicas=1, gpus=(),
-                                          urls_file=tmp_path / "urls.txt", port_base=8100)
+        "--dtype",
+        generation_dtype(gpu.model.generation_dtype, "cuda"),
+        "--seed",
+        "0",
+    ]
+    replicas = SolverReplicas.from_config(
+        cpu, tmp_path, replicas=1, gpus=(), urls_file=tmp_path / "urls.txt", port_base=8100
+    )
     assert replicas.specs[0].command[:4] == VLLM_SERVER  # vLLM on CPU: the backend says so
     assert "--kv-cache-memory-bytes" in replicas.specs[0].command

@@ -18,8 +18,9 @@ from rzero.engine.grpo import train_grpo
 from rzero.engine.preference import pair_logprobs, train_pairs, train_sft
 
 PROMPTS = [[{"role": "user", "content": f"Say something about {n}."}] for n in range(8)]
-CPU = ModelConfig(dtype="float32", device="cpu", generation_dtype="float32",
-                  train_compute="float32")
+CPU = ModelConfig(
+    dtype="float32", device="cpu", generation_dtype="float32", train_compute="float32"
+)
 
 
 def low_half(tokenizer):
@@ -36,8 +37,9 @@ def low_half(tokenizer):
     return reward
 
 
-def grpo_reward_curve(tokenizer, tmp_path, *, learning_rate: float, flip: bool = False,
-                      updates: int = 80) -> list[float]:
+def grpo_reward_curve(
+    tokenizer, tmp_path, *, learning_rate: float, flip: bool = False, updates: int = 80
+) -> list[float]:
     """TRL's mean reward of every update of `updates` GRPO updates (16 completions each) on
     the low-half target; `flip` negates the reward, which flips every advantage."""
     model = tiny_llama(tokenizer, hidden=32, layers=1, seed=3)
@@ -48,12 +50,28 @@ def grpo_reward_curve(tokenizer, tmp_path, *, learning_rate: float, flip: bool =
         return [-x for x in r] if flip else r
 
     trained_on.__name__ = "target"
-    role = SolverConfig(steps=updates, group_size=8, prompts_per_step=2,
-                        learning_rate=learning_rate, beta=0.0, max_completion_length=2,
-                        temperature=1.0, trl={"lr_scheduler_type": "constant"})
+    role = SolverConfig(
+        steps=updates,
+        group_size=8,
+        prompts_per_step=2,
+        learning_rate=learning_rate,
+        beta=0.0,
+        max_completion_length=2,
+        temperature=1.0,
+        trl={"lr_scheduler_type": "constant"},
+    )
     logged = []
-    stats = train_grpo(model, tokenizer, [{"prompt": p} for p in PROMPTS], [trained_on], role,
-                       tmp_path / "grpo", seed=0, model_cfg=CPU, log=logged.append)
+    stats = train_grpo(
+        model,
+        tokenizer,
+        [{"prompt": p} for p in PROMPTS],
+        [trained_on],
+        role,
+        tmp_path / "grpo",
+        seed=0,
+        model_cfg=CPU,
+        log=logged.append,
+    )
     assert len(stats.log) == updates
     sign = -1.0 if flip else 1.0
     return [sign * row["reward"] for row in stats.log]
@@ -71,8 +89,12 @@ def test_grpo_lifts_a_reachable_reward_from_chance_to_near_one(tokenizer, tmp_pa
 
 @pytest.mark.parametrize("broken", ["learning rate 0", "advantage sign flipped"])
 def test_grpo_with_a_broken_update_does_not_learn(tokenizer, tmp_path, broken):
-    curve = grpo_reward_curve(tokenizer, tmp_path, learning_rate=0.0 if "rate" in broken
-                              else 3e-2, flip="flipped" in broken)
+    curve = grpo_reward_curve(
+        tokenizer,
+        tmp_path,
+        learning_rate=0.0 if "rate" in broken else 3e-2,
+        flip="flipped" in broken,
+    )
     assert not grpo_learns(curve), [round(r, 2) for r in curve]
     if "flipped" in broken:  # it learns the opposite
         assert sum(curve[-5:]) / 5 <= sum(curve[:5]) / 5 - 0.2, [round(r, 2) for r in curve]
@@ -85,9 +107,16 @@ CHOSEN, REJECTED = "Yes.", "No."
 def preference_section(learning_rate: float, epochs: float = 1.0) -> SpinConfig:
     """SPIN's section as the SFT and DPO wrappers read it; a learning rate of 0, which the
     config refuses, is set past the check (the broken update)."""
-    section = SpinConfig(batch_size=4, micro_batch_size=4, learning_rate=1e-3,
-                         optimizer="adamw_torch", lr_scheduler="constant", warmup_ratio=0.0,
-                         max_length=64, epochs=epochs)
+    section = SpinConfig(
+        batch_size=4,
+        micro_batch_size=4,
+        learning_rate=1e-3,
+        optimizer="adamw_torch",
+        lr_scheduler="constant",
+        warmup_ratio=0.0,
+        max_length=64,
+        epochs=epochs,
+    )
     object.__setattr__(section, "learning_rate", learning_rate)
     return section
 
@@ -102,9 +131,17 @@ def target_probability(model, tokenizer, response: str) -> float:
 def sft_probabilities(tokenizer, tmp_path, learning_rate: float) -> tuple[float, float]:
     model = tiny_llama(tokenizer, hidden=32, layers=1, seed=4)
     before = target_probability(model, tokenizer, SFT_TARGET)
-    train_sft(model, tokenizer, PROMPTS, [SFT_TARGET] * len(PROMPTS),
-              preference_section(learning_rate), tmp_path / "sft", updates=60, seed=0,
-              model_cfg=CPU)
+    train_sft(
+        model,
+        tokenizer,
+        PROMPTS,
+        [SFT_TARGET] * len(PROMPTS),
+        preference_section(learning_rate),
+        tmp_path / "sft",
+        updates=60,
+        seed=0,
+        model_cfg=CPU,
+    )
     return before, target_probability(model, tokenizer, SFT_TARGET)
 
 
@@ -125,14 +162,15 @@ def test_sft_with_learning_rate_0_does_not_learn(tokenizer, tmp_path):
 def preference_share(model, tokenizer) -> float:
     """Mean over the prompts of σ(log p(chosen) − log p(rejected)): ½ when indifferent."""
     chosen = pair_logprobs(model, tokenizer, PROMPTS, [CHOSEN] * len(PROMPTS), max_length=64)
-    rejected = pair_logprobs(model, tokenizer, PROMPTS, [REJECTED] * len(PROMPTS),
-                             max_length=64)
-    return sum(1 / (1 + math.exp(-(c - r))) for (c, _), (r, _) in
-               zip(chosen, rejected, strict=True)) / len(PROMPTS)
+    rejected = pair_logprobs(model, tokenizer, PROMPTS, [REJECTED] * len(PROMPTS), max_length=64)
+    return sum(
+        1 / (1 + math.exp(-(c - r))) for (c, _), (r, _) in zip(chosen, rejected, strict=True)
+    ) / len(PROMPTS)
 
 
-def dpo_shares(tokenizer, tmp_path, learning_rate: float, flip: bool = False
-               ) -> tuple[float, float]:
+def dpo_shares(
+    tokenizer, tmp_path, learning_rate: float, flip: bool = False
+) -> tuple[float, float]:
     """The preference share before and after 4 epochs of DPO on (chosen, rejected) pairs;
     `flip` swaps the pair (the preference's sign flipped)."""
     model = tiny_llama(tokenizer, hidden=32, layers=1, seed=5)
@@ -140,8 +178,18 @@ def dpo_shares(tokenizer, tmp_path, learning_rate: float, flip: bool = False
     good, bad = (REJECTED, CHOSEN) if flip else (CHOSEN, REJECTED)
     section = preference_section(learning_rate, epochs=8.0)
     with torch.random.fork_rng():
-        train_pairs(model, tokenizer, PROMPTS, [good] * len(PROMPTS), [bad] * len(PROMPTS),
-                    section, tmp_path / "dpo", lam=0.5, seed=0, model_cfg=CPU)
+        train_pairs(
+            model,
+            tokenizer,
+            PROMPTS,
+            [good] * len(PROMPTS),
+            [bad] * len(PROMPTS),
+            section,
+            tmp_path / "dpo",
+            lam=0.5,
+            seed=0,
+            model_cfg=CPU,
+        )
     return before, preference_share(model, tokenizer)
 
 
@@ -156,8 +204,9 @@ def test_dpo_lifts_the_preference_from_indifference_to_near_certain(tokenizer, t
 
 @pytest.mark.parametrize("broken", ["learning rate 0", "preference sign flipped"])
 def test_dpo_with_a_broken_update_does_not_learn(tokenizer, tmp_path, broken):
-    before, after = dpo_shares(tokenizer, tmp_path, 0.0 if "rate" in broken else 1e-2,
-                               flip="flipped" in broken)
+    before, after = dpo_shares(
+        tokenizer, tmp_path, 0.0 if "rate" in broken else 1e-2, flip="flipped" in broken
+    )
     assert not dpo_learns(before, after), (before, after)
     if "flipped" in broken:
         assert after <= 0.05, (before, after)

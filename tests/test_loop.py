@@ -32,10 +32,18 @@ def changed(a, b) -> bool:
 
 def test_full_iteration_writes_every_artifact(one_iteration):
     run = one_iteration
-    for name in ["config.yaml", "metrics.jsonl", "report.md", "iter_00/eval/eval.json",
-                 "iter_01/challenger_steps.jsonl", "iter_01/pool.jsonl",
-                 "iter_01/labelled.jsonl", "iter_01/challenger/model.safetensors",
-                 "iter_01/solver/model.safetensors", "iter_01/eval/eval.md"]:
+    for name in [
+        "config.yaml",
+        "metrics.jsonl",
+        "report.md",
+        "iter_00/eval/eval.json",
+        "iter_01/challenger_steps.jsonl",
+        "iter_01/pool.jsonl",
+        "iter_01/labelled.jsonl",
+        "iter_01/challenger/model.safetensors",
+        "iter_01/solver/model.safetensors",
+        "iter_01/eval/eval.md",
+    ]:
         assert (run / name).is_file(), name
     assert list((run / "tensorboard").glob("events.out.tfevents.*"))
     for phase in ["challenger", "pool", "labelling", "solver", "eval"]:
@@ -43,8 +51,10 @@ def test_full_iteration_writes_every_artifact(one_iteration):
 
 
 def test_challenger_log_has_votes_and_rewards(one_iteration):
-    rows = [json.loads(x) for x in (one_iteration / "iter_01/challenger_steps.jsonl")
-            .read_text().splitlines()]
+    rows = [
+        json.loads(x)
+        for x in (one_iteration / "iter_01/challenger_steps.jsonl").read_text().splitlines()
+    ]
     assert len(rows) == 8  # 1 step x 2 prompts x G=4
     valid = [r for r in rows if r["valid"]]
     assert valid, "the format-trained challenger wrote no valid question"
@@ -57,13 +67,22 @@ def test_challenger_log_has_votes_and_rewards(one_iteration):
 
 
 def test_labelled_rows_hold_votes(one_iteration):
-    rows = [json.loads(x) for x in (one_iteration / "iter_01/labelled.jsonl")
-            .read_text().splitlines()]
+    rows = [
+        json.loads(x) for x in (one_iteration / "iter_01/labelled.jsonl").read_text().splitlines()
+    ]
     pool = (one_iteration / "iter_01/pool.jsonl").read_text().splitlines()
     assert len(rows) == len(pool) > 0
     for r in rows:
-        assert set(r) >= {"question", "answers", "label", "p_hat", "num_groups",
-                          "top2_margin", "parse_rate", "kept"}
+        assert set(r) >= {
+            "question",
+            "answers",
+            "label",
+            "p_hat",
+            "num_groups",
+            "top2_margin",
+            "parse_rate",
+            "kept",
+        }
         assert len(r["answers"]) == 4
 
 
@@ -89,14 +108,17 @@ def test_report_lists_the_iteration(one_iteration):
     # the dtypes the phases computed in, "auto" resolved on this machine
     from rzero.engine.models import generation_dtype
 
-    assert (f"- compute (model.generation_dtype auto, model.train_compute auto): generation "
-            f"{generation_dtype('auto', 'cpu')}, training ") in text
+    assert (
+        f"- compute (model.generation_dtype auto, model.train_compute auto): generation "
+        f"{generation_dtype('auto', 'cpu')}, training "
+    ) in text
     assert read_marker(one_iteration, 1, "solver")["compute"]["weights"] == "float32"
 
 
 def test_shared_mode_updates_one_model(format_checkpoint, tmp_path):
-    cfg = load_config(None, tiny_overrides(format_checkpoint, **{"roles.shared": True,
-                                                                 "eval.enabled": False}))
+    cfg = load_config(
+        None, tiny_overrides(format_checkpoint, **{"roles.shared": True, "eval.enabled": False})
+    )
     run_iterations(cfg, tmp_path / "run")
     it = tmp_path / "run/iter_01"
     # challenger phase: base -> challenger; solver phase: challenger -> solver (same model)
@@ -108,11 +130,14 @@ def test_shared_mode_updates_one_model(format_checkpoint, tmp_path):
 def test_zero_valid_questions_and_empty_band(tiny_checkpoint, tmp_path):
     # a random model writes no <question>: every reward is 0, the step still runs and logs,
     # and with nothing in the band the solver phase is skipped with a warning
-    cfg = load_config(None, tiny_overrides(tiny_checkpoint, **{"labeling.filter": True,
-                                                               "eval.enabled": False}))
+    cfg = load_config(
+        None, tiny_overrides(tiny_checkpoint, **{"labeling.filter": True, "eval.enabled": False})
+    )
     run_iterations(cfg, tmp_path / "run")
-    rows = [json.loads(x) for x in (tmp_path / "run/iter_01/challenger_steps.jsonl")
-            .read_text().splitlines()]
+    rows = [
+        json.loads(x)
+        for x in (tmp_path / "run/iter_01/challenger_steps.jsonl").read_text().splitlines()
+    ]
     assert len(rows) == 8 and all(r["reward"] == 0.0 and not r["valid"] for r in rows)
     solver = read_marker(tmp_path / "run", 1, "solver")
     assert solver["skipped"] and "no pooled question fell in the band" in solver["warning"]
@@ -127,16 +152,25 @@ def test_run_dir_with_other_config_is_refused(one_iteration, format_checkpoint):
         MathRun(cfg, one_iteration)
 
 
-def test_dead_solver_server_fails_the_phase_naming_the_url(format_checkpoint, tmp_path,
-                                                          refused_port):
+def test_dead_solver_server_fails_the_phase_naming_the_url(
+    format_checkpoint, tmp_path, refused_port
+):
     from rzero.engine.generation import GenerationError
 
     urls = tmp_path / "urls.txt"
     url = f"http://127.0.0.1:{refused_port}/v1"  # nothing listens there
     urls.write_text(url + "\n")
-    cfg = load_config(None, tiny_overrides(format_checkpoint, **{
-        "generation.solver_urls_file": str(urls), "generation.retries": 0,
-        "generation.timeout": 5}))
+    cfg = load_config(
+        None,
+        tiny_overrides(
+            format_checkpoint,
+            **{
+                "generation.solver_urls_file": str(urls),
+                "generation.retries": 0,
+                "generation.timeout": 5,
+            },
+        ),
+    )
     with pytest.raises(GenerationError, match=f"openai backend: request to {url}"):
         run_iterations(cfg, tmp_path / "run")
     # the base evaluation committed before the failure is intact; the challenger is not
@@ -146,18 +180,26 @@ def test_dead_solver_server_fails_the_phase_naming_the_url(format_checkpoint, tm
 
 def _row_counts(run_dir: Path) -> dict[str, int]:
     it = run_dir / "iter_01"
-    return {name: len((it / name).read_text().splitlines())
-            for name in ["challenger_steps.jsonl", "pool.jsonl", "labelled.jsonl"]} | {
-        "metrics": len((run_dir / "metrics.jsonl").read_text().splitlines())}
+    return {
+        name: len((it / name).read_text().splitlines())
+        for name in ["challenger_steps.jsonl", "pool.jsonl", "labelled.jsonl"]
+    } | {"metrics": len((run_dir / "metrics.jsonl").read_text().splitlines())}
 
 
-KILL_POINTS = ("challenger:mid", "challenger:commit", "pool:mid", "labelling:mid",
-               "solver:mid", "solver:commit")
+KILL_POINTS = (
+    "challenger:mid",
+    "challenger:commit",
+    "pool:mid",
+    "labelling:mid",
+    "solver:mid",
+    "solver:commit",
+)
 
 
 @pytest.mark.slow
-def test_a_run_killed_in_every_phase_resumes_to_the_same_rows(format_checkpoint, one_iteration,
-                                                             tmp_path):
+def test_a_run_killed_in_every_phase_resumes_to_the_same_rows(
+    format_checkpoint, one_iteration, tmp_path
+):
     # one run directory, SIGKILLed at each point in turn: every rerun redoes only the
     # interrupted phase and goes on to the next kill point, then a last rerun finishes
     overrides = tiny_overrides(format_checkpoint, **{"eval.enabled": False})
@@ -184,8 +226,12 @@ def test_a_run_killed_in_every_phase_resumes_to_the_same_rows(format_checkpoint,
 def test_challenger_phase_can_serve_its_frozen_solver_as_replicas(format_checkpoint, tmp_path):
     # generation.solver_replicas: the phase starts `transformers serve` replicas of S_{k-1},
     # the reward queries them over HTTP, and they are stopped when the phase ends
-    cfg = load_config(None, tiny_overrides(format_checkpoint, **{
-        "generation.solver_replicas": 1, "eval.enabled": False}))
+    cfg = load_config(
+        None,
+        tiny_overrides(
+            format_checkpoint, **{"generation.solver_replicas": 1, "eval.enabled": False}
+        ),
+    )
     run = MathRun(cfg, tmp_path / "run")
     info = run.challenger_phase(1, str(format_checkpoint), str(format_checkpoint))
     it = tmp_path / "run/iter_01"
@@ -206,14 +252,40 @@ def test_one_iteration_of_the_tiny_recipe_with_the_embedded_model(tmp_path):
     # one generation batch of 96, the recipe's largest) and 8 evaluation items
     run_dir = tmp_path / "run"
     proc = subprocess.run(
-        [sys.executable, "-m", "rzero", "iterate", "--config", "configs/tiny.yaml",
-         "--set", "run.iterations=1", "--set", "challenger.steps=1", "--set", "solver.steps=1",
-         "--set", "challenger.prompts_per_step=2", "--set", "challenger.prompts_per_update=1",
-         "--set", "solver.prompts_per_step=2", "--set", "solver.prompts_per_update=1",
-         "--set", "challenger.pool_size=12", "--set", "eval.limit=8", "--run-dir",
-         str(run_dir)],
-        env={**os.environ, "PYTHONUNBUFFERED": "1"}, capture_output=True, text=True,
-        timeout=1500, cwd=Path(__file__).parent.parent)
+        [
+            sys.executable,
+            "-m",
+            "rzero",
+            "iterate",
+            "--config",
+            "configs/tiny.yaml",
+            "--set",
+            "run.iterations=1",
+            "--set",
+            "challenger.steps=1",
+            "--set",
+            "solver.steps=1",
+            "--set",
+            "challenger.prompts_per_step=2",
+            "--set",
+            "challenger.prompts_per_update=1",
+            "--set",
+            "solver.prompts_per_step=2",
+            "--set",
+            "solver.prompts_per_update=1",
+            "--set",
+            "challenger.pool_size=12",
+            "--set",
+            "eval.limit=8",
+            "--run-dir",
+            str(run_dir),
+        ],
+        env={**os.environ, "PYTHONUNBUFFERED": "1"},
+        capture_output=True,
+        text=True,
+        timeout=1500,
+        cwd=Path(__file__).parent.parent,
+    )
     assert proc.returncode == 0, proc.stderr[-3000:]
     it = run_dir / "iter_01"
     # 1 challenger step x 2 prompts x G 4 = 8 scored completions
@@ -242,16 +314,24 @@ def test_every_run_carries_the_self_play_audit(one_iteration):
     assert "vs_base" in read_marker(run, 1, "eval")["increment"]
     # the pool's diversity and the labelling's fragmentation, in the markers and metrics.jsonl
     assert {"cluster_ratio", "structure_ratio", "distinct_2"} <= set(
-        read_marker(run, 1, "pool")["metrics"])
+        read_marker(run, 1, "pool")["metrics"]
+    )
     rows = [json.loads(x) for x in (run / "metrics.jsonl").read_text().splitlines()]
     labelling = next(r for r in rows if r["phase"] == "labelling")
     assert "groups_per_vote" in labelling and "in_band_fraction" in labelling
     assert json.loads((run / "best.json").read_text())["iteration"] in (0, 1)
     text = (run / "report.md").read_text()
     # the science card opens the report: seed §6.1's seven checks
-    card = text[text.index("## Science card"):text.index("Plan of")]
-    for check in ("anchor", "external signal", "controls", "increment curve", "judge quality",
-                  "role independence", "side effects"):
+    card = text[text.index("## Science card") : text.index("Plan of")]
+    for check in (
+        "anchor",
+        "external signal",
+        "controls",
+        "increment curve",
+        "judge quality",
+        "role independence",
+        "side effects",
+    ):
         assert f"| {check} |" in card, check
     assert text.index("## Science card") < text.index("## Evaluation and the increment curve")
     assert "co-error not measured (watch.coerror is off)" in card
@@ -268,9 +348,14 @@ class OneTemplate:
         self.stats = GenerationStats()
 
     def generate(self, prompts, n, params):
-        return [[f"<question>Tom has {a} apples and buys {a + 3} more. How many apples does "
-                 f"he have now?</question> So \\boxed{{{2 * a + 3}}}."
-                 for a in range(params.seed % 50, params.seed % 50 + n)] for _ in prompts]
+        return [
+            [
+                f"<question>Tom has {a} apples and buys {a + 3} more. How many apples does "
+                f"he have now?</question> So \\boxed{{{2 * a + 3}}}."
+                for a in range(params.seed % 50, params.seed % 50 + n)
+            ]
+            for _ in prompts
+        ]
 
 
 class CollapsedChallengerRun(MathRun):
@@ -290,11 +375,13 @@ class CollapsedChallengerRun(MathRun):
 
 
 def test_a_collapsing_challenger_trips_the_diversity_warning_and_stops_the_run(
-        format_checkpoint, tmp_path):
+    format_checkpoint, tmp_path
+):
     sets = {"roles.train_challenger": False, "eval.enabled": False, "watch.coerror": False}
     run_dir = tmp_path / "run"
-    cfg = load_config(None, tiny_overrides(format_checkpoint, **sets,
-                                           **{"run.stop_on": "[diversity]"}))
+    cfg = load_config(
+        None, tiny_overrides(format_checkpoint, **sets, **{"run.stop_on": "[diversity]"})
+    )
     assert CollapsedChallengerRun(cfg, run_dir).run() == run_dir
     pool = read_marker(run_dir, 1, "pool")
     # 12 questions of one template: one structure, and BLEU puts them in few clusters
@@ -315,16 +402,26 @@ def test_a_collapsing_challenger_trips_the_diversity_warning_and_stops_the_run(
     assert "## Stopped" not in (run_dir / "report.md").read_text()
 
 
-def test_coerror_and_the_cross_iteration_matrix_join_a_finished_run(one_iteration,
-                                                                   format_checkpoint, tmp_path):
+def test_coerror_and_the_cross_iteration_matrix_join_a_finished_run(
+    one_iteration, format_checkpoint, tmp_path
+):
     import shutil
 
     run_dir = tmp_path / "run"
     shutil.copytree(one_iteration, run_dir)
     # watch.* is outside the fingerprint: the finished run resumes and adds both phases
-    cfg = load_config(None, tiny_overrides(format_checkpoint, **{
-        "watch.coerror": True, "watch.coerror_items": 6, "watch.crossplay": True,
-        "watch.crossplay_items": 3}))
+    cfg = load_config(
+        None,
+        tiny_overrides(
+            format_checkpoint,
+            **{
+                "watch.coerror": True,
+                "watch.coerror_items": 6,
+                "watch.crossplay": True,
+                "watch.crossplay_items": 3,
+            },
+        ),
+    )
     run_iterations(cfg, run_dir)
     # co-error: the challenger Q_1 and the solver S_1 answered the same 6 easy items
     co = read_marker(run_dir, 1, "coerror")
@@ -342,5 +439,7 @@ def test_coerror_and_the_cross_iteration_matrix_join_a_finished_run(one_iteratio
     text = (run_dir / "report.md").read_text()
     assert "## Cross-iteration matrix" in text and "## Role co-error" in text
     assert "solver x pool agreement" in (run_dir / "report.html").read_text()
-    assert read_marker(run_dir, 1, "eval")["seconds"] == read_marker(one_iteration, 1,
-                                                                     "eval")["seconds"]
+    assert (
+        read_marker(run_dir, 1, "eval")["seconds"]
+        == read_marker(one_iteration, 1, "eval")["seconds"]
+    )

@@ -22,16 +22,21 @@ def test_the_lora_mapping_is_checked_in_one_line():
     assert cfg.solver.lora == {"r": 8, "target_modules": ["q_proj", "v_proj"]}
     assert cfg.challenger.lora == {}
     for override, message in (
-            ("solver.lora.rank=8", r"solver.lora.rank: not a LoRA setting; the keys are r, "
-                                   r"alpha, dropout, target_modules, use_rslora"),
-            ("solver.lora.r=0", r"solver.lora.r=0: expected an integer >= 1"),
-            ("solver.lora.dropout=1.5", r"solver.lora.dropout=1.5: expected a number in"),
-            ("challenger.lora={alpha: 16}", r"challenger.lora=\{'alpha': 16\}: needs r")):
+        (
+            "solver.lora.rank=8",
+            r"solver.lora.rank: not a LoRA setting; the keys are r, "
+            r"alpha, dropout, target_modules, use_rslora",
+        ),
+        ("solver.lora.r=0", r"solver.lora.r=0: expected an integer >= 1"),
+        ("solver.lora.dropout=1.5", r"solver.lora.dropout=1.5: expected a number in"),
+        ("challenger.lora={alpha: 16}", r"challenger.lora=\{'alpha': 16\}: needs r"),
+    ):
         with pytest.raises(ConfigError, match=message):
             load_config(None, [override])
     # LoRA changes what is trained: another run, not a resume
-    assert load_config(None, ["solver.lora.r=8"]).fingerprint() != load_config(
-        None, []).fingerprint()
+    assert (
+        load_config(None, ["solver.lora.r=8"]).fingerprint() != load_config(None, []).fingerprint()
+    )
     cfg = lora_config({"r": 4})
     assert (cfg.r, cfg.lora_alpha, cfg.target_modules) == (4, 8, "all-linear")
 
@@ -76,20 +81,34 @@ def length_reward(prompts, completions, **kwargs):
     return [float(len(t) % 7) / 7.0 for t in text]
 
 
-def test_a_lora_phase_moves_only_the_adapter_and_saves_the_merged_model(tiny_checkpoint,
-                                                                         tmp_path):
+def test_a_lora_phase_moves_only_the_adapter_and_saves_the_merged_model(tiny_checkpoint, tmp_path):
     from peft import PeftModel
 
     model = load_model(str(tiny_checkpoint), dtype="float32", device="cpu")
     tokenizer = load_tokenizer(str(tiny_checkpoint))
     before = {n: p.detach().clone() for n, p in model.named_parameters()}
     rows = [{"prompt": [{"role": "user", "content": f"Say a number {i}."}]} for i in range(2)]
-    role = SolverConfig(steps=2, group_size=4, prompts_per_step=2, learning_rate=1e-2,
-                        max_completion_length=10, lora={"r": 4, "alpha": 8})
+    role = SolverConfig(
+        steps=2,
+        group_size=4,
+        prompts_per_step=2,
+        learning_rate=1e-2,
+        max_completion_length=10,
+        lora={"r": 4, "alpha": 8},
+    )
     log: list[dict] = []
     out = tmp_path / "solver"
-    train_grpo(model, tokenizer, rows, [length_reward], role, tmp_path / "work", seed=3,
-               save_to=out, log=log.append)
+    train_grpo(
+        model,
+        tokenizer,
+        rows,
+        [length_reward],
+        role,
+        tmp_path / "work",
+        seed=3,
+        save_to=out,
+        log=log.append,
+    )
     assert any(row.get("grad_norm", 0) > 0 for row in log)
     # the checkpoint is merged (no adapter config at the top: a plain from_pretrained reads
     # it, as the frozen solver and `vllm serve` do) with the adapter beside it
@@ -107,8 +126,10 @@ def test_a_lora_phase_moves_only_the_adapter_and_saves_the_merged_model(tiny_che
     for n, p in fresh.named_parameters():
         assert torch.equal(p, before[n])
     rebuilt = PeftModel.from_pretrained(fresh, str(out / ADAPTER_DIR))
-    ids = torch.randint(0, fresh.config.vocab_size, (2, 7), generator=torch.Generator()
-                        .manual_seed(0))
+    ids = torch.randint(
+        0, fresh.config.vocab_size, (2, 7), generator=torch.Generator().manual_seed(0)
+    )
     with torch.no_grad():
-        torch.testing.assert_close(merged(input_ids=ids).logits, rebuilt(input_ids=ids).logits,
-                                   rtol=1e-5, atol=1e-5)
+        torch.testing.assert_close(
+            merged(input_ids=ids).logits, rebuilt(input_ids=ids).logits, rtol=1e-5, atol=1e-5
+        )

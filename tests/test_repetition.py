@@ -177,8 +177,10 @@ def test_default_variant_cut_is_inclusive_like_fcluster():
 def test_near_duplicates_catch_copies_of_held_out_items_and_keep_new_numbers():
     from rzero.challenger.repetition import near_duplicates
 
-    held_out = ["What is 36 + 19?",
-                "Pia has 27 marbles and gets 14 more. How many marbles does Pia have now?"]
+    held_out = [
+        "What is 36 + 19?",
+        "Pia has 27 marbles and gets 14 more. How many marbles does Pia have now?",
+    ]
     questions = [
         "What  is 36 + 19?",  # the item, whitespace aside: exact
         "Pia has 27 marbles and gets 14 more. How many marbles does Pia have?",  # one word cut

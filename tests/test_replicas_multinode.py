@@ -57,17 +57,39 @@ def test_every_node_serves_the_frozen_solver(format_checkpoint, tmp_path):
     run_files = tmp_path / "iter_01"
     run_files.mkdir()
     port = free_port()
-    env = child_env(tmp_path / "results", PYTHONUNBUFFERED="1", OMP_NUM_THREADS="1",
-                    CUDA_VISIBLE_DEVICES="")
+    env = child_env(
+        tmp_path / "results", PYTHONUNBUFFERED="1", OMP_NUM_THREADS="1", CUDA_VISIBLE_DEVICES=""
+    )
     nodes = []
     for node in (0, 1):
         # node 1 is reached at an address it is given, node 0 at its host name (the default)
         node_env = {**env, "RZERO_NODE_ADDRESS": "127.0.0.1"} if node == 1 else env
-        nodes.append(subprocess.Popen(
-            [sys.executable, "-m", "torch.distributed.run", "--nnodes", "2", "--node_rank",
-             str(node), "--nproc_per_node", "1", "--master_addr", "127.0.0.1",
-             "--master_port", str(port), str(script), str(format_checkpoint), str(run_files)],
-            env=node_env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True))
+        nodes.append(
+            subprocess.Popen(
+                [
+                    sys.executable,
+                    "-m",
+                    "torch.distributed.run",
+                    "--nnodes",
+                    "2",
+                    "--node_rank",
+                    str(node),
+                    "--nproc_per_node",
+                    "1",
+                    "--master_addr",
+                    "127.0.0.1",
+                    "--master_port",
+                    str(port),
+                    str(script),
+                    str(format_checkpoint),
+                    str(run_files),
+                ],
+                env=node_env,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.STDOUT,
+                text=True,
+            )
+        )
     logs = [p.communicate(timeout=600)[0] for p in nodes]
     assert [p.returncode for p in nodes] == [0, 0], "\n".join(log[-3000:] for log in logs)
     main, other = read_results(tmp_path / "results", world=2)
@@ -86,7 +108,8 @@ def test_every_node_serves_the_frozen_solver(format_checkpoint, tmp_path):
         assert log.count("chat/completions") >= 2, log[-2000:]
     assert not main["urls_file_left"] and not other["urls_file_left"]
     # a failure on the second machine stops both, each saying where it came from
-    assert main["error"] == ("MainProcessFailed: machine 1 (global rank 1) failed: "
-                             "ZeroDivisionError: division by zero")
+    assert main["error"] == (
+        "MainProcessFailed: machine 1 (global rank 1) failed: ZeroDivisionError: division by zero"
+    )
     assert other["error"] == "ZeroDivisionError: division by zero"
     assert main["each"] == other["each"] == [0, 10]

@@ -38,13 +38,17 @@ def test_markdown_cell_escapes_pipes_and_newlines():
 
 
 def test_markdown_table_layout():
-    md = markdown_table(["benchmark", "n", "pass@1"], [["synthetic", 4, "100.0"],
-                                                       ["**average**", "", "100.0"]],
-                        align="lrr")
-    assert md == ("| benchmark | n | pass@1 |\n"
-                  "|---|---:|---:|\n"
-                  "| synthetic | 4 | 100.0 |\n"
-                  "| **average** | | 100.0 |\n")  # an empty cell is one space
+    md = markdown_table(
+        ["benchmark", "n", "pass@1"],
+        [["synthetic", 4, "100.0"], ["**average**", "", "100.0"]],
+        align="lrr",
+    )
+    assert md == (
+        "| benchmark | n | pass@1 |\n"
+        "|---|---:|---:|\n"
+        "| synthetic | 4 | 100.0 |\n"
+        "| **average** | | 100.0 |\n"
+    )  # an empty cell is one space
 
 
 def test_markdown_table_pipe_in_a_cell_stays_in_its_cell():
@@ -92,8 +96,16 @@ def test_html_table_keeps_markup_built_from_escaped_text():
 
 
 def test_html_page_escapes_text_parts_and_title():
-    page = html_page(SCRIPT, [SCRIPT, heading(SCRIPT), paragraph(SCRIPT, "note"),
-                              bullets([SCRIPT, 3]), html_table(["h"], [[SCRIPT]])])
+    page = html_page(
+        SCRIPT,
+        [
+            SCRIPT,
+            heading(SCRIPT),
+            paragraph(SCRIPT, "note"),
+            bullets([SCRIPT, 3]),
+            html_table(["h"], [[SCRIPT]]),
+        ],
+    )
     assert "<script" not in page
     # title twice (<title>, <h1>), then a paragraph, heading, note, list item and table cell
     assert page.count("&lt;script&gt;") == 7
@@ -113,14 +125,25 @@ def test_figure_embeds_the_png_and_escapes_the_caption():
 
 
 def test_errorbar_png_draws_bars_lines_and_empty_panels():
-    with_bars = Series("acc", [1, 2], [0.7, 0.75], low=[0.397, 0.301], high=[0.892, 0.954],
-                       fmt="s", color="C1")
-    png = errorbar_png([Panel("bars", "iteration", "accuracy", [with_bars], ylim=(0, 1),
-                              xticks=[1, 2], xticklabels=["1\n(step 15)", "2\n(step 30)"]),
-                        Panel("line", "step", "pass@1", [Series("eval", [0, 1, 2], [1, 2, 3])]),
-                        Panel("nothing", "x", "y", [Series("none", [], [])],
-                              empty_text="no audit yet")],
-                       title="three panels")
+    with_bars = Series(
+        "acc", [1, 2], [0.7, 0.75], low=[0.397, 0.301], high=[0.892, 0.954], fmt="s", color="C1"
+    )
+    png = errorbar_png(
+        [
+            Panel(
+                "bars",
+                "iteration",
+                "accuracy",
+                [with_bars],
+                ylim=(0, 1),
+                xticks=[1, 2],
+                xticklabels=["1\n(step 15)", "2\n(step 30)"],
+            ),
+            Panel("line", "step", "pass@1", [Series("eval", [0, 1, 2], [1, 2, 3])]),
+            Panel("nothing", "x", "y", [Series("none", [], [])], empty_text="no audit yet"),
+        ],
+        title="three panels",
+    )
     assert png[:8] == PNG_MAGIC
     assert len(png) > 5000
 

@@ -85,7 +85,9 @@ def test_lambda_scales_the_penalty():
 
 def test_format_gate_gives_the_invalid_reward():
     assert challenger_reward(None, 0.0, valid=False).reward == 0.0  # paper
-    assert challenger_reward(None, 0.0, valid=False, invalid_reward=-1.0).reward == -1.0  # reference
+    assert (
+        challenger_reward(None, 0.0, valid=False, invalid_reward=-1.0).reward == -1.0
+    )  # reference
 
 
 def test_valid_completion_needs_p_hat():
@@ -139,8 +141,8 @@ def test_zero_successes_in_eight_is_likely_for_a_frontier_question():
     # why AZR's zero rule misreads k = 0: P(0 of G | s) = (1 - s)^G = 0.95^8 = 0.6634
     from scipy.stats import binom
 
-    assert binom.pmf(0, 8, 0.05) == pytest.approx(0.95 ** 8)
-    assert 0.95 ** 8 == pytest.approx(0.663, abs=1e-3)
+    assert binom.pmf(0, 8, 0.05) == pytest.approx(0.95**8)
+    assert 0.95**8 == pytest.approx(0.663, abs=1e-3)
     # learnability calls that question unlearnable; the Beta posterior mean does not:
     # s~ = (0 + 1) / (8 + 1 + 1) = 0.1 -> 1 - 0.1 = 0.9
     assert uncertainty_reward(0.0, "learnability") == 0.0
@@ -156,8 +158,9 @@ def test_beta_learnability_is_laplace_rule_of_succession():
 def test_beta_learnability_is_largest_at_no_parsed_vote():
     # the caveat in its docstring: k = 0 -> 1 - 1/12 = 0.917 > k = 5 -> 0.5
     r0 = uncertainty_reward(0.0, "beta_learnability", num_votes=10)
-    assert r0 == pytest.approx(11 / 12) and r0 > uncertainty_reward(0.5, "beta_learnability",
-                                                                    num_votes=10)
+    assert r0 == pytest.approx(11 / 12) and r0 > uncertainty_reward(
+        0.5, "beta_learnability", num_votes=10
+    )
 
 
 def test_beta_learnability_with_another_prior():
@@ -180,8 +183,9 @@ def test_beta_learnability_rejects_a_p_hat_that_is_no_vote_share():
 
 def test_batch_rewards_pass_the_number_of_votes():
     # one question alone in B = 1: r_rep = 1; unclipped 1 - (2 + 1)/(4 + 2) - 1 = -0.5
-    parts = challenger_rewards(["Find x."], [0.5], form="beta_learnability", clip=False,
-                               num_votes=4)
+    parts = challenger_rewards(
+        ["Find x."], [0.5], form="beta_learnability", clip=False, num_votes=4
+    )
     assert parts[0].reward == pytest.approx(-0.5)
 
 
@@ -198,11 +202,19 @@ def test_config_accepts_the_new_forms():
 def _step_rows(questions, p_hats):
     """Rows as ChallengerReward._score writes them, from challenger_rewards' parts."""
     parts = challenger_rewards(questions, p_hats)
-    return [{"step": 1, "question": q, "valid": p.valid, "p_hat": p.p_hat,
-             "r_unc": p.uncertainty if p.valid else None,
-             "r_rep": p.repetition if p.valid else None, "reward": p.reward,
-             "parse_rate": 1.0 if p.valid else None}
-            for q, p in zip(questions, parts, strict=True)]
+    return [
+        {
+            "step": 1,
+            "question": q,
+            "valid": p.valid,
+            "p_hat": p.p_hat,
+            "r_unc": p.uncertainty if p.valid else None,
+            "r_rep": p.repetition if p.valid else None,
+            "reward": p.reward,
+            "parse_rate": 1.0 if p.valid else None,
+        }
+        for q, p in zip(questions, parts, strict=True)
+    ]
 
 
 def test_step_summary_counts_the_penalty_clusters():
@@ -221,8 +233,14 @@ def test_step_summary_cluster_count_matches_a_second_clustering():
     from rzero.challenger.repetition import cluster_labels
     from rzero.challenger.rewards import step_summary
 
-    questions = ["What is 2 + 3?", "What is 7 + 9?", "A train covers 60 km in 2 hours.",
-                 "A train covers 80 km in 3 hours.", "Solve x^2 - 5x + 6 = 0.", None]
+    questions = [
+        "What is 2 + 3?",
+        "What is 7 + 9?",
+        "A train covers 60 km in 2 hours.",
+        "A train covers 80 km in 3 hours.",
+        "Solve x^2 - 5x + 6 = 0.",
+        None,
+    ]
     rows = _step_rows(questions, [0.5, 0.3, 0.6, 0.4, 0.5, None])
     clusters = len(set(cluster_labels(questions[:5]).tolist()))
     assert step_summary(rows)["cluster_ratio"] == pytest.approx(clusters / 5)
@@ -232,8 +250,9 @@ def test_step_summary_structure_ratio_counts_templates_once():
     from rzero.challenger.rewards import step_summary
 
     # "what is # + #?" twice, "solve x^# - #x + # = #." once -> 2 structures / 3 questions
-    rows = _step_rows(["What is 2 + 3?", "What is 17 + 9?", "Solve x^2 - 5x + 6 = 0."],
-                      [0.5, 0.5, 0.5])
+    rows = _step_rows(
+        ["What is 2 + 3?", "What is 17 + 9?", "Solve x^2 - 5x + 6 = 0."], [0.5, 0.5, 0.5]
+    )
     assert step_summary(rows)["structure_ratio"] == pytest.approx(2 / 3)
 
 
@@ -242,4 +261,8 @@ def test_step_summary_with_no_valid_question_has_zero_ratios():
 
     s = step_summary(_step_rows([None, None], [None, None]))
     assert (s["questions"], s["cluster_ratio"], s["distinct_2"], s["structure_ratio"]) == (
-        0, 0.0, 0.0, 0.0)
+        0,
+        0.0,
+        0.0,
+        0.0,
+    )

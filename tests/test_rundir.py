@@ -61,8 +61,9 @@ def test_a_damaged_marker_names_its_file(tmp_path):
 # ---------------------------------------------------------------- resume
 
 
-def test_a_moved_run_resumes_on_its_own_files(one_iteration, format_checkpoint, tmp_path,
-                                              monkeypatch):
+def test_a_moved_run_resumes_on_its_own_files(
+    one_iteration, format_checkpoint, tmp_path, monkeypatch
+):
     import rzero.engine.models
 
     copy = _copy(one_iteration, tmp_path / "moved" / "run")
@@ -82,8 +83,9 @@ def test_a_moved_run_resumes_on_its_own_files(one_iteration, format_checkpoint, 
     assert loads == [str(copy / "iter_01/solver")]
 
 
-def test_a_truncated_file_redoes_its_phase_and_the_ones_after(one_iteration, format_checkpoint,
-                                                               tmp_path, capsys):
+def test_a_truncated_file_redoes_its_phase_and_the_ones_after(
+    one_iteration, format_checkpoint, tmp_path, capsys
+):
     copy = _copy(one_iteration, tmp_path / "run")
     labelled = copy / "iter_01/labelled.jsonl"
     text = labelled.read_text()
@@ -97,8 +99,9 @@ def test_a_truncated_file_redoes_its_phase_and_the_ones_after(one_iteration, for
     assert RunDir(copy).marker(1, "challenger") == before
 
 
-def test_a_deleted_checkpoint_redoes_the_phase_that_wrote_it(one_iteration, format_checkpoint,
-                                                             tmp_path, capsys):
+def test_a_deleted_checkpoint_redoes_the_phase_that_wrote_it(
+    one_iteration, format_checkpoint, tmp_path, capsys
+):
     copy = _copy(one_iteration, tmp_path / "run")
     (copy / "iter_01/challenger/model.safetensors").unlink()
     run_iterations(load_config(None, tiny_overrides(format_checkpoint)), copy)
@@ -108,8 +111,9 @@ def test_a_deleted_checkpoint_redoes_the_phase_that_wrote_it(one_iteration, form
         assert RunDir(copy).marker(1, phase) is not None
 
 
-def test_deleting_config_yaml_does_not_hide_a_changed_config(one_iteration, format_checkpoint,
-                                                             tmp_path):
+def test_deleting_config_yaml_does_not_hide_a_changed_config(
+    one_iteration, format_checkpoint, tmp_path
+):
     copy = _copy(one_iteration, tmp_path / "run")
     (copy / "config.yaml").unlink()
     cfg = load_config(None, tiny_overrides(format_checkpoint, **{"challenger.steps": 3}))
@@ -121,12 +125,16 @@ def test_deleting_config_yaml_does_not_hide_a_changed_config(one_iteration, form
 # ---------------------------------------------------------------- bad input, nothing written
 
 
-@pytest.mark.parametrize("override, message", [
-    ("challenger.prompt_file=/nonexistent/prompt.txt", "challenger.prompt_file='/nonexistent"),
-    ("eval.benchmarks=/nonexistent/bench.jsonl", "eval.benchmarks="),
-])
-def test_bad_inputs_are_refused_before_the_run_directory_exists(override, message,
-                                                                format_checkpoint, tmp_path):
+@pytest.mark.parametrize(
+    "override, message",
+    [
+        ("challenger.prompt_file=/nonexistent/prompt.txt", "challenger.prompt_file='/nonexistent"),
+        ("eval.benchmarks=/nonexistent/bench.jsonl", "eval.benchmarks="),
+    ],
+)
+def test_bad_inputs_are_refused_before_the_run_directory_exists(
+    override, message, format_checkpoint, tmp_path
+):
     cfg = load_config(None, tiny_overrides(format_checkpoint) + [override])
     with pytest.raises(ConfigError, match=message.replace("(", r"\(")):
         run_iterations(cfg, tmp_path / "run")
@@ -144,8 +152,14 @@ def test_a_solver_prompt_without_the_question_field_is_refused(format_checkpoint
 
 def _cli(*args: str) -> subprocess.CompletedProcess:
     env = {**os.environ, "PYTHONUNBUFFERED": "1"}
-    return subprocess.run([sys.executable, "-m", "rzero", *args], capture_output=True,
-                          text=True, timeout=300, env=env, cwd=ROOT)
+    return subprocess.run(
+        [sys.executable, "-m", "rzero", *args],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env=env,
+        cwd=ROOT,
+    )
 
 
 def test_user_errors_are_one_line_and_exit_2(one_iteration, format_checkpoint, tmp_path):

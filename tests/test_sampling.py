@@ -20,8 +20,13 @@ from transformers.generation.logits_process import (
 from rzero.engine.sampling import in_top_p, next_tokens, top_k_candidates
 
 SETTINGS = [  # (temperature, top_k, top_p)
-    (1.0, 40, 1.0), (0.7, 40, 0.9), (1.3, 5, 0.5), (1.0, 0, 0.95), (0.6, 0, 0.8),
-    (1.0, 0, 1.0), (1.0, 300, 0.9),  # k above MAX_CANDIDATES: the full-vocabulary path
+    (1.0, 40, 1.0),
+    (0.7, 40, 0.9),
+    (1.3, 5, 0.5),
+    (1.0, 0, 0.95),
+    (0.6, 0, 0.8),
+    (1.0, 0, 1.0),
+    (1.0, 300, 0.9),  # k above MAX_CANDIDATES: the full-vocabulary path
 ]
 
 
@@ -90,7 +95,8 @@ def test_top_p_with_ties_keeps_as_many_tokens_of_the_same_values():
         kept = fast_kept(logits, 1.0, top_k, top_p)
         for row in range(logits.shape[0]):
             assert sorted(logits[row][kept[row]].tolist()) == sorted(
-                logits[row][expected[row]].tolist())
+                logits[row][expected[row]].tolist()
+            )
 
 
 def test_top_p_boundary_exactly_on_a_cumulative_sum():
@@ -125,8 +131,13 @@ def test_draws_follow_the_transformers_distribution(temperature, top_k, top_p):
     logits = torch.randn(3, 400, generator=g) * 2.5  # [R, V]
     draws = 20000
     probs = reference_scores(logits, temperature, top_k, top_p).softmax(-1)  # [R, V]
-    tokens = next_tokens(logits.repeat_interleave(draws, 0), temperature, top_k, top_p,
-                         torch.Generator().manual_seed(4)).view(3, draws)
+    tokens = next_tokens(
+        logits.repeat_interleave(draws, 0),
+        temperature,
+        top_k,
+        top_p,
+        torch.Generator().manual_seed(4),
+    ).view(3, draws)
     for row in range(3):
         counts = torch.bincount(tokens[row], minlength=400).double()
         assert counts[probs[row] == 0].sum() == 0  # never a removed token

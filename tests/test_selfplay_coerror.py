@@ -32,9 +32,11 @@ def test_correlation_with_its_interval():
 
 def test_correlated_errors_are_flagged_in_words():
     out = role_co_error(A, B)
-    assert out["flags"][0].startswith("overall: challenger and solver are both wrong on 25.0% "
-                                      "of 100 items, against 9.0% if their errors were "
-                                      "independent (2.8x)")
+    assert out["flags"][0].startswith(
+        "overall: challenger and solver are both wrong on 25.0% "
+        "of 100 items, against 9.0% if their errors were "
+        "independent (2.8x)"
+    )
     assert out["watch"]["co_error_phi"] == pytest.approx(1600 / 2100)
 
 
@@ -60,7 +62,8 @@ def test_a_role_with_no_error_has_no_correlation():
 
 def test_small_groups_carry_a_caveat():
     assert role_co_error([True, False], [True, True])["overall"]["caveat"] == (
-        "only 2 items: read these numbers as rough")
+        "only 2 items: read these numbers as rough"
+    )
 
 
 def test_both_roles_answer_the_same_items():

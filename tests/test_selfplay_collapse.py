@@ -47,18 +47,22 @@ def test_structure_masks_every_number():
 
 
 def test_a_template_with_new_numbers_counts_once():
-    questions = ["A train covers 60 km in 2 hours. Speed?",
-                 "A train covers 90 km in 3 hours. Speed?",
-                 "How many primes are below 20?"]
+    questions = [
+        "A train covers 60 km in 2 hours. Speed?",
+        "A train covers 90 km in 3 hours. Speed?",
+        "How many primes are below 20?",
+    ]
     assert structure_count(questions) == 2
 
 
 # --- one batch ---------------------------------------------------------------------------
 
-Q = ["What is the sum of the first ten positive integers?",
-     "What is the sum of the first ten positive integers?",
-     "Find all real x with x^2 = 2.",
-     "How many ways can 5 people sit in a row?"]
+Q = [
+    "What is the sum of the first ten positive integers?",
+    "What is the sum of the first ten positive integers?",
+    "Find all real x with x^2 = 2.",
+    "How many ways can 5 people sit in a row?",
+]
 
 
 def test_diversity_counts_bleu_clusters_per_question():
@@ -95,14 +99,32 @@ def test_no_questions_give_zero_ratios():
 # --- answers -----------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("answer, kind", [
-    ("42", "integer"), ("-7", "integer"), ("1,000", "integer"), ("$12$", "integer"),
-    ("50\\%", "integer"), ("0.25", "decimal"), ("-.5", "decimal"), ("3/4", "fraction"),
-    ("\\frac{3}{4}", "fraction"), ("-\\dfrac{1}{2}", "fraction"), ("\\frac34", "fraction"),
-    ("2\\sqrt{3}", "expression"), ("x+1", "expression"), ("(1, 2)", "expression"),
-    ("x", "expression"), ("12 cm", "expression"), ("yes", "text"),
-    ("\\text{Tuesday}", "text"), ("No solution", "text"), (None, "none"), ("  ", "none"),
-])
+@pytest.mark.parametrize(
+    "answer, kind",
+    [
+        ("42", "integer"),
+        ("-7", "integer"),
+        ("1,000", "integer"),
+        ("$12$", "integer"),
+        ("50\\%", "integer"),
+        ("0.25", "decimal"),
+        ("-.5", "decimal"),
+        ("3/4", "fraction"),
+        ("\\frac{3}{4}", "fraction"),
+        ("-\\dfrac{1}{2}", "fraction"),
+        ("\\frac34", "fraction"),
+        ("2\\sqrt{3}", "expression"),
+        ("x+1", "expression"),
+        ("(1, 2)", "expression"),
+        ("x", "expression"),
+        ("12 cm", "expression"),
+        ("yes", "text"),
+        ("\\text{Tuesday}", "text"),
+        ("No solution", "text"),
+        (None, "none"),
+        ("  ", "none"),
+    ],
+)
 def test_answer_type(answer, kind):
     assert answer_type(answer) == kind
 
@@ -119,11 +141,16 @@ def test_answer_types_share_of_the_top_type():
 
 def test_fragmentation_of_a_split_and_a_scattered_vote():
     # a 5-5 split: 2 groups of 10 votes (0.2 per vote); ten different answers: 10 (1.0 per vote)
-    rows = [{"num_groups": 2, "answers": ["1"] * 5 + ["2"] * 5, "top2_margin": 0.0,
-             "parse_rate": 1.0},
-            {"num_groups": 10, "answers": [str(i) for i in range(10)], "top2_margin": 0.0,
-             "parse_rate": 1.0},
-            {"num_groups": 0, "answers": [], "top2_margin": None, "parse_rate": None}]
+    rows = [
+        {"num_groups": 2, "answers": ["1"] * 5 + ["2"] * 5, "top2_margin": 0.0, "parse_rate": 1.0},
+        {
+            "num_groups": 10,
+            "answers": [str(i) for i in range(10)],
+            "top2_margin": 0.0,
+            "parse_rate": 1.0,
+        },
+        {"num_groups": 0, "answers": [], "top2_margin": None, "parse_rate": None},
+    ]
     f = answer_fragmentation(rows)
     assert f["rows"] == 2  # the row that was never voted on is left out
     assert f["mean_num_groups"] == 6.0  # (2 + 10) / 2
@@ -133,23 +160,41 @@ def test_fragmentation_of_a_split_and_a_scattered_vote():
 
 # --- warnings ----------------------------------------------------------------------------
 
-HEALTHY = {"questions": 64, "cluster_ratio": 0.9, "structure_ratio": 0.8, "distinct_2": 0.5,
-           "valid_rate": 0.9, "mean_parse_rate": 0.95, "groups_per_vote": 0.3,
-           "kept_fraction": 0.4, "label_accuracy": 0.7, "co_error_phi": 0.1,
-           "increment": 0.02, "increment_ci_low": -0.01, "increment_ci_high": 0.05}
+HEALTHY = {
+    "questions": 64,
+    "cluster_ratio": 0.9,
+    "structure_ratio": 0.8,
+    "distinct_2": 0.5,
+    "valid_rate": 0.9,
+    "mean_parse_rate": 0.95,
+    "groups_per_vote": 0.3,
+    "kept_fraction": 0.4,
+    "label_accuracy": 0.7,
+    "co_error_phi": 0.1,
+    "increment": 0.02,
+    "increment_ci_low": -0.01,
+    "increment_ci_high": 0.05,
+}
 
 
 def test_healthy_numbers_raise_no_warning():
     assert collapse_warnings(HEALTHY, WatchConfig()) == []
 
 
-@pytest.mark.parametrize("key, value, name", [
-    ("cluster_ratio", 0.3, "diversity"), ("structure_ratio", 0.2, "structure"),
-    ("valid_rate", 0.1, "well_formed"), ("mean_parse_rate", 0.2, "parse"),
-    ("groups_per_vote", 0.8, "fragmentation"), ("kept_fraction", 0.0, "band"),
-    ("label_accuracy", 0.42, "label_accuracy"), ("co_error_phi", 0.76, "co_error"),
-    ("top_label_share", 0.9, "label_mode"),
-])
+@pytest.mark.parametrize(
+    "key, value, name",
+    [
+        ("cluster_ratio", 0.3, "diversity"),
+        ("structure_ratio", 0.2, "structure"),
+        ("valid_rate", 0.1, "well_formed"),
+        ("mean_parse_rate", 0.2, "parse"),
+        ("groups_per_vote", 0.8, "fragmentation"),
+        ("kept_fraction", 0.0, "band"),
+        ("label_accuracy", 0.42, "label_accuracy"),
+        ("co_error_phi", 0.76, "co_error"),
+        ("top_label_share", 0.9, "label_mode"),
+    ],
+)
 def test_each_threshold_names_its_warning(key, value, name):
     warnings = collapse_warnings({**HEALTHY, key: value}, WatchConfig())
     assert [warning_name(w) for w in warnings] == [name]
@@ -157,13 +202,14 @@ def test_each_threshold_names_its_warning(key, value, name):
 
 def test_warning_reads_as_a_sentence():
     [w] = collapse_warnings({"cluster_ratio": 0.3}, WatchConfig(), where="iteration 2 pool")
-    assert w == ("diversity: iteration 2 pool: BLEU clusters per question 0.30 is below "
-                 "watch.min_cluster_ratio = 0.5; many questions are rewordings of each other")
+    assert w == (
+        "diversity: iteration 2 pool: BLEU clusters per question 0.30 is below "
+        "watch.min_cluster_ratio = 0.5; many questions are rewordings of each other"
+    )
 
 
 def test_a_threshold_of_none_is_off():
-    assert collapse_warnings({"cluster_ratio": 0.1},
-                             WatchConfig(min_cluster_ratio=None)) == []
+    assert collapse_warnings({"cluster_ratio": 0.1}, WatchConfig(min_cluster_ratio=None)) == []
 
 
 def test_distinct_2_is_off_by_default_and_on_when_set():
@@ -184,8 +230,10 @@ def test_increment_warns_only_when_the_interval_is_below_zero():
 
 
 def test_label_accuracy_warning_shows_its_interval():
-    [w] = collapse_warnings({"label_accuracy": 0.42, "label_accuracy_ci_low": 0.33,
-                             "label_accuracy_ci_high": 0.52}, WatchConfig())
+    [w] = collapse_warnings(
+        {"label_accuracy": 0.42, "label_accuracy_ci_low": 0.33, "label_accuracy_ci_high": 0.52},
+        WatchConfig(),
+    )
     assert "0.42 [0.33, 0.52]" in w
 
 
@@ -228,34 +276,73 @@ def test_report_renders_the_collapse_watch(tmp_path):
     from rzero.rundir import RunDir
 
     run = RunDir(tmp_path)
-    step = {"step": 1, "questions": 12, "valid_rate": 0.75, "cluster_ratio": 0.5,
-            "distinct_2": 0.41, "structure_ratio": 0.25}
-    write_json_atomic(run.marker_path(1, "challenger"), {
-        "seconds": 1.0, "steps": [step],
-        "warnings": ["structure: iteration 1, challenger step 1: structures per question "
-                     "0.25 is below watch.min_structure_ratio = 0.5; ..."]})
-    write_json_atomic(run.marker_path(1, "labelling"), {
-        "seconds": 1.0, "metrics": {"mean_num_groups": 3.0, "groups_per_vote": 0.3,
-                                    "mean_top2_margin": 0.2, "mean_parse_rate": 0.9,
-                                    "kept_questions": 25, "top_label": "7",
-                                    "top_label_count": 17, "top_label_share": 0.68}})
+    step = {
+        "step": 1,
+        "questions": 12,
+        "valid_rate": 0.75,
+        "cluster_ratio": 0.5,
+        "distinct_2": 0.41,
+        "structure_ratio": 0.25,
+    }
+    write_json_atomic(
+        run.marker_path(1, "challenger"),
+        {
+            "seconds": 1.0,
+            "steps": [step],
+            "warnings": [
+                "structure: iteration 1, challenger step 1: structures per question "
+                "0.25 is below watch.min_structure_ratio = 0.5; ..."
+            ],
+        },
+    )
+    write_json_atomic(
+        run.marker_path(1, "labelling"),
+        {
+            "seconds": 1.0,
+            "metrics": {
+                "mean_num_groups": 3.0,
+                "groups_per_vote": 0.3,
+                "mean_top2_margin": 0.2,
+                "mean_parse_rate": 0.9,
+                "kept_questions": 25,
+                "top_label": "7",
+                "top_label_count": 17,
+                "top_label_share": 0.68,
+            },
+        },
+    )
     text = "\n".join(collapse_watch(run, RZeroConfig()))
     assert "## Collapse watch" in text
     assert "| 1 | step 1 | 12 | 0.75 | 0.50 | 0.41 | 0.25 |" in text
-    assert ("- iteration 1 labelling: 3.00 answer groups per question (0.30 per vote), "
-            "top-2 margin 0.20, parse rate 0.90; of the 25 questions kept for training, 17 "
-            "carry the label 7") in text
+    assert (
+        "- iteration 1 labelling: 3.00 answer groups per question (0.30 per vote), "
+        "top-2 margin 0.20, parse rate 0.90; of the 25 questions kept for training, 17 "
+        "carry the label 7"
+    ) in text
     assert "- structure: iteration 1, challenger step 1:" in text
     assert "dropped" not in text  # no label cap, no mention of it
-    write_json_atomic(run.marker_path(2, "labelling"), {
-        "seconds": 1.0, "metrics": {"mean_num_groups": 3.0, "groups_per_vote": 0.3,
-                                    "mean_top2_margin": 0.2, "mean_parse_rate": 0.9,
-                                    "kept_questions": 12, "top_label": "1",
-                                    "top_label_count": 5, "top_label_share": 5 / 12,
-                                    "capped_questions": 10}})
+    write_json_atomic(
+        run.marker_path(2, "labelling"),
+        {
+            "seconds": 1.0,
+            "metrics": {
+                "mean_num_groups": 3.0,
+                "groups_per_vote": 0.3,
+                "mean_top2_margin": 0.2,
+                "mean_parse_rate": 0.9,
+                "kept_questions": 12,
+                "top_label": "1",
+                "top_label_count": 5,
+                "top_label_share": 5 / 12,
+                "capped_questions": 10,
+            },
+        },
+    )
     text = "\n".join(collapse_watch(run, RZeroConfig()))
-    assert ("of the 12 questions kept for training, 5 carry the label 1; the label cap "
-            "(labeling.cap_label_share) dropped 10 more") in text
+    assert (
+        "of the 12 questions kept for training, 5 carry the label 1; the label cap "
+        "(labeling.cap_label_share) dropped 10 more"
+    ) in text
 
 
 def test_report_has_no_watch_section_without_numbers(tmp_path):
@@ -272,9 +359,12 @@ def test_report_has_no_watch_section_without_numbers(tmp_path):
 def test_label_concentration_counts_the_kept_questions_only():
     from rzero.selfplay.collapse import label_concentration
 
-    rows = ([{"label": "7", "kept": True}] * 4 + [{"label": " 7 ", "kept": True}]
-            + [{"label": "12", "kept": True}, {"label": None, "kept": True}]
-            + [{"label": "3", "kept": False}] * 9)
+    rows = (
+        [{"label": "7", "kept": True}] * 4
+        + [{"label": " 7 ", "kept": True}]
+        + [{"label": "12", "kept": True}, {"label": None, "kept": True}]
+        + [{"label": "3", "kept": False}] * 9
+    )
     c = label_concentration(rows)
     assert (c["top_label"], c["top_label_count"], c["kept_questions"]) == ("7", 5, 6)
     assert c["top_label_share"] == pytest.approx(5 / 6)
@@ -287,8 +377,10 @@ def test_label_concentration_counts_the_kept_questions_only():
 def test_label_mode_warning_names_the_label_and_counts():
     m = {"top_label_share": 0.68, "top_label": "7", "top_label_count": 17, "kept_questions": 25}
     [w] = collapse_warnings(m, WatchConfig(), where="iteration 2 labelling")
-    assert w.startswith("label_mode: iteration 2 labelling: 17 of 25 questions the solver "
-                        "trains on carry the label 7 (0.68), above watch.max_label_share = 0.5")
+    assert w.startswith(
+        "label_mode: iteration 2 labelling: 17 of 25 questions the solver "
+        "trains on carry the label 7 (0.68), above watch.max_label_share = 0.5"
+    )
     assert collapse_warnings({**m, "top_label_share": 0.4}, WatchConfig()) == []
     assert collapse_warnings(m, WatchConfig(max_label_share=None)) == []
     assert collapse_warnings({**m, "top_label_share": None}, WatchConfig()) == []
@@ -300,13 +392,28 @@ def test_labelling_marker_gets_the_label_concentration(tmp_path):
     from rzero.selfplay import watch
 
     run = RunDir(tmp_path)
-    rows = [{"question": f"q{i}", "answers": ["7"] * 4 + ["1"] * 4, "label": "7" if i < 4 else
-             str(i), "p_hat": 0.5, "num_groups": 2, "top2_margin": 0.0, "parse_rate": 1.0,
-             "kept": True} for i in range(6)]
+    rows = [
+        {
+            "question": f"q{i}",
+            "answers": ["7"] * 4 + ["1"] * 4,
+            "label": "7" if i < 4 else str(i),
+            "p_hat": 0.5,
+            "num_groups": 2,
+            "top2_margin": 0.0,
+            "parse_rate": 1.0,
+            "kept": True,
+        }
+        for i in range(6)
+    ]
     write_jsonl_atomic(run.iter_dir(1) / "labelled.jsonl", rows)
-    info = watch.after_phase(load_config(None), run, 1, "labelling",
-                             {"metrics": {"kept_fraction": 1.0, "mean_parse_rate": 1.0}},
-                             math=True)
+    info = watch.after_phase(
+        load_config(None),
+        run,
+        1,
+        "labelling",
+        {"metrics": {"kept_fraction": 1.0, "mean_parse_rate": 1.0}},
+        math=True,
+    )
     assert info["metrics"]["top_label"] == "7"
     assert info["metrics"]["top_label_share"] == pytest.approx(4 / 6)
     assert [w.split(":")[0] for w in info["warnings"]] == ["label_mode"]
@@ -319,13 +426,27 @@ def test_the_html_page_shows_the_collapse_watch_escaped(tmp_path):
     from rzero.rundir import RunDir
 
     run = RunDir(tmp_path)
-    write_json_atomic(run.marker_path(2, "labelling"), {
-        "seconds": 1.0,
-        "metrics": {"mean_num_groups": 3.0, "groups_per_vote": 0.3, "mean_top2_margin": 0.2,
-                    "mean_parse_rate": 0.9, "kept_questions": 6, "top_label": "<b>7</b>",
-                    "top_label_count": 4, "top_label_share": 0.67, "kept_fraction": 0.5},
-        "warnings": ["label_mode: iteration 2 labelling: 4 of 6 questions the solver trains on "
-                     "carry the label <b>7</b> (0.67), above watch.max_label_share = 0.5"]})
+    write_json_atomic(
+        run.marker_path(2, "labelling"),
+        {
+            "seconds": 1.0,
+            "metrics": {
+                "mean_num_groups": 3.0,
+                "groups_per_vote": 0.3,
+                "mean_top2_margin": 0.2,
+                "mean_parse_rate": 0.9,
+                "kept_questions": 6,
+                "top_label": "<b>7</b>",
+                "top_label_count": 4,
+                "top_label_share": 0.67,
+                "kept_fraction": 0.5,
+            },
+            "warnings": [
+                "label_mode: iteration 2 labelling: 4 of 6 questions the solver trains on "
+                "carry the label <b>7</b> (0.67), above watch.max_label_share = 0.5"
+            ],
+        },
+    )
     page = render_html(run, RZeroConfig(), (["iter"], []))
     assert "<h2>Collapse watch</h2>" in page
     assert "4 carry the label &lt;b&gt;7&lt;/b&gt;" in page

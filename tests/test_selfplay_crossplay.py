@@ -48,11 +48,14 @@ def test_no_truth_means_no_accuracy():
 
 def test_forgetting_is_flagged_when_intervals_part():
     labels = {1: [str(i) for i in range(40)]}
-    answers = {(0, 1): [str(i) for i in range(40)],  # 40/40 right
-               (2, 1): [str(i) if i < 10 else "?" for i in range(40)]}  # 10/40
+    answers = {
+        (0, 1): [str(i) for i in range(40)],  # 40/40 right
+        (2, 1): [str(i) if i < 10 else "?" for i in range(40)],
+    }  # 10/40
     m = cross_iteration_matrix(answers, labels, {1: labels[1]}, equivalent=same)
     assert m["flags"] == [m["flags"][0]] and m["flags"][0].startswith(
-        "pool 1: solver 2 answers 25.0%")
+        "pool 1: solver 2 answers 25.0%"
+    )
 
 
 def test_output_is_json():

@@ -39,8 +39,10 @@ def test_average_is_unweighted_over_benchmarks():
 
 def test_a_shrinking_gain_is_flagged():
     curve = increment_curve({"easy": [vec(10), vec(20), vec(22)]}, n_boot=500)
-    assert any(f.startswith("the gain per iteration fell: +0.250 at iteration 1, +0.050 at "
-                            "iteration 2") for f in curve["flags"])
+    assert any(
+        f.startswith("the gain per iteration fell: +0.250 at iteration 1, +0.050 at iteration 2")
+        for f in curve["flags"]
+    )
 
 
 def test_a_clear_drop_is_flagged_and_feeds_the_watch():
@@ -58,8 +60,9 @@ def test_a_small_drop_is_called_possible_noise():
 
 def test_falling_below_the_base_is_flagged():
     curve = increment_curve({"easy": [vec(30), vec(30), vec(10)]}, n_boot=500)
-    assert any(f.startswith("iteration 2 is below the base model on average")
-               for f in curve["flags"])
+    assert any(
+        f.startswith("iteration 2 is below the base model on average") for f in curve["flags"]
+    )
 
 
 def test_benchmarks_need_the_same_iterations():
@@ -76,12 +79,20 @@ def test_each_iteration_carries_its_own_flags():
 def test_eval_items_are_paired_by_id():
     from rzero.selfplay.increments import align_eval_items
 
-    base = {"items": [{"benchmark": "easy", "id": "a", "mean": 1.0},
-                      {"benchmark": "easy", "id": "b", "mean": 0.0},
-                      {"benchmark": "hard", "id": "h", "mean": 0.0}]}
+    base = {
+        "items": [
+            {"benchmark": "easy", "id": "a", "mean": 1.0},
+            {"benchmark": "easy", "id": "b", "mean": 0.0},
+            {"benchmark": "hard", "id": "h", "mean": 0.0},
+        ]
+    }
     # iteration 1 scored the items in another order and never scored "hard"
-    it1 = {"items": [{"benchmark": "easy", "id": "b", "mean": 1.0},
-                     {"benchmark": "easy", "id": "a", "mean": 1.0}]}
+    it1 = {
+        "items": [
+            {"benchmark": "easy", "id": "b", "mean": 1.0},
+            {"benchmark": "easy", "id": "a", "mean": 1.0},
+        ]
+    }
     assert align_eval_items([base, it1]) == {"easy": [[1.0, 0.0], [1.0, 1.0]]}
 
 

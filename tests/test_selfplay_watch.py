@@ -21,10 +21,20 @@ def cfg_with(**sets):
 
 
 def step(n: int, reward: float, valid: float, clusters: float) -> dict:
-    return {"step": n, "completions": 8, "valid_rate": valid, "mean_p_hat": 0.5,
-            "mean_r_unc": 0.5, "mean_r_rep": 0.1, "mean_reward": reward, "mean_parse_rate": 0.9,
-            "questions": 8, "cluster_ratio": clusters, "distinct_2": 0.5,
-            "structure_ratio": 0.9}
+    return {
+        "step": n,
+        "completions": 8,
+        "valid_rate": valid,
+        "mean_p_hat": 0.5,
+        "mean_r_unc": 0.5,
+        "mean_r_rep": 0.1,
+        "mean_reward": reward,
+        "mean_parse_rate": 0.9,
+        "questions": 8,
+        "cluster_ratio": clusters,
+        "distinct_2": 0.5,
+        "structure_ratio": 0.9,
+    }
 
 
 # ---------------------------------------------------------------- challenger
@@ -32,8 +42,10 @@ def step(n: int, reward: float, valid: float, clusters: float) -> dict:
 
 def test_challenger_steps_get_a_slope_and_per_step_warnings(tmp_path):
     cfg = cfg_with(**{"watch.min_cluster_ratio": 0.5})
-    info = {"steps": [step(1, 0.1, 0.5, 0.9), step(2, 0.2, 0.6, 0.9), step(3, 0.3, 0.7, 0.25)],
-            "metrics": {}}
+    info = {
+        "steps": [step(1, 0.1, 0.5, 0.9), step(2, 0.2, 0.6, 0.9), step(3, 0.3, 0.7, 0.25)],
+        "metrics": {},
+    }
     watch.after_phase(cfg, RunDir(tmp_path), 1, "challenger", info)
     # rewards 0.1, 0.2, 0.3 at steps 1, 2, 3: a straight line of slope 0.1, no residual
     assert info["trend"]["mean_reward"]["slope"] == pytest.approx(0.1)
@@ -56,8 +68,13 @@ def test_one_step_has_no_slope(tmp_path):
 
 
 def one_template_pool(n: int) -> list[dict]:
-    return [{"question": f"Tom has {a} apples and buys {a + 3} more. How many apples now?",
-             "challenger_answer": str(2 * a + 3)} for a in range(1, n + 1)]
+    return [
+        {
+            "question": f"Tom has {a} apples and buys {a + 3} more. How many apples now?",
+            "challenger_answer": str(2 * a + 3),
+        }
+        for a in range(1, n + 1)
+    ]
 
 
 def test_a_one_template_pool_trips_diversity_and_stops_when_asked(tmp_path):
@@ -78,14 +95,29 @@ def test_a_one_template_pool_trips_diversity_and_stops_when_asked(tmp_path):
 
 def test_the_band_is_watched_with_the_filter_off(tmp_path):
     run = RunDir(tmp_path)
-    rows = [{"question": f"q{i}", "answers": ["1"] * 4, "label": "1", "p_hat": 1.0,
-             "num_groups": 1, "top2_margin": 1.0, "parse_rate": 1.0, "kept": True}
-            for i in range(4)]
+    rows = [
+        {
+            "question": f"q{i}",
+            "answers": ["1"] * 4,
+            "label": "1",
+            "p_hat": 1.0,
+            "num_groups": 1,
+            "top2_margin": 1.0,
+            "parse_rate": 1.0,
+            "kept": True,
+        }
+        for i in range(4)
+    ]
     write_jsonl_atomic(run.iter_dir(1) / "labelled.jsonl", rows)
     cfg = cfg_with(**{"labeling.filter": False})
-    info = watch.after_phase(cfg, run, 1, "labelling",
-                             {"metrics": {"kept_fraction": 1.0, "mean_parse_rate": 1.0}},
-                             math=True)
+    info = watch.after_phase(
+        cfg,
+        run,
+        1,
+        "labelling",
+        {"metrics": {"kept_fraction": 1.0, "mean_parse_rate": 1.0}},
+        math=True,
+    )
     # every question is unanimous (p_hat 1): kept (no filter) but none in the band
     assert info["metrics"]["in_band_fraction"] == 0.0
     assert info["metrics"]["groups_per_vote"] == pytest.approx(0.25)  # 1 group / 4 votes
@@ -96,8 +128,12 @@ def test_the_band_is_watched_with_the_filter_off(tmp_path):
 
 
 def eval_json(correct: list[int]) -> dict:
-    return {"items": [{"benchmark": "easy", "id": f"e{i}", "mean": float(c), "correct": [bool(c)]}
-                      for i, c in enumerate(correct)]}
+    return {
+        "items": [
+            {"benchmark": "easy", "id": f"e{i}", "mean": float(c), "correct": [bool(c)]}
+            for i, c in enumerate(correct)
+        ]
+    }
 
 
 def test_eval_writes_the_increment_curve_and_warns_on_a_sure_drop(tmp_path):
@@ -133,6 +169,7 @@ def test_a_stored_stop_fires_with_the_current_stop_on():
 
 class PoolRun(Run):
     """A system of one pool phase on the run engine, with the math loop's audit."""
+
     layout = LAYOUT
 
     def __init__(self, *args, **kwargs):
@@ -149,13 +186,15 @@ class PoolRun(Run):
         self.rebuilt.append(self.rundir.path)
 
     def iterate(self) -> None:
-        self.phases.run(1, "pool", lambda k: self.done.append("ran") or {
-            "metrics": {"valid_rate": 1.0}})
+        self.phases.run(
+            1, "pool", lambda k: self.done.append("ran") or {"metrics": {"valid_rate": 1.0}}
+        )
         self.done.append("after the pool")  # never reached: the pool's diversity warning stops
 
 
 def test_every_system_stops_cleanly_on_a_listed_warning_and_closes_its_trackers(
-        tmp_path, capsys, monkeypatch):
+    tmp_path, capsys, monkeypatch
+):
     """Every system's run shares this wiring (`rzero.rundir.run.Run`): the phase runner's
     marker hook raises the stop, `Run.run` ends the iterations with one line and the trackers
     close; a rerun fires the same stop from the stored marker."""
@@ -168,8 +207,9 @@ def test_every_system_stops_cleanly_on_a_listed_warning_and_closes_its_trackers(
     run.run()
     assert run.done == ["ran"] and closed == [True] and run.rebuilt == [tmp_path]
     assert run.rundir.marker(1, "pool")["stop"]["phase"] == "pool"  # committed before the stop
-    assert capsys.readouterr().err.startswith("run stopped after iteration 1 pool, because "
-                                              "run.stop_on lists diversity")
+    assert capsys.readouterr().err.startswith(
+        "run stopped after iteration 1 pool, because run.stop_on lists diversity"
+    )
     again = PoolRun(cfg, tmp_path)
     again.run()
     assert again.done == [] and again.rebuilt == []  # not run again, not committed again
@@ -178,8 +218,12 @@ def test_every_system_stops_cleanly_on_a_listed_warning_and_closes_its_trackers(
 
 def test_watch_stop_on_and_trackers_are_outside_the_fingerprint():
     base = cfg_with()
-    for key, value in (("watch.min_cluster_ratio", 0.9), ("watch.coerror", True),
-                       ("run.stop_on", "[band]"), ("run.report_to", "[]")):
+    for key, value in (
+        ("watch.min_cluster_ratio", 0.9),
+        ("watch.coerror", True),
+        ("run.stop_on", "[band]"),
+        ("run.report_to", "[]"),
+    ):
         assert cfg_with(**{key: value}).fingerprint() == base.fingerprint(), key
     assert cfg_with(**{"run.seed": 3}).fingerprint() != base.fingerprint()
 
@@ -208,13 +252,38 @@ def test_rebuild_copies_warnings_and_records_the_best_solver(tmp_path, capsys):
     cfg = cfg_with(**{"run.iterations": 2, "run.report_to": "[]"})
     run = RunDir(tmp_path / "run", LAYOUT)
     run.prepare(cfg)
-    commit(run, cfg, 0, "eval", {"metrics": {"average": 0.4, "easy/pass@1": 0.4, "easy/n": 10},
-                                 "checkpoint": "/models/base", "warnings": []})
-    commit(run, cfg, 1, "eval", {"metrics": {"average": 0.6, "easy/pass@1": 0.6, "easy/n": 10},
-                                 "checkpoint": run.relative(run.iter_dir(1) / "solver"),
-                                 "warnings": ["increment: made up"]})
-    commit(run, cfg, 2, "eval", {"metrics": {"average": 0.6, "easy/pass@1": 0.6, "easy/n": 10},
-                                 "checkpoint": run.relative(run.iter_dir(2) / "solver")})
+    commit(
+        run,
+        cfg,
+        0,
+        "eval",
+        {
+            "metrics": {"average": 0.4, "easy/pass@1": 0.4, "easy/n": 10},
+            "checkpoint": "/models/base",
+            "warnings": [],
+        },
+    )
+    commit(
+        run,
+        cfg,
+        1,
+        "eval",
+        {
+            "metrics": {"average": 0.6, "easy/pass@1": 0.6, "easy/n": 10},
+            "checkpoint": run.relative(run.iter_dir(1) / "solver"),
+            "warnings": ["increment: made up"],
+        },
+    )
+    commit(
+        run,
+        cfg,
+        2,
+        "eval",
+        {
+            "metrics": {"average": 0.6, "easy/pass@1": 0.6, "easy/n": 10},
+            "checkpoint": run.relative(run.iter_dir(2) / "solver"),
+        },
+    )
     rows = [json.loads(x) for x in (run.path / "metrics.jsonl").read_text().splitlines()]
     assert rows[1]["warnings"] == ["increment: made up"] and "warnings" not in rows[0]
     best = json.loads((run.path / "best.json").read_text())

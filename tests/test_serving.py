@@ -43,16 +43,22 @@ def test_transformers_serve_answers_chat_and_stops(tiny_checkpoint, tmp_path):
         assert served.base_url == f"http://127.0.0.1:{served.port}/v1"
         client = OpenAI(base_url=served.base_url, api_key="EMPTY", max_retries=0)
         resp = client.chat.completions.create(
-            model=served.model, messages=[{"role": "user", "content": "What is 2+3?"}],
-            temperature=0, max_tokens=8)
+            model=served.model,
+            messages=[{"role": "user", "content": "What is 2+3?"}],
+            temperature=0,
+            max_tokens=8,
+        )
         assert isinstance(resp.choices[0].message.content, str)
         assert resp.usage.completion_tokens >= 1
         # any other model name is refused by the pinned server
         req = urllib.request.Request(
-            served.base_url + "/chat/completions", method="POST",
+            served.base_url + "/chat/completions",
+            method="POST",
             headers={"Content-Type": "application/json"},
-            data=json.dumps({"model": "other", "max_tokens": 2,
-                             "messages": [{"role": "user", "content": "hi"}]}).encode())
+            data=json.dumps(
+                {"model": "other", "max_tokens": 2, "messages": [{"role": "user", "content": "hi"}]}
+            ).encode(),
+        )
         with pytest.raises(urllib.error.HTTPError) as err:
             urllib.request.urlopen(req, timeout=30)
         assert err.value.code == 400
@@ -86,12 +92,16 @@ def test_server_that_never_gets_healthy_times_out_and_is_killed(tmp_path):
     # a shell, not Python: it must have written the marker and its line well within the
     # 2 s startup timeout, and an interpreter starting on a loaded machine can use much of it
     def hanging(path, host, port):
-        return ["sh", "-c", f"echo $$ > {shlex.quote(str(marker))}; echo still loading; "
-                "exec sleep 120"]
+        return [
+            "sh",
+            "-c",
+            f"echo $$ > {shlex.quote(str(marker))}; echo still loading; exec sleep 120",
+        ]
 
     with pytest.raises(ServerError, match="not healthy .* after 2 s") as err:
-        with serve_checkpoint(tmp_path, log_path=tmp_path / "s.log", command=hanging,
-                              startup_timeout=2):
+        with serve_checkpoint(
+            tmp_path, log_path=tmp_path / "s.log", command=hanging, startup_timeout=2
+        ):
             pass
     assert "still loading" in str(err.value)
     pid = int(marker.read_text())
@@ -119,12 +129,16 @@ def test_a_picked_port_taken_before_the_server_binds_it_is_replaced(tmp_path, mo
         lost = taken.getsockname()[1]
         picks = iter([lost])
         real = serving.free_port
-        monkeypatch.setattr(serving, "free_port",
-                            lambda host="127.0.0.1": next(picks, None) or real(host))
+        monkeypatch.setattr(
+            serving, "free_port", lambda host="127.0.0.1": next(picks, None) or real(host)
+        )
         log = tmp_path / "s.log"
-        with serve_checkpoint(tmp_path, log_path=log, model_name="m",
-                              command=lambda path, host, port: fake_model_server(port, "m")
-                              ) as served:
+        with serve_checkpoint(
+            tmp_path,
+            log_path=log,
+            model_name="m",
+            command=lambda path, host, port: fake_model_server(port, "m"),
+        ) as served:
             assert served.port != lost and _port_open(served.port)
         assert "address already in use" in log.read_text().lower()
     # a port that was asked for is not replaced: its server's failure is the error
@@ -132,8 +146,13 @@ def test_a_picked_port_taken_before_the_server_binds_it_is_replaced(tmp_path, mo
         taken.bind(("127.0.0.1", 0))
         port = taken.getsockname()[1]
         with pytest.raises(ServerError, match="exited with code 1"):
-            with serve_checkpoint(tmp_path, port, log_path=log, model_name="m",
-                                  command=lambda path, host, port: fake_model_server(port, "m")):
+            with serve_checkpoint(
+                tmp_path,
+                port,
+                log_path=log,
+                model_name="m",
+                command=lambda path, host, port: fake_model_server(port, "m"),
+            ):
                 pass
 
 
@@ -148,8 +167,9 @@ def test_a_server_dies_with_the_process_that_started_it(tmp_path):
         print(child.pid, flush=True)
         os.kill(os.getpid(), signal.SIGKILL)
     """)
-    proc = subprocess.run([sys.executable, "-c", parent], capture_output=True, text=True,
-                          timeout=60)
+    proc = subprocess.run(
+        [sys.executable, "-c", parent], capture_output=True, text=True, timeout=60
+    )
     assert proc.returncode == -9
     child = int(proc.stdout.split()[0])
     deadline = time.monotonic() + 10

@@ -39,9 +39,11 @@ def test_reference_reward_adds_a_format_bonus():
 
 def test_solver_reward_class_scores_trl_completions_against_their_labels():
     reward = SolverReward()
-    completions = [[{"role": "assistant", "content": "so \\boxed{4}"}],
-                   [{"role": "assistant", "content": "so \\boxed{5}"}],
-                   "plain text, no box"]
+    completions = [
+        [{"role": "assistant", "content": "so \\boxed{4}"}],
+        [{"role": "assistant", "content": "so \\boxed{5}"}],
+        "plain text, no box",
+    ]
     assert reward(["p"] * 3, completions, label=["4", "4", "4"]) == [1.0, 0.0, 0.0]
     with pytest.raises(ValueError, match="allowed accuracy, reference"):
         SolverReward("format")

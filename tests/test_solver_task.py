@@ -32,19 +32,21 @@ def test_shuffled_labels_move_every_answer_and_record_which_are_still_right():
     rows = [{"id": str(i), "question": f"q{i}", "answer": str(i % 3)} for i in range(9)]
     labelled = fixed_labels(rows, "shuffled", seed=1, direction="both")
     assert Counter(r["label"] for r in labelled) == Counter(r["answer"] for r in rows)
-    assert [r["label_correct"] for r in labelled] == [r["label"] == r["answer"]
-                                                     for r in labelled]
+    assert [r["label_correct"] for r in labelled] == [r["label"] == r["answer"] for r in labelled]
     truth = fixed_labels(rows, "truth", seed=1, direction="both")
     assert all(r["label_correct"] for r in truth)
 
 
 def test_a_questions_file_reads_question_and_optional_answer(tmp_path):
     path = tmp_path / "q.jsonl"
-    path.write_text('{"question": "What is 2 + 2?", "answer": "4"}\n'
-                    '{"problem": "What is 3 + 3?"}\n')
+    path.write_text(
+        '{"question": "What is 2 + 2?", "answer": "4"}\n{"problem": "What is 3 + 3?"}\n'
+    )
     rows = load_questions(str(path))
-    assert [(r["question"], r["answer"]) for r in rows] == [("What is 2 + 2?", "4"),
-                                                            ("What is 3 + 3?", None)]
+    assert [(r["question"], r["answer"]) for r in rows] == [
+        ("What is 2 + 2?", "4"),
+        ("What is 3 + 3?", None),
+    ]
     with pytest.raises(ConfigError, match="have no answer; give answers, or use labels vote"):
         fixed_labels(rows, "truth", seed=0, direction="both")
     bad = tmp_path / "bad.jsonl"
@@ -54,14 +56,29 @@ def test_a_questions_file_reads_question_and_optional_answer(tmp_path):
 
 
 def task_overrides(model: Path, **extra) -> list[str]:
-    sets = {"run.task": "solver", "model.name": str(model), "model.device": "cpu",
-            "solver.steps": 4, "solver.group_size": 4, "solver.prompts_per_step": 2,
-            "solver.max_completion_length": 12, "solver.learning_rate": 1e-3,
-            "solver.prompt_file": SHORT_SOLVER, "labeling.num_votes": 4,
-            "labeling.max_new_tokens": 12, "solver_task.questions": "easy:7",
-            "solver_task.count": 6, "solver_task.dev": "easy:8", "solver_task.dev_items": 4,
-            "solver_task.curve_every": 2, "eval.benchmarks": "[easy]", "eval.limit": 6,
-            "eval.max_new_tokens": 12, "run.iterations": 1, "run.report_to": "[]"}
+    sets = {
+        "run.task": "solver",
+        "model.name": str(model),
+        "model.device": "cpu",
+        "solver.steps": 4,
+        "solver.group_size": 4,
+        "solver.prompts_per_step": 2,
+        "solver.max_completion_length": 12,
+        "solver.learning_rate": 1e-3,
+        "solver.prompt_file": SHORT_SOLVER,
+        "labeling.num_votes": 4,
+        "labeling.max_new_tokens": 12,
+        "solver_task.questions": "easy:7",
+        "solver_task.count": 6,
+        "solver_task.dev": "easy:8",
+        "solver_task.dev_items": 4,
+        "solver_task.curve_every": 2,
+        "eval.benchmarks": "[easy]",
+        "eval.limit": 6,
+        "eval.max_new_tokens": 12,
+        "run.iterations": 1,
+        "run.report_to": "[]",
+    }
     sets.update(extra)
     return [f"{k}={v}" for k, v in sets.items()]
 
@@ -69,9 +86,10 @@ def task_overrides(model: Path, **extra) -> list[str]:
 @pytest.fixture(scope="module")
 def vote_run(format_checkpoint, tmp_path_factory) -> Path:
     run_dir = tmp_path_factory.mktemp("solver_task") / "run"
-    run_solver_task(load_config(None, task_overrides(format_checkpoint,
-                                                     **{"solver_task.labels": "vote"})),
-                    run_dir)
+    run_solver_task(
+        load_config(None, task_overrides(format_checkpoint, **{"solver_task.labels": "vote"})),
+        run_dir,
+    )
     return run_dir
 
 
@@ -94,8 +112,15 @@ def test_a_vote_run_labels_trains_with_every_trl_metric_and_evaluates(vote_run):
     solver = _marker(vote_run, 1, "solver")
     updates = solver["updates"]
     assert [u["update"] for u in updates] == [1, 2, 3, 4]
-    for key in ("reward", "reward_std", "frac_reward_zero_std", "grad_norm", "loss",
-                "completions/mean_length", "well_formed"):
+    for key in (
+        "reward",
+        "reward_std",
+        "frac_reward_zero_std",
+        "grad_norm",
+        "loss",
+        "completions/mean_length",
+        "well_formed",
+    ):
         assert all(key in u for u in updates), key
     assert [p["update"] for p in solver["curve"]] == [0, 2, 4]
     assert all(p["dev_n"] == 4 for p in solver["curve"])
@@ -112,19 +137,29 @@ def test_a_vote_run_labels_trains_with_every_trl_metric_and_evaluates(vote_run):
 
 def test_a_finished_run_resumes_without_redoing_anything(vote_run, format_checkpoint):
     before = {p: p.stat().st_mtime_ns for p in vote_run.glob("iter_*/phases/*.json")}
-    run_solver_task(load_config(None, task_overrides(format_checkpoint,
-                                                     **{"solver_task.labels": "vote"})),
-                    vote_run)
+    run_solver_task(
+        load_config(None, task_overrides(format_checkpoint, **{"solver_task.labels": "vote"})),
+        vote_run,
+    )
     assert {p: p.stat().st_mtime_ns for p in vote_run.glob("iter_*/phases/*.json")} == before
 
 
 def test_the_grid_runs_each_label_source_and_tabulates_them(format_checkpoint, tmp_path):
     recipe = tmp_path / "learn.yaml"
     recipe.write_text("run:\n  task: solver\n")
-    args = [sys.executable, "-m", "rzero", "ablate", "--config", str(recipe), "--out",
-            str(tmp_path / "grid"), "--variants", "truth-0,shuffled-0"]
-    for o in task_overrides(format_checkpoint, **{"solver_task.curve_every": 0,
-                                                  "solver.steps": 1}):
+    args = [
+        sys.executable,
+        "-m",
+        "rzero",
+        "ablate",
+        "--config",
+        str(recipe),
+        "--out",
+        str(tmp_path / "grid"),
+        "--variants",
+        "truth-0,shuffled-0",
+    ]
+    for o in task_overrides(format_checkpoint, **{"solver_task.curve_every": 0, "solver.steps": 1}):
         args += ["--set", o]
     done = subprocess.run(args, capture_output=True, text=True, timeout=900)
     assert done.returncode == 0, done.stderr[-3000:]
@@ -159,8 +194,9 @@ def test_the_held_out_items_are_refused_as_training_or_curve_questions():
 
 def test_a_random_draw_of_shuffled_labels_is_mostly_wrong():
     rows = load_questions("easy:7", 200)
-    labelled = fixed_labels(rows, "shuffled", seed=random.Random(0).randrange(100),
-                            direction="both")
+    labelled = fixed_labels(
+        rows, "shuffled", seed=random.Random(0).randrange(100), direction="both"
+    )
     accuracy = sum(r["label_correct"] for r in labelled) / len(labelled)
     assert accuracy < 0.15, accuracy
 

@@ -27,28 +27,35 @@ def game(*texts):
 
 
 @pytest.mark.parametrize("match", ["word", "official"])
-@pytest.mark.parametrize("texts, result, messages", [
-    # the defender names the word in the phrase: defender wins
-    (("What do you eat for a snack?", "I know the word! It is apple!"), DEFENDER_WINS, 2),
-    # quotes and case around the guessed word
-    (("A red fruit?", "I KNOW THE WORD! It is 'Apple'."), DEFENDER_WINS, 2),
-    # a guess naming another word: attacker wins
-    (("A red fruit?", "I know the word! It is cherry!"), ATTACKER_WINS, 2),
-    # the defender says the word outside a guess: attacker wins
-    (("What keeps the doctor away?", "An apple a day, they say."), ATTACKER_WINS, 2),
-    # ... or a plural of it
-    (("What grows in orchards?", "Apples and pears."), ATTACKER_WINS, 2),
-    # the attacker says the word: a violation, whatever follows
-    (("Say apple please.", "I know the word! It is apple!"), VIOLATION, 1),
-    # the attacker declares a guess: a violation
-    (("I know the word! It is pear.", "Hm."), VIOLATION, 1),
-    # the first deciding message decides; later ones are ignored
-    (("Fruit?", "Maybe.", "Red and round?", "An apple!", "I said apple", "ok"), ATTACKER_WINS, 4),
-    # five turns each without a decision: a tie after ten messages
-    (tuple(f"turn {i}" for i in range(10)), TIE, 10),
-    # messages past the tenth are not judged
-    (tuple(f"turn {i}" for i in range(10)) + ("apple",), TIE, 10),
-])
+@pytest.mark.parametrize(
+    "texts, result, messages",
+    [
+        # the defender names the word in the phrase: defender wins
+        (("What do you eat for a snack?", "I know the word! It is apple!"), DEFENDER_WINS, 2),
+        # quotes and case around the guessed word
+        (("A red fruit?", "I KNOW THE WORD! It is 'Apple'."), DEFENDER_WINS, 2),
+        # a guess naming another word: attacker wins
+        (("A red fruit?", "I know the word! It is cherry!"), ATTACKER_WINS, 2),
+        # the defender says the word outside a guess: attacker wins
+        (("What keeps the doctor away?", "An apple a day, they say."), ATTACKER_WINS, 2),
+        # ... or a plural of it
+        (("What grows in orchards?", "Apples and pears."), ATTACKER_WINS, 2),
+        # the attacker says the word: a violation, whatever follows
+        (("Say apple please.", "I know the word! It is apple!"), VIOLATION, 1),
+        # the attacker declares a guess: a violation
+        (("I know the word! It is pear.", "Hm."), VIOLATION, 1),
+        # the first deciding message decides; later ones are ignored
+        (
+            ("Fruit?", "Maybe.", "Red and round?", "An apple!", "I said apple", "ok"),
+            ATTACKER_WINS,
+            4,
+        ),
+        # five turns each without a decision: a tie after ten messages
+        (tuple(f"turn {i}" for i in range(10)), TIE, 10),
+        # messages past the tenth are not judged
+        (tuple(f"turn {i}" for i in range(10)) + ("apple",), TIE, 10),
+    ],
+)
 def test_each_rule_gives_its_outcome(match, texts, result, messages):
     outcome = judge(game(*texts), "apple", max_turns=5, match=match)
     assert (outcome.result, outcome.messages) == (result, messages)
@@ -73,14 +80,15 @@ def test_the_official_judge_matches_substrings_and_the_default_whole_words():
 
 
 def test_a_guess_is_the_phrase_and_names_the_first_word_after_it_is():
-    assert guessed_word("Hmm. I know the word! It is \"Banana\"! Right?") == "banana"
+    assert guessed_word('Hmm. I know the word! It is "Banana"! Right?') == "banana"
     assert guessed_word("i know the word. it's: lamp") == "lamp"
     assert guessed_word("I know the word!") is None
     # articles and hedges before the word, a typographic apostrophe
     assert guessed_word("I know the word! It is an apple!") == "apple"
     assert guessed_word("I know the word! It’s probably the lamp.") == "lamp"
     assert judge(game("Fruit?", "I know the word! It is an apple!"), "apple", 5).result == (
-        DEFENDER_WINS)
+        DEFENDER_WINS
+    )
     assert is_guess("I know the word! It is lamp.", "official")
     assert not is_guess("I know the word!", "official")  # the official phrase needs text after "it"
     assert not is_guess("I know a word: lamp", "word")
@@ -97,7 +105,8 @@ def test_a_guess_is_judged_before_the_word_in_the_same_message():
     assert decide(D, "apple! I know the word! It is apple!", "apple", 2).result == DEFENDER_WINS
     # a wrong guess that also says the word: still a wrong guess (attacker wins either way)
     assert decide(D, "I know the word! It is pear, not apple", "apple", 2).reason == (
-        "the defender guessed a wrong word")
+        "the defender guessed a wrong word"
+    )
     assert decide(A, "a hint", "apple", 1) is None
     with pytest.raises(ValueError, match="role 'judge'"):
         decide("judge", "x", "apple", 1)
@@ -122,8 +131,13 @@ def test_the_turn_order_and_the_spelling_probe():
     assert spells_out("ap-ple", "apple") and spells_out("app*le", "apple")
     assert spells_out("ap ple", "apple")  # "ple" is no word of its own
     # ordinary phrases are no splits: both halves are words
-    for text, word in (("a part", "apart"), ("is land", "island"), ("in to", "into"),
-                       ("a way", "away"), ("app le", "apple")):
+    for text, word in (
+        ("a part", "apart"),
+        ("is land", "island"),
+        ("in to", "into"),
+        ("a way", "away"),
+        ("app le", "apple"),
+    ):
         assert not spells_out(text, word), text
     assert not spells_out("an apple", "apple")  # said, not spelled: `mentions` catches that
     assert not spells_out("a pineapple tree", "apple")

@@ -12,20 +12,16 @@ from rzero.prompts.generator import GenerationStats, SamplingParams
 from rzero.spag.game import ATTACKER, ATTACKER_WINS, DEFENDER, DEFENDER_WINS, TIE, VIOLATION
 from rzero.spag.objective import imitation_loss, sequence_logprob, spag_loss, turn_rewards
 from rzero.spag.play import SCRIPT, ModelPlayer, ScriptedPlayer, collect, role_prompt, utterance
-from rzero.spag.population import (
-    bradley_terry,
-    exploitability,
-    nontransitivity,
-    score,
-    win_matrix,
-)
+from rzero.spag.population import bradley_terry, exploitability, nontransitivity, score, win_matrix
 from rzero.spag.words import candidate_words
 
 # one scripted dialogue per target word: (attacker lines, defender lines)
 DIALOGUES = {
     "apple": (["A red fruit that keeps the doctor away?"], ["I know the word! It is apple!"]),
-    "river": (["Where do boats float, besides the sea?", "Water flowing to the sea?"],
-              ["On a lake, I think.", "Oh, a river!"]),
+    "river": (
+        ["Where do boats float, besides the sea?", "Water flowing to the sea?"],
+        ["On a lake, I think.", "Oh, a river!"],
+    ),
     "piano": (["Which instrument has 88 keys?"], ["I know the word! It is organ."]),
     "cloud": (["Look, a cloud up there."], ["Where?"]),
     "paper": ([f"hint {i}" for i in range(3)], [f"reply {i}" for i in range(3)]),
@@ -90,12 +86,13 @@ class Echo:
 def test_a_model_player_sees_the_word_only_as_attacker_and_its_turns_are_cleaned():
     gen = Echo("Attacker: Think of something sweet.\nDefender: ok")
     player = ModelPlayer(gen, SamplingParams(temperature=1.2, max_new_tokens=32, seed=7))
-    games = collect({ATTACKER: player, DEFENDER: ScriptedPlayer()}, ["honey", "salt"],
-                    max_turns=2)
+    games = collect({ATTACKER: player, DEFENDER: ScriptedPlayer()}, ["honey", "salt"], max_turns=2)
     assert [t for _, t in games[0].turns][0] == "Think of something sweet."
     prompts, n, params = gen.calls[0]
     assert n == 1 and params.temperature == 1.2 and params.seed == 7
-    assert '"honey"' in prompts[0][0]["content"] and "At most 2 turns each" in prompts[0][0]["content"]
+    assert (
+        '"honey"' in prompts[0][0]["content"] and "At most 2 turns each" in prompts[0][0]["content"]
+    )
     assert gen.calls[1][2].seed == 9  # a seed per turn: the turn index added
     defender = role_prompt(DEFENDER, "", games[0].turns, 2)[0]["content"]
     assert "honey" not in defender and "Attacker: Think of something sweet." in defender
@@ -110,8 +107,9 @@ def test_the_official_collection_ends_a_game_at_an_unread_guess_phrase():
     # collection stops there: a tie, where the word match plays on
     class Lines:
         def moves(self, role, games, max_turns):
-            return ["A fruit?" if role == ATTACKER else "I know the word. It is pear"
-                    for _ in games]
+            return [
+                "A fruit?" if role == ATTACKER else "I know the word. It is pear" for _ in games
+            ]
 
     official = collect({ATTACKER: Lines(), DEFENDER: Lines()}, ["apple"], 3, match="official")
     assert (official[0].outcome.result, official[0].outcome.messages) == (TIE, 2)
@@ -131,8 +129,12 @@ def test_the_scripted_anchor_can_neither_say_nor_spell_a_target():
     # the anchor skips it, so against itself it still only ties
     assert mentions("Why do you think so?", "thin", "official")
     words = candidate_words(30000)[::25]
-    games = collect({ATTACKER: ScriptedPlayer("official"), DEFENDER: ScriptedPlayer("official")},
-                    ["thin", "goon", *words], 3, match="official")
+    games = collect(
+        {ATTACKER: ScriptedPlayer("official"), DEFENDER: ScriptedPlayer("official")},
+        ["thin", "goon", *words],
+        3,
+        match="official",
+    )
     assert {g.outcome.result for g in games} == {TIE}
 
 
@@ -141,15 +143,24 @@ def test_the_scripted_anchor_can_neither_say_nor_spell_a_target():
 
 def episode(i, outcome, roles, messages=None):
     turns = [{"role": r, "text": f"{r} {n}"} for n, r in enumerate(roles)]
-    return {"id": f"e{i}", "target": "w", "turns": turns, "outcome": outcome,
-            "messages": messages or len(turns)}
+    return {
+        "id": f"e{i}",
+        "target": "w",
+        "turns": turns,
+        "outcome": outcome,
+        "messages": messages or len(turns),
+    }
 
 
 def test_turn_rewards_are_the_winners_turns_discounted_and_the_roles_balanced():
     roles = [ATTACKER, DEFENDER] * 3
-    eps = [episode(0, ATTACKER_WINS, roles[:6]), episode(1, DEFENDER_WINS, roles[:4]),
-           episode(2, ATTACKER_WINS, roles[:2], messages=2), episode(3, TIE, roles),
-           episode(4, VIOLATION, roles[:1])]
+    eps = [
+        episode(0, ATTACKER_WINS, roles[:6]),
+        episode(1, DEFENDER_WINS, roles[:4]),
+        episode(2, ATTACKER_WINS, roles[:2], messages=2),
+        episode(3, TIE, roles),
+        episode(4, VIOLATION, roles[:1]),
+    ]
     rows = turn_rewards(eps, decay=0.8)
     by = {}
     for r in rows:
@@ -159,7 +170,9 @@ def test_turn_rewards_are_the_winners_turns_discounted_and_the_roles_balanced():
     c = [1.25, 1.5625, 1.953125]
     assert [r["reward"] for r in by["e0"]] == pytest.approx([x / sum(c) for x in c])
     assert [r["index"] for r in by["e0"]] == [0, 2, 4] and by["e0"][1]["history"][-1] == (
-        DEFENDER, "defender 1")
+        DEFENDER,
+        "defender 1",
+    )
     assert [r["reward"] for r in by["e1"]] == pytest.approx([1.25 / 2.8125, 1.5625 / 2.8125])
     assert by["e2"][0]["reward"] == pytest.approx(1.0)
     # 3 decided games, 2 attacker wins and 1 defender win: weights 3/4 and 3/2
@@ -192,37 +205,57 @@ def test_spag_loss_is_the_official_formula_on_random_batches(seed):
     weight = torch.rand(n, generator=g, dtype=torch.float64) + 0.5
     sft = torch.rand(n, generator=g) < 0.3
     got = spag_loss(logp, old, reward, weight, sft, clip=0.2, kl_coef=0.2, sft_coef=0.5)
-    want = naive_spag_loss(logp.tolist(), old.tolist(), reward.tolist(), weight.tolist(),
-                           sft.tolist(), 0.2, 0.2, 0.5)
+    want = naive_spag_loss(
+        logp.tolist(), old.tolist(), reward.tolist(), weight.tolist(), sft.tolist(), 0.2, 0.2, 0.5
+    )
     assert got.item() == pytest.approx(want, rel=1e-12)
     # game rows only, SFT rows only
     none = torch.zeros(n, dtype=torch.bool)
     assert spag_loss(logp, old, reward, weight, none).item() == pytest.approx(
-        naive_spag_loss(logp.tolist(), old.tolist(), reward.tolist(), weight.tolist(),
-                        [False] * n, 0.2, 0.2, 0.5), rel=1e-12)
+        naive_spag_loss(
+            logp.tolist(),
+            old.tolist(),
+            reward.tolist(),
+            weight.tolist(),
+            [False] * n,
+            0.2,
+            0.2,
+            0.5,
+        ),
+        rel=1e-12,
+    )
     assert spag_loss(logp, old, reward, weight, ~none).item() == pytest.approx(
-        0.5 * float((-logp * weight).mean()), rel=1e-12)
+        0.5 * float((-logp * weight).mean()), rel=1e-12
+    )
 
 
 def test_at_the_collecting_policy_the_kl_term_shifts_the_reward_by_beta():
     # d/d log π of the loss at ρ = 1 is −w (r − β) / N: a turn rewarded below β goes down
     for r, want in ((0.1, 0.1), (0.2, 0.0), (0.5, -0.3)):
         logp = torch.tensor([-2.0], requires_grad=True)
-        spag_loss(logp, logp.detach(), torch.tensor([r]), torch.tensor([1.0]),
-                  torch.tensor([False]), kl_coef=0.2).backward()
+        spag_loss(
+            logp,
+            logp.detach(),
+            torch.tensor([r]),
+            torch.tensor([1.0]),
+            torch.tensor([False]),
+            kl_coef=0.2,
+        ).backward()
         assert logp.grad.item() == pytest.approx(want)
 
 
 def test_the_loss_raises_a_winning_turn_and_stops_once_the_ratio_is_clipped():
     logp = torch.tensor([-2.0], requires_grad=True)
     old = torch.tensor([-2.0])
-    loss = spag_loss(logp, old, torch.tensor([1.0]), torch.tensor([1.0]),
-                     torch.tensor([False]), kl_coef=0.0)
+    loss = spag_loss(
+        logp, old, torch.tensor([1.0]), torch.tensor([1.0]), torch.tensor([False]), kl_coef=0.0
+    )
     loss.backward()
     assert logp.grad.item() < 0  # descending the loss raises log π of the winner's turn
     far = torch.tensor([-2.0 + math.log(1.5)], requires_grad=True)  # ratio 1.5 > 1 + ε
-    spag_loss(far, old, torch.tensor([1.0]), torch.tensor([1.0]), torch.tensor([False]),
-              kl_coef=0.0).backward()
+    spag_loss(
+        far, old, torch.tensor([1.0]), torch.tensor([1.0]), torch.tensor([False]), kl_coef=0.0
+    ).backward()
     assert far.grad.item() == 0.0
     tokens = torch.tensor([[-1.0, -3.0, -9.0]])
     assert sequence_logprob(tokens, torch.tensor([[1.0, 1.0, 0.0]])).item() == -2.0
@@ -239,8 +272,9 @@ def games_between(a, d, outcomes):
 
 
 def test_the_win_matrix_counts_both_roles_and_drops_violations():
-    games = (games_between("new", "old", [ATTACKER_WINS] * 3 + [TIE])
-             + games_between("old", "new", [ATTACKER_WINS, DEFENDER_WINS, VIOLATION]))
+    games = games_between("new", "old", [ATTACKER_WINS] * 3 + [TIE]) + games_between(
+        "old", "new", [ATTACKER_WINS, DEFENDER_WINS, VIOLATION]
+    )
     w, n = win_matrix(games, ["old", "new"])
     # new: 3 wins + a tie as attacker, 1 win 1 loss as defender = 4.5 of 6
     assert w[1][0] == pytest.approx(4.5 / 6) and w[0][1] == pytest.approx(1.5 / 6)

@@ -24,12 +24,24 @@ def spin_model(tmp_path_factory, tokenizer) -> Path:
 
 
 def spin_overrides(model: Path, **extra) -> list[str]:
-    sets = {"run.task": "spin", "model.name": str(model), "model.device": "cpu",
-            "spin.prompts": 6, "spin.heldout": 4, "spin.batch_size": 4,
-            "spin.micro_batch_size": 2, "spin.max_new_tokens": 12, "spin.learning_rate": 1e-3,
-            "spin.optimizer": "adamw_torch", "spin.lambdas": "[0.5]",
-            "eval.benchmarks": "[easy]", "eval.limit": 3, "eval.max_new_tokens": 12,
-            "run.iterations": 2, "run.report_to": "[]"}
+    sets = {
+        "run.task": "spin",
+        "model.name": str(model),
+        "model.device": "cpu",
+        "spin.prompts": 6,
+        "spin.heldout": 4,
+        "spin.batch_size": 4,
+        "spin.micro_batch_size": 2,
+        "spin.max_new_tokens": 12,
+        "spin.learning_rate": 1e-3,
+        "spin.optimizer": "adamw_torch",
+        "spin.lambdas": "[0.5]",
+        "eval.benchmarks": "[easy]",
+        "eval.limit": 3,
+        "eval.max_new_tokens": 12,
+        "run.iterations": 2,
+        "run.report_to": "[]",
+    }
     sets.update(extra)
     return [f"{k}={v}" for k, v in sets.items()]
 
@@ -37,8 +49,9 @@ def spin_overrides(model: Path, **extra) -> list[str]:
 @pytest.fixture(scope="module")
 def spin_run(spin_model, tmp_path_factory) -> Path:
     run_dir = tmp_path_factory.mktemp("spinrun") / "run"
-    run_spin(load_config(None, spin_overrides(spin_model, **{"spin.discriminator_steps": 2})),
-             run_dir)
+    run_spin(
+        load_config(None, spin_overrides(spin_model, **{"spin.discriminator_steps": 2})), run_dir
+    )
     return run_dir
 
 
@@ -62,8 +75,12 @@ def test_a_spin_run_writes_pairs_merges_them_and_measures_the_dynamics(spin_run)
     assert train2["start"] == "run:iter_01/model" and train2["lambda"] == 0.5
     dyn = _marker(spin_run, 2, "dynamics")
     assert dyn["dynamics"]["main"]["n"] == 4 and "discriminator" in dyn["dynamics"]
-    assert set(dyn["metrics"]) >= {"disc_accuracy", "margin", "loglik_per_token",
-                                   "frozen_disc_accuracy"}
+    assert set(dyn["metrics"]) >= {
+        "disc_accuracy",
+        "margin",
+        "loglik_per_token",
+        "frozen_disc_accuracy",
+    }
     rows = run.rows(2, "heldout")
     assert len(rows) == 4 and {"policy_chosen", "opponent_rejected", "disc_chosen"} <= set(rows[0])
     # trained against its opponent, the main player separates the held-out pairs
@@ -73,8 +90,10 @@ def test_a_spin_run_writes_pairs_merges_them_and_measures_the_dynamics(spin_run)
     assert "## Dynamics on held-out pairs" in text and "6 of iteration 2 + 6 of iteration 1" in text
     assert "vs base" in text and "McNemar p" in text
     assert "<img" in (spin_run / "report.html").read_text()
-    phases = [(r["iteration"], r["phase"]) for r in
-              map(json.loads, (spin_run / "metrics.jsonl").read_text().splitlines())]
+    phases = [
+        (r["iteration"], r["phase"])
+        for r in map(json.loads, (spin_run / "metrics.jsonl").read_text().splitlines())
+    ]
     assert (2, "train") in phases and (2, "dynamics") in phases
     assert json.loads((spin_run / "best.json").read_text())["iteration"] in (0, 1, 2)
 
@@ -89,23 +108,33 @@ def test_scores_carried_from_the_iteration_before_are_what_scoring_again_gives(s
     cfg = run.config()
     held = [p for p in run.rows(2, "pairs") if p["split"] == "heldout"]
     rows = {r["id"]: r for r in run.rows(2, "heldout")}
-    for column, checkpoint in (("opponent_chosen", "iter_01/model"),
-                               ("disc_chosen", "iter_00/discriminator")):
+    for column, checkpoint in (
+        ("opponent_chosen", "iter_01/model"),
+        ("disc_chosen", "iter_00/discriminator"),
+    ):
         model, tokenizer = load_for_training(str(spin_run / checkpoint), cfg.model)
-        fresh = pair_logprobs(model, tokenizer, [p["prompt"] for p in held],
-                              [p["chosen"] for p in held], max_length=cfg.spin.max_length,
-                              batch_size=cfg.spin.micro_batch_size)
+        fresh = pair_logprobs(
+            model,
+            tokenizer,
+            [p["prompt"] for p in held],
+            [p["chosen"] for p in held],
+            max_length=cfg.spin.max_length,
+            batch_size=cfg.spin.micro_batch_size,
+        )
         for p, (logp, tokens) in zip(held, fresh, strict=True):
             assert rows[p["id"]][column] == pytest.approx(logp, rel=1e-5, abs=1e-5)
             assert rows[p["id"]]["chosen_tokens"] == tokens
     # and iteration 1's opponent, the base, is scored as iteration 0 scored it
     base = {r["id"]: r["policy_chosen"] for r in run.rows(0, "heldout")}
-    assert all(run.rows(1, "heldout")[i]["opponent_chosen"] == base[r["id"]]
-               for i, r in enumerate(run.rows(1, "heldout")))
+    assert all(
+        run.rows(1, "heldout")[i]["opponent_chosen"] == base[r["id"]]
+        for i, r in enumerate(run.rows(1, "heldout"))
+    )
 
 
-def test_a_spin_run_killed_after_training_resumes_to_the_same_numbers(spin_model, spin_run,
-                                                                      tmp_path):
+def test_a_spin_run_killed_after_training_resumes_to_the_same_numbers(
+    spin_model, spin_run, tmp_path
+):
     overrides = spin_overrides(spin_model, **{"spin.discriminator_steps": 2})
     run_dir = tmp_path / "run"
     # killed after iteration 1's model was saved, before its marker: the phase is redone
@@ -123,9 +152,15 @@ def test_a_spin_run_killed_after_training_resumes_to_the_same_numbers(spin_model
 
 
 def test_the_sft_control_spends_the_same_updates_without_an_opponent(spin_model, tmp_path):
-    run = run_spin(load_config(None, spin_overrides(
-        spin_model, **{"spin.objective": "sft", "run.iterations": 1, "eval.enabled": False})),
-        tmp_path / "run")
+    run = run_spin(
+        load_config(
+            None,
+            spin_overrides(
+                spin_model, **{"spin.objective": "sft", "run.iterations": 1, "eval.enabled": False}
+            ),
+        ),
+        tmp_path / "run",
+    )
     train = _marker(run.rundir.path, 1, "train")
     assert train["objective"] == "sft" and train["metrics"]["updates"] == 3
     assert "train_margins" not in train["metrics"]
@@ -154,31 +189,57 @@ def test_the_embedded_sft_set_never_holds_an_evaluation_item():
     assert not problems & {i["problem"] for i in easy_benchmark()}
     assert not problems & {i["problem"] for i in easy_dev_benchmark(7)}
     assert {r.response.splitlines()[-1] for r in rows[:12]} == {
-        f"The answer is \\boxed{{{r.answer}}}." for r in rows[:12]}
+        f"The answer is \\boxed{{{r.answer}}}." for r in rows[:12]
+    }
 
 
 def test_worked_solutions_follow_one_style_for_every_template():
     assert worked_solution("What is 9 times 2, plus 14?") == (
-        "First, 9 * 2 = 18.\nThen, 18 + 14 = 32.\nThe answer is \\boxed{32}.")
-    assert worked_solution("Ivy had 17 shells and gave 12 of them away. How many shells does "
-                           "Ivy have left?") == ("Ivy starts with 17 shells.\nGiving away 12 "
-                                                 "leaves 17 - 12 = 5 shells.\nThe answer is "
-                                                 "\\boxed{5}.")
+        "First, 9 * 2 = 18.\nThen, 18 + 14 = 32.\nThe answer is \\boxed{32}."
+    )
+    assert worked_solution(
+        "Ivy had 17 shells and gave 12 of them away. How many shells does Ivy have left?"
+    ) == (
+        "Ivy starts with 17 shells.\nGiving away 12 "
+        "leaves 17 - 12 = 5 shells.\nThe answer is "
+        "\\boxed{5}."
+    )
     with pytest.raises(ValueError, match="not an easy-template problem"):
         worked_solution("Prove Fermat's last theorem.")
 
 
 def test_sft_files_are_read_and_bad_ones_refused_in_one_line(tmp_path):
     good = tmp_path / "sft.jsonl"
-    good.write_text(json.dumps({"prompt": "Hi?", "response": "Hello."}) + "\n"
-                    + json.dumps({"messages": [{"role": "user", "content": "2+2?"},
-                                               {"role": "assistant", "content": "4"}]}) + "\n")
+    good.write_text(
+        json.dumps({"prompt": "Hi?", "response": "Hello."})
+        + "\n"
+        + json.dumps(
+            {
+                "messages": [
+                    {"role": "user", "content": "2+2?"},
+                    {"role": "assistant", "content": "4"},
+                ]
+            }
+        )
+        + "\n"
+    )
     rows = load_sft(str(good), 2)
     assert rows[0].prompt == [{"role": "user", "content": "Hi?"}] and rows[1].response == "4"
     ultrachat = tmp_path / "ultrachat.jsonl"
-    ultrachat.write_text(json.dumps({"prompt": "Name a colour.", "prompt_id": "p1", "messages": [
-        {"role": "user", "content": "Name a colour."}, {"role": "assistant", "content": "Red."},
-        {"role": "user", "content": "Another?"}, {"role": "assistant", "content": "Blue."}]}))
+    ultrachat.write_text(
+        json.dumps(
+            {
+                "prompt": "Name a colour.",
+                "prompt_id": "p1",
+                "messages": [
+                    {"role": "user", "content": "Name a colour."},
+                    {"role": "assistant", "content": "Red."},
+                    {"role": "user", "content": "Another?"},
+                    {"role": "assistant", "content": "Blue."},
+                ],
+            }
+        )
+    )
     [row] = load_sft(str(ultrachat), 1)
     assert (row.id, row.prompt[-1]["content"], row.response) == ("p1", "Name a colour.", "Red.")
     with pytest.raises(ConfigError, match="2 rows, but"):
@@ -196,10 +257,12 @@ def test_spin_config_errors_name_the_key(spin_model, tmp_path):
     with pytest.raises(ConfigError, match="audit.enabled=true: SPIN"):
         load_config(None, spin_overrides(spin_model, **{"audit.enabled": True}))
     with pytest.raises(ConfigError, match="spin.batch_size=6: not a multiple"):
-        load_config(None, spin_overrides(spin_model, **{"spin.batch_size": 6,
-                                                        "spin.micro_batch_size": 4}))
-    out = iterate_cli(tmp_path / "run", spin_overrides(spin_model, **{
-        "spin.data": str(tmp_path / "none.jsonl")}))
+        load_config(
+            None, spin_overrides(spin_model, **{"spin.batch_size": 6, "spin.micro_batch_size": 4})
+        )
+    out = iterate_cli(
+        tmp_path / "run", spin_overrides(spin_model, **{"spin.data": str(tmp_path / "none.jsonl")})
+    )
     assert out.returncode == 2 and "spin.data=" in out.stderr and "Traceback" not in out.stderr
     assert not (tmp_path / "run").exists()  # nothing written
 
@@ -208,10 +271,25 @@ def test_rzero_plan_shows_a_spin_recipe(spin_model):
     import subprocess
     import sys
 
-    out = subprocess.run([sys.executable, "-m", "rzero", "plan", *[
-        a for o in spin_overrides(spin_model, **{"spin.discriminator_steps": 2})
-        for a in ("--set", o)]], capture_output=True, text=True, timeout=120)
+    out = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "rzero",
+            "plan",
+            *[
+                a
+                for o in spin_overrides(spin_model, **{"spin.discriminator_steps": 2})
+                for a in ("--set", o)
+            ],
+        ],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert out.returncode == 0, out.stderr
     # iteration 2 trains on both iterations' pairs: 12 pairs, 3 updates per epoch x 2 epochs
-    assert "| 2 | 10 (6 training, 4 held-out), ≤ 12 tokens, greedy | 12 | 6 of 4 pairs" in out.stdout
+    assert (
+        "| 2 | 10 (6 training, 4 held-out), ≤ 12 tokens, greedy | 12 | 6 of 4 pairs" in out.stdout
+    )
     assert "the frozen discriminator: 2 SFT updates" in out.stdout

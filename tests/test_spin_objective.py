@@ -25,11 +25,18 @@ def train_to_convergence(p_t: list[float], p_data: list[float], lam: float) -> l
     """argmin over categorical p_θ of E_{y~p_data, y′~p_t} spin_loss, by L-BFGS on the logits
     (started at p_t, as SPIN starts each iteration at the opponent's weights)."""
     log_pt = torch.tensor(p_t, dtype=torch.float64).log()
-    w = torch.outer(torch.tensor(p_data, dtype=torch.float64),
-                    torch.tensor(p_t, dtype=torch.float64))  # w[a, b] = p_data(a) p_t(b)
+    w = torch.outer(
+        torch.tensor(p_data, dtype=torch.float64), torch.tensor(p_t, dtype=torch.float64)
+    )  # w[a, b] = p_data(a) p_t(b)
     theta = log_pt.clone().requires_grad_(True)
-    opt = torch.optim.LBFGS([theta], lr=1.0, max_iter=500, tolerance_grad=1e-12,
-                            tolerance_change=1e-14, line_search_fn="strong_wolfe")
+    opt = torch.optim.LBFGS(
+        [theta],
+        lr=1.0,
+        max_iter=500,
+        tolerance_grad=1e-12,
+        tolerance_change=1e-14,
+        line_search_fn="strong_wolfe",
+    )
 
     def closure():
         opt.zero_grad()
@@ -85,8 +92,9 @@ def test_the_log_odds_error_shrinks_by_one_minus_one_over_lambda():
 def test_the_data_distribution_is_a_fixed_point():
     # Theorem 5.2: p_t = p_data is the global minimiser for any λ
     for lam in (0.1, 1.0, 5.0):
-        assert train_to_convergence([0.6, 0.4], [0.6, 0.4], lam) == pytest.approx([0.6, 0.4],
-                                                                                  abs=1e-6)
+        assert train_to_convergence([0.6, 0.4], [0.6, 0.4], lam) == pytest.approx(
+            [0.6, 0.4], abs=1e-6
+        )
 
 
 def test_spin_loss_is_the_logistic_of_the_scaled_margin():
@@ -125,9 +133,19 @@ def test_lambda_schedule():
 def test_the_dynamics_read_accuracy_margin_loglik_and_warn_on_stall_and_drift():
     from rzero.spin.dynamics import drift_warning, heldout_dynamics, loglik_change, stall_warning
 
-    rows = [{"id": str(i), "policy_chosen": -10.0 + d, "policy_rejected": -20.0,
-             "opponent_chosen": -10.0, "opponent_rejected": -20.0, "chosen_tokens": 10,
-             "disc_chosen": -5.0, "disc_rejected": -30.0} for i, d in enumerate([1, 2, -1, 3])]
+    rows = [
+        {
+            "id": str(i),
+            "policy_chosen": -10.0 + d,
+            "policy_rejected": -20.0,
+            "opponent_chosen": -10.0,
+            "opponent_rejected": -20.0,
+            "chosen_tokens": 10,
+            "disc_chosen": -5.0,
+            "disc_rejected": -30.0,
+        }
+        for i, d in enumerate([1, 2, -1, 3])
+    ]
     dyn = heldout_dynamics(rows, lam=0.5)
     assert (dyn["main"]["right"], dyn["main"]["n"]) == (3, 4)
     assert dyn["main"]["margin"] == pytest.approx(1.25)

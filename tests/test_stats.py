@@ -35,12 +35,12 @@ def test_wilson_seven_of_ten():
 
 def test_clopper_pearson_zero_of_ten_has_a_closed_form():
     # k = 0: high = 1 - (α/2)^(1/n) = 1 - 0.025^(1/10) = 0.30850
-    assert clopper_pearson_interval(0, 10) == pytest.approx((0.0, 1 - 0.025 ** 0.1))
+    assert clopper_pearson_interval(0, 10) == pytest.approx((0.0, 1 - 0.025**0.1))
 
 
 def test_clopper_pearson_all_of_ten_mirrors_it():
     # k = n: low = (α/2)^(1/n) = 0.69150
-    assert clopper_pearson_interval(10, 10) == pytest.approx((0.025 ** 0.1, 1.0))
+    assert clopper_pearson_interval(10, 10) == pytest.approx((0.025**0.1, 1.0))
 
 
 def test_clopper_pearson_is_wider_than_wilson():
@@ -89,7 +89,7 @@ def test_paired_difference_exact_interval_conditional_on_discordant_pairs():
     # Δ_high = (D/n)(2π_hi - 1) = 0.4 * (2 * 0.99369 - 1) = 0.39495
     # π_lo = Beta(3, 2) quantile 0.025 = 0.19412 -> Δ_low = 0.4 * (2 * 0.19412 - 1) = -0.24470
     d = paired_difference(A, B, n_boot=100)
-    assert d.exact_high == pytest.approx(0.4 * (2 * 0.975 ** 0.25 - 1))
+    assert d.exact_high == pytest.approx(0.4 * (2 * 0.975**0.25 - 1))
     assert d.exact_low == pytest.approx(0.4 * (2 * 0.19412045 - 1))
 
 
@@ -149,8 +149,9 @@ def test_slope_of_three_points():
     s = slope_interval([1, 2, 3], [1, 2, 2])
     assert (s.slope, s.intercept) == pytest.approx((0.5, 2 / 3))
     assert s.stderr == pytest.approx(math.sqrt(1 / 12))
-    assert (s.ci_low, s.ci_high) == pytest.approx((0.5 - 12.7062 * 0.28868,
-                                                   0.5 + 12.7062 * 0.28868), abs=1e-3)
+    assert (s.ci_low, s.ci_high) == pytest.approx(
+        (0.5 - 12.7062 * 0.28868, 0.5 + 12.7062 * 0.28868), abs=1e-3
+    )
 
 
 def test_exact_line_has_a_point_interval():

@@ -10,7 +10,8 @@ from pathlib import Path
 import pytest
 
 _SPEC = importlib.util.spec_from_file_location(
-    "sweep", Path(__file__).parent.parent / "scripts" / "sweep.py")
+    "sweep", Path(__file__).parent.parent / "scripts" / "sweep.py"
+)
 sweep = importlib.util.module_from_spec(_SPEC)
 _SPEC.loader.exec_module(sweep)
 
@@ -19,22 +20,50 @@ def _run(tmp_path: Path, valid: list[float]) -> Path:
     run = tmp_path / "run"
     (run / "iter_01" / "eval").mkdir(parents=True)
     rows = [{"iteration": 0, "phase": "eval", "seconds": 10.0}]
-    rows += [{"iteration": 1, "phase": "challenger_step", "step": i, "valid_rate": v,
-              "mean_reward": v / 2} for i, v in enumerate(valid)]
-    rows += [{"iteration": 1, "phase": "challenger", "seconds": 100.0, "valid_rate_slope": 0.25,
-              "reward_slope": 0.125},
-             {"iteration": 1, "phase": "pool", "seconds": 5.0, "valid_rate": 0.75, "kept": 24},
-             {"iteration": 1, "phase": "labelling", "seconds": 20.0, "kept": 7},
-             {"iteration": 1, "phase": "solver", "seconds": 50.0, "mean_reward": 0.3},
-             {"iteration": 1, "phase": "eval", "seconds": 10.0}]
+    rows += [
+        {
+            "iteration": 1,
+            "phase": "challenger_step",
+            "step": i,
+            "valid_rate": v,
+            "mean_reward": v / 2,
+        }
+        for i, v in enumerate(valid)
+    ]
+    rows += [
+        {
+            "iteration": 1,
+            "phase": "challenger",
+            "seconds": 100.0,
+            "valid_rate_slope": 0.25,
+            "reward_slope": 0.125,
+        },
+        {"iteration": 1, "phase": "pool", "seconds": 5.0, "valid_rate": 0.75, "kept": 24},
+        {"iteration": 1, "phase": "labelling", "seconds": 20.0, "kept": 7},
+        {"iteration": 1, "phase": "solver", "seconds": 50.0, "mean_reward": 0.3},
+        {"iteration": 1, "phase": "eval", "seconds": 10.0},
+    ]
     (run / "metrics.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
-    diff = {"n": 320, "delta": 0.0125, "ci_low": -0.01, "ci_high": 0.04, "n01": 9, "n10": 5,
-            "mcnemar_p": 0.42}
-    (run / "iter_01" / "eval" / "increments.json").write_text(json.dumps({
-        "benchmarks": ["easy:7"],
-        "iterations": [{"iteration": 0, "pass@1": {"easy:7": 0.2}},
-                       {"iteration": 1, "pass@1": {"easy:7": 0.2125},
-                        "vs_previous": {"easy:7": diff}}]}))
+    diff = {
+        "n": 320,
+        "delta": 0.0125,
+        "ci_low": -0.01,
+        "ci_high": 0.04,
+        "n01": 9,
+        "n10": 5,
+        "mcnemar_p": 0.42,
+    }
+    (run / "iter_01" / "eval" / "increments.json").write_text(
+        json.dumps(
+            {
+                "benchmarks": ["easy:7"],
+                "iterations": [
+                    {"iteration": 0, "pass@1": {"easy:7": 0.2}},
+                    {"iteration": 1, "pass@1": {"easy:7": 0.2125}, "vs_previous": {"easy:7": diff}},
+                ],
+            }
+        )
+    )
     return run
 
 
@@ -53,7 +82,9 @@ def test_a_sweep_row_holds_the_runs_own_numbers(tmp_path):
 def test_variants_parse_and_bad_ones_are_refused():
     assert sweep.parse_variant("base=") == ("base", [])
     assert sweep.parse_variant("x=solver.steps=4, labeling.num_votes=16") == (
-        "x", ["solver.steps=4", "labeling.num_votes=16"])
+        "x",
+        ["solver.steps=4", "labeling.num_votes=16"],
+    )
     with pytest.raises(SystemExit, match="SECTION.KEY=VALUE"):
         sweep.parse_variant("x=steps=4")
     with pytest.raises(SystemExit, match="NAME="):
@@ -62,8 +93,18 @@ def test_variants_parse_and_bad_ones_are_refused():
 
 def test_the_evaluation_items_are_refused_as_the_development_benchmark(tmp_path):
     with pytest.raises(SystemExit, match="must not be the evaluation benchmark"):
-        sweep.main(["--config", "configs/tiny.yaml", "--dev", "easy", "--out", str(tmp_path),
-                    "--variant", "base="])
+        sweep.main(
+            [
+                "--config",
+                "configs/tiny.yaml",
+                "--dev",
+                "easy",
+                "--out",
+                str(tmp_path),
+                "--variant",
+                "base=",
+            ]
+        )
 
 
 def _evaluated(root: Path, name: str, scores: list[list[int]]) -> None:
@@ -71,8 +112,9 @@ def _evaluated(root: Path, name: str, scores: list[list[int]]) -> None:
         it = root / name / f"iter_{k:02d}"
         (it / "eval").mkdir(parents=True)
         (it / "phases").mkdir()
-        items = [{"benchmark": "easy:7", "id": f"e-{i}", "mean": float(s)}
-                 for i, s in enumerate(row)]
+        items = [
+            {"benchmark": "easy:7", "id": f"e-{i}", "mean": float(s)} for i, s in enumerate(row)
+        ]
         (it / "eval" / "eval.json").write_text(json.dumps({"items": items}))
         (it / "phases" / "eval.json").write_text(json.dumps({"metrics": {}, "seconds": 1.0}))
 

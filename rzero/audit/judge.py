@@ -54,10 +54,12 @@ JUDGE_EXAMPLE = ("What is 6 - 4?", "6 - 4 = 2. The final answer is \\boxed{2}.")
 def judge_messages(question: str) -> list[dict[str, str]]:
     """The chat sent to the judge (versioned by PROMPT_VERSION: change one, bump the other)."""
     example_q, example_a = JUDGE_EXAMPLE
-    return [{"role": "system", "content": JUDGE_SYSTEM},
-            {"role": "user", "content": JUDGE_PROMPT.format(question=example_q)},
-            {"role": "assistant", "content": example_a},
-            {"role": "user", "content": JUDGE_PROMPT.format(question=question)}]
+    return [
+        {"role": "system", "content": JUDGE_SYSTEM},
+        {"role": "user", "content": JUDGE_PROMPT.format(question=example_q)},
+        {"role": "assistant", "content": example_a},
+        {"role": "user", "content": JUDGE_PROMPT.format(question=question)},
+    ]
 
 
 BACKOFF_BASE = 0.5  # s; retry n waits BACKOFF_BASE * 2**n, capped at BACKOFF_MAX
@@ -88,15 +90,25 @@ def _retry_after(exc: Exception) -> float | None:
 class Judge:
     """One OpenAI-compatible endpoint; `ask` never raises for a failed call."""
 
-    def __init__(self, base_url: str, model: str, *, api_key_env: str | None = None,
-                 max_tokens: int = 512, temperature: float = 0.0, timeout: float = 120.0,
-                 retries: int = 3, seed: int | None = 0):
+    def __init__(
+        self,
+        base_url: str,
+        model: str,
+        *,
+        api_key_env: str | None = None,
+        max_tokens: int = 512,
+        temperature: float = 0.0,
+        timeout: float = 120.0,
+        retries: int = 3,
+        seed: int | None = 0,
+    ):
         from openai import OpenAI
 
         key = os.environ.get(api_key_env, "") if api_key_env else ""
         if api_key_env and not key:
-            log.warning("audit.api_key_env=%s: that environment variable is empty or unset",
-                        api_key_env)
+            log.warning(
+                "audit.api_key_env=%s: that environment variable is empty or unset", api_key_env
+            )
         self._secret = key  # only to scrub it from any text we keep
         self.base_url = base_url
         self.model = model
@@ -106,8 +118,9 @@ class Judge:
         self.seed = seed
         # Our own retry loop (max_retries=0): it decides which failures are worth retrying
         # and turns the last one into an "unjudged" verdict instead of an exception.
-        self.client = OpenAI(base_url=base_url, api_key=key or "EMPTY", timeout=timeout,
-                             max_retries=0)
+        self.client = OpenAI(
+            base_url=base_url, api_key=key or "EMPTY", timeout=timeout, max_retries=0
+        )
         self.requests = 0
         self._lock = threading.Lock()
         self._cancelled = threading.Event()
@@ -131,11 +144,15 @@ class Judge:
                 return JudgeReply(None, "cancelled", attempt)
             with self._lock:
                 self.requests += 1
-            wait = min(BACKOFF_BASE * 2 ** attempt, BACKOFF_MAX)
+            wait = min(BACKOFF_BASE * 2**attempt, BACKOFF_MAX)
             try:
                 resp = self.client.chat.completions.create(
-                    model=self.model, messages=messages, temperature=self.temperature,
-                    max_tokens=self.max_tokens, seed=self.seed)
+                    model=self.model,
+                    messages=messages,
+                    temperature=self.temperature,
+                    max_tokens=self.max_tokens,
+                    seed=self.seed,
+                )
                 text = resp.choices[0].message.content if resp.choices else None
                 if text is None:
                     raise ValueError("response has no message content")
@@ -148,13 +165,17 @@ class Judge:
                     retry_after = _retry_after(exc)
                     if retry_after is not None:
                         if retry_after > RETRY_AFTER_MAX:
-                            return JudgeReply(None, f"HTTP 429, Retry-After {retry_after:.0f} s "
-                                                    "too long", attempt + 1)
+                            return JudgeReply(
+                                None,
+                                f"HTTP 429, Retry-After {retry_after:.0f} s too long",
+                                attempt + 1,
+                            )
                         wait = retry_after
                 elif exc.status_code < 500 and exc.status_code not in (408, 409):
                     # A client error (bad model name, bad key) will not heal by retrying.
-                    return JudgeReply(None, self.scrub(f"{error}: {exc.message}"[:300]),
-                                      attempt + 1)
+                    return JudgeReply(
+                        None, self.scrub(f"{error}: {exc.message}"[:300]), attempt + 1
+                    )
             except openai.APIConnectionError:
                 error = "connection error"
             except Exception as exc:  # malformed JSON, missing fields: a broken response
@@ -170,8 +191,9 @@ def _is_ill_posed(answer: str) -> bool:
     return re.sub(r"[^a-z]", "", text.lower()) == "illposed"
 
 
-def verdict_of(reply: JudgeReply, label: str,
-               direction: Direction = "both") -> tuple[str, str | None, str | None]:
+def verdict_of(
+    reply: JudgeReply, label: str, direction: Direction = "both"
+) -> tuple[str, str | None, str | None]:
     """(verdict, judge's boxed answer, reason if unjudged) for one judge reply.
 
     `direction`: math-verify's equivalence direction (the run's labeling.equivalence).
@@ -190,20 +212,39 @@ def verdict_of(reply: JudgeReply, label: str,
 # ---------------------------------------------------------------- cache
 
 
-def cache_key(question: str, label: str, judge_model: str, *, temperature: float,
-              max_tokens: int, seed: int | None) -> str:
+def cache_key(
+    question: str,
+    label: str,
+    judge_model: str,
+    *,
+    temperature: float,
+    max_tokens: int,
+    seed: int | None,
+) -> str:
     """Hash of everything that decides a verdict (never the endpoint URL or key)."""
-    blob = json.dumps({"question": question, "label": label, "judge_model": judge_model,
-                       "prompt_version": PROMPT_VERSION, "temperature": temperature,
-                       "max_tokens": max_tokens, "seed": seed}, sort_keys=True)
+    blob = json.dumps(
+        {
+            "question": question,
+            "label": label,
+            "judge_model": judge_model,
+            "prompt_version": PROMPT_VERSION,
+            "temperature": temperature,
+            "max_tokens": max_tokens,
+            "seed": seed,
+        },
+        sort_keys=True,
+    )
     return hashlib.sha256(blob.encode()).hexdigest()
 
 
 def load_cache(path: Path) -> dict[str, dict[str, Any]]:
     # entries of failed calls are never written; an older cache may hold some: ask again
-    return {r["key"]: r for r in read_jsonl(path)
-            if r.get("verdict") is not None
-            and (r.get("verdict") != "unjudged" or r.get("reason") == NO_BOX)}
+    return {
+        r["key"]: r
+        for r in read_jsonl(path)
+        if r.get("verdict") is not None
+        and (r.get("verdict") != "unjudged" or r.get("reason") == NO_BOX)
+    }
 
 
 # ---------------------------------------------------------------- the endpoint
@@ -220,16 +261,20 @@ def only_served_model(cfg: AuditConfig) -> str:
     from openai import OpenAI
 
     key = os.environ.get(cfg.api_key_env, "") if cfg.api_key_env else ""
-    client = OpenAI(base_url=cfg.base_url, api_key=key or "EMPTY", timeout=cfg.timeout,
-                    max_retries=cfg.retries)
+    client = OpenAI(
+        base_url=cfg.base_url, api_key=key or "EMPTY", timeout=cfg.timeout, max_retries=cfg.retries
+    )
     try:
         names = [m.id for m in client.models.list()]
     except Exception as exc:
-        raise ConfigError(f"audit.model is unset and the models of {host_of(cfg.base_url)} "
-                          f"could not be listed ({type(exc).__name__}); set audit.model or "
-                          f"check audit.base_url") from None
+        raise ConfigError(
+            f"audit.model is unset and the models of {host_of(cfg.base_url)} "
+            f"could not be listed ({type(exc).__name__}); set audit.model or "
+            f"check audit.base_url"
+        ) from None
     if len(names) != 1:
-        raise ConfigError(f"audit.model is unset and {host_of(cfg.base_url)} serves "
-                         f"{len(names)} models ({', '.join(names[:5])}); set audit.model")
+        raise ConfigError(
+            f"audit.model is unset and {host_of(cfg.base_url)} serves "
+            f"{len(names)} models ({', '.join(names[:5])}); set audit.model"
+        )
     return names[0]
-

@@ -64,15 +64,22 @@ def summarize(verdicts: Iterable[str]) -> dict[str, Any]:
     n = correct + wrong
     lo, hi = wilson_interval(correct, n)
     out: dict[str, Any] = {
-        "n_audited": sum(counts.values()), "n_judged": n, "correct": correct, "wrong": wrong,
-        "n_ill_posed": counts["ill_posed"], "n_unjudged": counts["unjudged"],
-        "accuracy": correct / n if n else None, "ci_low": lo, "ci_high": hi,
+        "n_audited": sum(counts.values()),
+        "n_judged": n,
+        "correct": correct,
+        "wrong": wrong,
+        "n_ill_posed": counts["ill_posed"],
+        "n_unjudged": counts["unjudged"],
+        "accuracy": correct / n if n else None,
+        "ci_low": lo,
+        "ci_high": hi,
     }
     if n == 0:
         out["caveat"] = "nothing judged"
     elif n < MIN_JUDGED or hi - lo > MAX_WIDTH:
-        out["caveat"] = (f"too few judged items to say anything (n = {n}, "
-                         f"interval width {hi - lo:.2f})")
+        out["caveat"] = (
+            f"too few judged items to say anything (n = {n}, interval width {hi - lo:.2f})"
+        )
     else:
         out["caveat"] = None
     return out
@@ -81,8 +88,9 @@ def summarize(verdicts: Iterable[str]) -> dict[str, Any]:
 # ---------------------------------------------------------------- building the report
 
 
-def build_report(items: Sequence[dict[str, Any]], judge: dict[str, Any],
-                 extra: dict[str, Any] | None = None) -> dict[str, Any]:
+def build_report(
+    items: Sequence[dict[str, Any]], judge: dict[str, Any], extra: dict[str, Any] | None = None
+) -> dict[str, Any]:
     """The report dict from audited items.
 
     Each item: {"source": "step" | "labelled_kept" | "labelled_all", "iteration", "step",
@@ -94,20 +102,30 @@ def build_report(items: Sequence[dict[str, Any]], judge: dict[str, Any],
     per_step = []
     steps = sorted({(it["iteration"], it["step"]) for it in items if it["source"] == "step"})
     for iteration, step in steps:
-        group = [it for it in items if it["source"] == "step"
-                 and it["iteration"] == iteration and it["step"] == step]
-        per_step.append({"iteration": iteration, "step": step,
-                         "global_step": group[0].get("global_step"),
-                         "mean_p_hat": mean(it["p_hat"] for it in group),
-                         **summarize(it["verdict"] for it in group)})
+        group = [
+            it
+            for it in items
+            if it["source"] == "step" and it["iteration"] == iteration and it["step"] == step
+        ]
+        per_step.append(
+            {
+                "iteration": iteration,
+                "step": step,
+                "global_step": group[0].get("global_step"),
+                "mean_p_hat": mean(it["p_hat"] for it in group),
+                **summarize(it["verdict"] for it in group),
+            }
+        )
 
     per_iteration = []
     for iteration in sorted({it["iteration"] for it in items}):
         row: dict[str, Any] = {"iteration": iteration}
-        for source, name in (("step", "challenger_steps"), ("labelled_kept", "labelled_kept"),
-                             ("labelled_all", "labelled_all")):
-            group = [it for it in items if it["iteration"] == iteration
-                     and it["source"] == source]
+        for source, name in (
+            ("step", "challenger_steps"),
+            ("labelled_kept", "labelled_kept"),
+            ("labelled_all", "labelled_all"),
+        ):
+            group = [it for it in items if it["iteration"] == iteration and it["source"] == source]
             row[name] = summarize(it["verdict"] for it in group) if group else None
         per_iteration.append(row)
 
@@ -116,8 +134,9 @@ def build_report(items: Sequence[dict[str, Any]], judge: dict[str, Any],
     for lo, hi in P_HAT_BINS:
         name = _bin_name(lo, hi)
         group = [it for it in distinct.values() if p_hat_bucket(it["p_hat"]) == name]
-        buckets.append({"bucket": name, "low": lo, "high": hi,
-                        **summarize(it["verdict"] for it in group)})
+        buckets.append(
+            {"bucket": name, "low": lo, "high": hi, **summarize(it["verdict"] for it in group)}
+        )
 
     reasons = Counter(it["reason"] for it in distinct.values() if it["verdict"] == "unjudged")
     overall = summarize(it["verdict"] for it in distinct.values())
@@ -134,13 +153,18 @@ def build_report(items: Sequence[dict[str, Any]], judge: dict[str, Any],
     }
 
 
-def _flat_summary(overall: dict[str, Any], per_iteration: list[dict[str, Any]],
-                  extra: dict[str, Any]) -> dict[str, float | int | None]:
+def _flat_summary(
+    overall: dict[str, Any], per_iteration: list[dict[str, Any]], extra: dict[str, Any]
+) -> dict[str, float | int | None]:
     """Flat numbers for metric logs: overall, and the latest iteration's sets."""
     out: dict[str, float | int | None] = {
-        "label_accuracy": overall["accuracy"], "label_accuracy_ci_low": overall["ci_low"],
-        "label_accuracy_ci_high": overall["ci_high"], "n_judged": overall["n_judged"],
-        "n_unjudged": overall["n_unjudged"], "n_ill_posed": overall["n_ill_posed"]}
+        "label_accuracy": overall["accuracy"],
+        "label_accuracy_ci_low": overall["ci_low"],
+        "label_accuracy_ci_high": overall["ci_high"],
+        "n_judged": overall["n_judged"],
+        "n_unjudged": overall["n_unjudged"],
+        "n_ill_posed": overall["n_ill_posed"],
+    }
     if per_iteration:
         last = per_iteration[-1]
         for name in ("challenger_steps", "labelled_kept", "labelled_all"):
@@ -157,9 +181,11 @@ def _flat_summary(overall: dict[str, Any], per_iteration: list[dict[str, Any]],
 
 SETS = ("challenger_steps", "labelled_kept", "labelled_all")
 ACC_HEADER = ["accuracy [95 % CI]", "judged", "unjudged", "ill-posed", "note"]
-DEFINITION = ("Label accuracy = correct / (correct + wrong), with a 95 % Wilson interval. "
-              "Ill-posed and unjudged items are counted but excluded: an unjudged item (failed "
-              "call, timeout, no boxed answer) is never counted as wrong.")
+DEFINITION = (
+    "Label accuracy = correct / (correct + wrong), with a 95 % Wilson interval. "
+    "Ill-posed and unjudged items are counted but excluded: an unjudged item (failed "
+    "call, timeout, no boxed answer) is never counted as wrong."
+)
 
 
 def _acc(s: dict[str, Any] | None) -> str:
@@ -173,9 +199,11 @@ def _acc_cells(s: dict[str, Any]) -> list[Any]:
 
 
 def _judge_lines(judge: dict[str, Any]) -> list[str]:
-    lines = [f"Judge model: {judge['model']} at host {judge['host']}; prompt version "
-             f"{judge['prompt_version']}; temperature {judge['temperature']}, max tokens "
-             f"{judge['max_tokens']}."]
+    lines = [
+        f"Judge model: {judge['model']} at host {judge['host']}; prompt version "
+        f"{judge['prompt_version']}; temperature {judge['temperature']}, max tokens "
+        f"{judge['max_tokens']}."
+    ]
     if judge.get("note"):
         lines.append(judge["note"])
     return lines
@@ -183,15 +211,22 @@ def _judge_lines(judge: dict[str, Any]) -> list[str]:
 
 def _tables(report: dict[str, Any]) -> list[tuple[str, list[str], list[list[Any]]]]:
     """(title, header, rows) of the summary tables, as plain values; each format escapes them."""
-    per_step = [[r["iteration"], r["step"], r["global_step"], f"{r['mean_p_hat']:.2f}",
-                 *_acc_cells(r)] for r in report["per_step"]]
-    per_iteration = [[r["iteration"], name, *_acc_cells(r[name])]
-                     for r in report["per_iteration"] for name in SETS if r[name] is not None]
+    per_step = [
+        [r["iteration"], r["step"], r["global_step"], f"{r['mean_p_hat']:.2f}", *_acc_cells(r)]
+        for r in report["per_step"]
+    ]
+    per_iteration = [
+        [r["iteration"], name, *_acc_cells(r[name])]
+        for r in report["per_iteration"]
+        for name in SETS
+        if r[name] is not None
+    ]
     buckets = [[r["bucket"], *_acc_cells(r)] for r in report["vote_share_buckets"]]
-    return [("Per challenger step", ["iter", "step", "global step", "mean p̂", *ACC_HEADER],
-             per_step),
-            ("Per iteration", ["iter", "set", *ACC_HEADER], per_iteration),
-            ("By vote share p̂ (distinct items)", ["p̂ bucket", *ACC_HEADER], buckets)]
+    return [
+        ("Per challenger step", ["iter", "step", "global step", "mean p̂", *ACC_HEADER], per_step),
+        ("Per iteration", ["iter", "set", *ACC_HEADER], per_iteration),
+        ("By vote share p̂ (distinct items)", ["p̂ bucket", *ACC_HEADER], buckets),
+    ]
 
 
 def render_markdown(report: dict[str, Any]) -> str:
@@ -199,19 +234,29 @@ def render_markdown(report: dict[str, Any]) -> str:
     out += [f"> {line}" for line in _judge_lines(report["judge"])] + [""]
     out += [DEFINITION, ""]
     ov = report["overall"]
-    out += [f"**Overall** (distinct items): accuracy {_acc(ov)}, n judged {ov['n_judged']}, "
-            f"unjudged {ov['n_unjudged']}, ill-posed {ov['n_ill_posed']}."
-            + (f" *{ov['caveat']}.*" if ov["caveat"] else ""), ""]
+    out += [
+        f"**Overall** (distinct items): accuracy {_acc(ov)}, n judged {ov['n_judged']}, "
+        f"unjudged {ov['n_unjudged']}, ill-posed {ov['n_ill_posed']}."
+        + (f" *{ov['caveat']}.*" if ov["caveat"] else ""),
+        "",
+    ]
     if "requests" in report:
-        out += [f"Judge requests this run: {report['requests']} "
-                f"({report.get('cached', 0)} verdicts came from the cache).", ""]
+        out += [
+            f"Judge requests this run: {report['requests']} "
+            f"({report.get('cached', 0)} verdicts came from the cache).",
+            "",
+        ]
     for title, header, rows in _tables(report):
         out += [f"## {title}", "", markdown_table(header, rows)]
     if report["unjudged_reasons"]:
         out += ["## Why items are unjudged", ""]
         out += [f"- {reason}: {n}" for reason, n in report["unjudged_reasons"].items()] + [""]
-    out += ["![accuracy over steps](accuracy.png)", "",
-            "Every audited item is listed in report.html.", ""]
+    out += [
+        "![accuracy over steps](accuracy.png)",
+        "",
+        "Every audited item is listed in report.html.",
+        "",
+    ]
     return "\n".join(out)
 
 
@@ -222,8 +267,7 @@ VERDICT_CSS = """.correct{background:#e6f4e6}.wrong{background:#fbe3e3}
 def _answer_cell(item: dict[str, Any]) -> Html:
     cell = preformatted(item["judge_answer"])
     if item.get("response"):
-        cell += (f"<details><summary>full reply</summary>{preformatted(item['response'])}"
-                 "</details>")
+        cell += f"<details><summary>full reply</summary>{preformatted(item['response'])}</details>"
     return Html(cell)
 
 
@@ -244,38 +288,73 @@ def render_html(report: dict[str, Any], png: bytes | None = None) -> str:
     for title, header, rows in _tables(report):
         parts += [heading(title), html_table(header, rows)]
     items = report["items"]
-    parts += [heading("Audited items"), html_table(
-        ["set", "iter", "step", "p̂", "question", "label", "judge answer", "verdict"],
-        ([it["source"], it["iteration"], "" if it["step"] is None else it["step"],
-          f"{it['p_hat']:.2f}", preformatted(it["question"]), preformatted(it["label"]),
-          _answer_cell(it), _verdict_cell(it)] for it in items),
-        row_classes=[it["verdict"] for it in items])]
+    parts += [
+        heading("Audited items"),
+        html_table(
+            ["set", "iter", "step", "p̂", "question", "label", "judge answer", "verdict"],
+            (
+                [
+                    it["source"],
+                    it["iteration"],
+                    "" if it["step"] is None else it["step"],
+                    f"{it['p_hat']:.2f}",
+                    preformatted(it["question"]),
+                    preformatted(it["label"]),
+                    _answer_cell(it),
+                    _verdict_cell(it),
+                ]
+                for it in items
+            ),
+            row_classes=[it["verdict"] for it in items],
+        ),
+    ]
     return html_page("Label-accuracy audit", parts, css=VERDICT_CSS)
 
 
 def plot_accuracy(report: dict[str, Any]) -> bytes:
     """PNG: accuracy per challenger step (left) and per labelled set (right), Wilson bars."""
 
-    def series(label: str, xs: list[float], summaries: list[dict[str, Any]],
-               fmt: str) -> Series:
-        return Series(label, xs, [s["accuracy"] for s in summaries],
-                      low=[s["ci_low"] for s in summaries],
-                      high=[s["ci_high"] for s in summaries], fmt=fmt)
+    def series(label: str, xs: list[float], summaries: list[dict[str, Any]], fmt: str) -> Series:
+        return Series(
+            label,
+            xs,
+            [s["accuracy"] for s in summaries],
+            low=[s["ci_low"] for s in summaries],
+            high=[s["ci_high"] for s in summaries],
+            fmt=fmt,
+        )
 
     steps = [r for r in report["per_step"] if r["accuracy"] is not None]
     xs = [r["global_step"] if r["global_step"] is not None else i for i, r in enumerate(steps)]
-    left = Panel("Challenger steps", "challenger global step",
-                 "label accuracy (95 % Wilson interval)",
-                 [series("sample of each step's questions", xs, steps, "o-")],
-                 ylim=(-0.02, 1.02), empty_text="no judged items", width=2)
+    left = Panel(
+        "Challenger steps",
+        "challenger global step",
+        "label accuracy (95 % Wilson interval)",
+        [series("sample of each step's questions", xs, steps, "o-")],
+        ylim=(-0.02, 1.02),
+        empty_text="no judged items",
+        width=2,
+    )
     sets = []
     for offset, name, fmt in ((-0.1, "labelled_kept", "s"), (0.1, "labelled_all", "D")):
         rows = [r for r in report["per_iteration"] if r[name] and r[name]["accuracy"] is not None]
-        sets.append(series(name.replace("_", " "), [r["iteration"] + offset for r in rows],
-                           [r[name] for r in rows], fmt))
-    right = Panel("Labelled sets", "iteration", "", sets, ylim=(-0.02, 1.02),
-                  xticks=[r["iteration"] for r in report["per_iteration"]],
-                  empty_text="no judged items")
+        sets.append(
+            series(
+                name.replace("_", " "),
+                [r["iteration"] + offset for r in rows],
+                [r[name] for r in rows],
+                fmt,
+            )
+        )
+    right = Panel(
+        "Labelled sets",
+        "iteration",
+        "",
+        sets,
+        ylim=(-0.02, 1.02),
+        xticks=[r["iteration"] for r in report["per_iteration"]],
+        empty_text="no judged items",
+    )
     title = f"Pseudo-label accuracy, judge {report['judge']['model']}"
     title = title if len(title) < 100 else title[:97] + "..."
     if report["judge"].get("embedded"):
@@ -286,8 +365,10 @@ def plot_accuracy(report: dict[str, Any]) -> bytes:
 def write_report(report: dict[str, Any], audit_dir: str | Path) -> dict[str, Path]:
     """Write report.json, report.md, report.html and accuracy.png into audit_dir."""
     audit_dir = Path(audit_dir)
-    paths = {name: audit_dir / name for name in
-             ("report.json", "report.md", "report.html", "accuracy.png")}
+    paths = {
+        name: audit_dir / name
+        for name in ("report.json", "report.md", "report.html", "accuracy.png")
+    }
     png = plot_accuracy(report)
     write_bytes_atomic(paths["accuracy.png"], png)
     write_json_atomic(paths["report.json"], report)

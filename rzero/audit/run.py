@@ -37,11 +37,7 @@ from rzero.audit.sampling import AuditItem, select_items
 from rzero.config import AuditConfig, ConfigError
 from rzero.engine.models import generation_dtype, resolve_model
 from rzero.engine.replicas import vllm_server_args
-from rzero.engine.serving import (
-    serve_checkpoint,
-    transformers_serve_command,
-    vllm_serve_command,
-)
+from rzero.engine.serving import serve_checkpoint, transformers_serve_command, vllm_serve_command
 from rzero.io import write_jsonl_atomic
 from rzero.labeling.equivalence import Direction
 from rzero.rundir import RunDir
@@ -53,23 +49,36 @@ EMBEDDED_TIMEOUT = 900.0  # s; a 512-token answer takes ~40-70 s there, longer u
 MAX_STORED_RESPONSE = 4000  # characters of the judge's full reply kept in cache and report
 CACHE_WRITE_EVERY = 2.0  # s between cache rewrites while an audit runs
 
-EMBEDDED_NOTE = ("This judge is the run's base model itself ({spec}), served locally: its "
-                 "verdicts show that the audit machinery works, not whether the labels are "
-                 "true. Configure audit.base_url and audit.model to audit with a stronger model.")
+EMBEDDED_NOTE = (
+    "This judge is the run's base model itself ({spec}), served locally: its "
+    "verdicts show that the audit machinery works, not whether the labels are "
+    "true. Configure audit.base_url and audit.model to audit with a stronger model."
+)
 
 
 def _keys(items: Sequence[AuditItem], judge_name: str, cfg: AuditConfig) -> list[str]:
-    return [cache_key(it.question, it.label, judge_name, temperature=cfg.temperature,
-                      max_tokens=cfg.max_tokens, seed=cfg.seed) for it in items]
+    return [
+        cache_key(
+            it.question,
+            it.label,
+            judge_name,
+            temperature=cfg.temperature,
+            max_tokens=cfg.max_tokens,
+            seed=cfg.seed,
+        )
+        for it in items
+    ]
 
 
-def _uncached(items: Sequence[AuditItem], judge_name: str, cfg: AuditConfig,
-              cache_path: Path) -> int:
+def _uncached(
+    items: Sequence[AuditItem], judge_name: str, cfg: AuditConfig, cache_path: Path
+) -> int:
     return len(set(_keys(items, judge_name, cfg)) - set(load_cache(cache_path)))
 
 
-def _ask_all(judge: Judge, todo: dict[str, AuditItem],
-             concurrency: int) -> Iterator[tuple[str, JudgeReply]]:
+def _ask_all(
+    judge: Judge, todo: dict[str, AuditItem], concurrency: int
+) -> Iterator[tuple[str, JudgeReply]]:
     """(key, reply) for every item of `todo` as replies arrive, with at most `concurrency`
     requests in flight. The requests run on daemon threads: an interrupted audit returns at
     once instead of waiting for a request's timeout, and the judge's server (or the process
@@ -104,9 +113,14 @@ def _ask_all(judge: Judge, todo: dict[str, AuditItem],
         yield key, reply
 
 
-def _judge_all(judge: Judge | None, judge_name: str, items: Sequence[AuditItem],
-               cfg: AuditConfig, cache_path: Path, direction: Direction
-               ) -> tuple[list[dict[str, Any]], dict[str, int]]:
+def _judge_all(
+    judge: Judge | None,
+    judge_name: str,
+    items: Sequence[AuditItem],
+    cfg: AuditConfig,
+    cache_path: Path,
+    direction: Direction,
+) -> tuple[list[dict[str, Any]], dict[str, int]]:
     """Verdicts for all items, from the cache where possible; returns report rows + counts.
 
     `judge` may be None only when every verdict is cached.
@@ -118,8 +132,9 @@ def _judge_all(judge: Judge | None, judge_name: str, items: Sequence[AuditItem],
         if key not in cache:
             todo.setdefault(key, it)
     cached = len(set(keys) - set(todo))
-    log.info("audit: %d items, %d distinct to judge, %d verdicts cached",
-             len(items), len(todo), cached)
+    log.info(
+        "audit: %d items, %d distinct to judge, %d verdicts cached", len(items), len(todo), cached
+    )
     fresh: dict[str, dict[str, Any]] = {}
     last_write = time.monotonic()
     if todo:
@@ -134,22 +149,35 @@ def _judge_all(judge: Judge | None, judge_name: str, items: Sequence[AuditItem],
                 it = todo[key]
                 # math-verify runs here, in the main thread, one check at a time.
                 verdict, answer, reason = verdict_of(reply, it.label, direction)
-                fresh[key] = {"key": key, "question": it.question, "label": it.label,
-                              "judge_model": judge_name, "prompt_version": PROMPT_VERSION,
-                              "verdict": verdict, "judge_answer": judge.scrub(answer),
-                              "reason": reason, "attempts": reply.attempts,
-                              "response": judge.scrub((reply.text or "")[:MAX_STORED_RESPONSE])}
+                fresh[key] = {
+                    "key": key,
+                    "question": it.question,
+                    "label": it.label,
+                    "judge_model": judge_name,
+                    "prompt_version": PROMPT_VERSION,
+                    "verdict": verdict,
+                    "judge_answer": judge.scrub(answer),
+                    "reason": reason,
+                    "attempts": reply.attempts,
+                    "response": judge.scrub((reply.text or "")[:MAX_STORED_RESPONSE]),
+                }
                 if reply.error is None:  # the judge's own answer, boxed or not: final
                     cache[key] = fresh[key]
                 if time.monotonic() - last_write > CACHE_WRITE_EVERY:
                     write_jsonl_atomic(cache_path, cache.values())
                     last_write = time.monotonic()
                 tally[verdict] = tally.get(verdict, 0) + 1
-                bar.set_postfix_str(", ".join(f"{v} {n}" for v, n in sorted(tally.items())),
-                                    refresh=False)
+                bar.set_postfix_str(
+                    ", ".join(f"{v} {n}" for v, n in sorted(tally.items())), refresh=False
+                )
                 bar.update()
-                log.debug("audit: %d/%d judged: %s%s", done, len(todo), verdict,
-                          f" ({reason})" if reason else "")
+                log.debug(
+                    "audit: %d/%d judged: %s%s",
+                    done,
+                    len(todo),
+                    verdict,
+                    f" ({reason})" if reason else "",
+                )
         except BaseException:
             # Interrupted (Ctrl-C, SIGTERM): keep what is judged; the requests in flight run
             # on daemon threads, so nothing waits for them
@@ -161,34 +189,70 @@ def _judge_all(judge: Judge | None, judge_name: str, items: Sequence[AuditItem],
     rows = []
     for key, it in zip(keys, items, strict=True):
         v = fresh.get(key) or cache[key]
-        rows.append({"source": it.source, "iteration": it.iteration, "step": it.step,
-                     "global_step": it.global_step, "question": it.question, "label": it.label,
-                     "p_hat": it.p_hat, "kept": it.kept, "key": key, "verdict": v["verdict"],
-                     "judge_answer": v["judge_answer"], "reason": v.get("reason"),
-                     "response": v.get("response")})
-    return rows, {"requests": judge.requests if judge else 0, "cached": cached,
-                  "judged_now": len(todo)}
+        rows.append(
+            {
+                "source": it.source,
+                "iteration": it.iteration,
+                "step": it.step,
+                "global_step": it.global_step,
+                "question": it.question,
+                "label": it.label,
+                "p_hat": it.p_hat,
+                "kept": it.kept,
+                "key": key,
+                "verdict": v["verdict"],
+                "judge_answer": v["judge_answer"],
+                "reason": v.get("reason"),
+                "response": v.get("response"),
+            }
+        )
+    return rows, {
+        "requests": judge.requests if judge else 0,
+        "cached": cached,
+        "judged_now": len(todo),
+    }
 
 
-def _audit_with(judge: Judge | None, judge_name: str, host: str, note: str | None, run: RunDir,
-                cfg: AuditConfig, items: Sequence[AuditItem],
-                direction: Direction) -> dict[str, Any]:
+def _audit_with(
+    judge: Judge | None,
+    judge_name: str,
+    host: str,
+    note: str | None,
+    run: RunDir,
+    cfg: AuditConfig,
+    items: Sequence[AuditItem],
+    direction: Direction,
+) -> dict[str, Any]:
     audit_dir = run.path / "audit"
-    rows, counts = _judge_all(judge, judge_name, items, cfg, audit_dir / "cache.jsonl",
-                              direction)
-    judge_info = {"model": judge_name, "host": host, "prompt_version": PROMPT_VERSION,
-                  "temperature": cfg.temperature, "max_tokens": cfg.max_tokens,
-                  "seed": cfg.seed, "embedded": note is not None, "note": note,
-                  "equivalence": direction}
-    extra = {"created": datetime.now(timezone.utc).isoformat(timespec="seconds"),
-             "sample": {"per_step": cfg.per_step, "seed": cfg.seed}, **counts}
+    rows, counts = _judge_all(judge, judge_name, items, cfg, audit_dir / "cache.jsonl", direction)
+    judge_info = {
+        "model": judge_name,
+        "host": host,
+        "prompt_version": PROMPT_VERSION,
+        "temperature": cfg.temperature,
+        "max_tokens": cfg.max_tokens,
+        "seed": cfg.seed,
+        "embedded": note is not None,
+        "note": note,
+        "equivalence": direction,
+    }
+    extra = {
+        "created": datetime.now(timezone.utc).isoformat(timespec="seconds"),
+        "sample": {"per_step": cfg.per_step, "seed": cfg.seed},
+        **counts,
+    }
     report = build_report(rows, judge_info, extra)
     write_report(report, audit_dir)
     return report
 
 
-def audit_run(run_dir: RunDir | str | Path, cfg: AuditConfig, *, model_spec: str | None = None,
-              direction: Direction = "both") -> dict[str, Any]:
+def audit_run(
+    run_dir: RunDir | str | Path,
+    cfg: AuditConfig,
+    *,
+    model_spec: str | None = None,
+    direction: Direction = "both",
+) -> dict[str, Any]:
     """Audit the pseudo-labels of a run directory; write and return the report.
 
     With `cfg.base_url` unset, the judge is `model_spec` (default: the run's base model from
@@ -201,23 +265,33 @@ def audit_run(run_dir: RunDir | str | Path, cfg: AuditConfig, *, model_spec: str
     if not run.path.is_dir():
         raise FileNotFoundError(f"audit: run directory {str(run.path)!r} does not exist")
     if cfg.judge == "executor":  # a rzero_code run: every label checked exactly
-
         return audit_with_executor(run)
     if run.config().run.task == "azr":
-        raise ConfigError(f"{run.path} is an Absolute Zero run: its rewards are the executor's "
-                          "verdicts and there are no pseudo-labels to audit")
+        raise ConfigError(
+            f"{run.path} is an Absolute Zero run: its rewards are the executor's "
+            "verdicts and there are no pseudo-labels to audit"
+        )
     items = select_items(run, cfg.per_step, cfg.seed)
     if not items:
-        log.warning("audit: %s holds no labelled questions yet (iter_*/challenger_steps.jsonl, "
-                    "iter_*/labelled.jsonl)", run.path)
+        log.warning(
+            "audit: %s holds no labelled questions yet (iter_*/challenger_steps.jsonl, "
+            "iter_*/labelled.jsonl)",
+            run.path,
+        )
 
     if cfg.base_url is not None:
         model = cfg.model or only_served_model(cfg)
-        judge = Judge(cfg.base_url, model, api_key_env=cfg.api_key_env,
-                      max_tokens=cfg.max_tokens, temperature=cfg.temperature,
-                      timeout=cfg.timeout, retries=cfg.retries, seed=cfg.seed)
-        return _audit_with(judge, model, host_of(cfg.base_url), None, run, cfg, items,
-                           direction)
+        judge = Judge(
+            cfg.base_url,
+            model,
+            api_key_env=cfg.api_key_env,
+            max_tokens=cfg.max_tokens,
+            temperature=cfg.temperature,
+            timeout=cfg.timeout,
+            retries=cfg.retries,
+            seed=cfg.seed,
+        )
+        return _audit_with(judge, model, host_of(cfg.base_url), None, run, cfg, items, direction)
 
     # ---- embedded default: serve the base model itself, audit, stop it
 
@@ -232,8 +306,11 @@ def audit_run(run_dir: RunDir | str | Path, cfg: AuditConfig, *, model_spec: str
     # One CPU process serves the judge: requests in flight share its cores rather than run
     # faster, and one the client gives up on keeps generating, so a short timeout turns into
     # a pile of retries. Two in flight, and a timeout that covers a full-length answer.
-    local = dataclasses.replace(cfg, concurrency=min(cfg.concurrency, EMBEDDED_CONCURRENCY),
-                                timeout=max(cfg.timeout, EMBEDDED_TIMEOUT))
+    local = dataclasses.replace(
+        cfg,
+        concurrency=min(cfg.concurrency, EMBEDDED_CONCURRENCY),
+        timeout=max(cfg.timeout, EMBEDDED_TIMEOUT),
+    )
     # The judge generates like the run's other phases: bf16 where the CPU computes it natively.
     model_cfg = run.config().model
     dtype = generation_dtype(model_cfg.generation_dtype, model_cfg.device)
@@ -243,15 +320,24 @@ def audit_run(run_dir: RunDir | str | Path, cfg: AuditConfig, *, model_spec: str
     run_cfg = run.config()
     vllm = run_cfg.generation.backend == "vllm"
     if vllm:
-
-        command = functools.partial(vllm_serve_command, extra_args=vllm_server_args(
-            run_cfg, on_gpu=model_cfg.device.startswith("cuda")))
+        command = functools.partial(
+            vllm_serve_command,
+            extra_args=vllm_server_args(run_cfg, on_gpu=model_cfg.device.startswith("cuda")),
+        )
     else:
         command = functools.partial(transformers_serve_command, dtype=dtype)
-    with serve_checkpoint(path, log_path=run.path / "audit" / "judge_server.log",
-                          command=command) as served:
-        judge = Judge(served.base_url, served.model, max_tokens=local.max_tokens,
-                      temperature=local.temperature, timeout=local.timeout,
-                      retries=local.retries, seed=None if vllm else local.seed)
-        return _audit_with(judge, spec, host_of(served.base_url), note, run, local, items,
-                           direction)
+    with serve_checkpoint(
+        path, log_path=run.path / "audit" / "judge_server.log", command=command
+    ) as served:
+        judge = Judge(
+            served.base_url,
+            served.model,
+            max_tokens=local.max_tokens,
+            temperature=local.temperature,
+            timeout=local.timeout,
+            retries=local.retries,
+            seed=None if vllm else local.seed,
+        )
+        return _audit_with(
+            judge, spec, host_of(served.base_url), note, run, local, items, direction
+        )

@@ -64,14 +64,38 @@ def select_items(run: RunDir | str | Path, per_step: int, seed: int) -> list[Aud
                 global_step = r.get("global_step")
                 if global_step is None:
                     global_step = (it - 1) * per_iteration + step
-                items.append(AuditItem("step", it, step, global_step, r["question"],
-                                       str(r["label"]), float(r["p_hat"]), None))
-        labelled = [r for r in run.rows(iteration, "labelled")
-                    if r.get("label") is not None and r.get("question")]
-        for source, rows in (("labelled_kept", [r for r in labelled if r.get("kept")]),
-                             ("labelled_all", labelled)):
+                items.append(
+                    AuditItem(
+                        "step",
+                        it,
+                        step,
+                        global_step,
+                        r["question"],
+                        str(r["label"]),
+                        float(r["p_hat"]),
+                        None,
+                    )
+                )
+        labelled = [
+            r
+            for r in run.rows(iteration, "labelled")
+            if r.get("label") is not None and r.get("question")
+        ]
+        for source, rows in (
+            ("labelled_kept", [r for r in labelled if r.get("kept")]),
+            ("labelled_all", labelled),
+        ):
             for r in _sample(rows, per_step, f"{seed}:{source}:{iteration}"):
-                items.append(AuditItem(source, iteration, None, None, r["question"],
-                                       str(r["label"]), float(r["p_hat"]),
-                                       bool(r.get("kept"))))
+                items.append(
+                    AuditItem(
+                        source,
+                        iteration,
+                        None,
+                        None,
+                        r["question"],
+                        str(r["label"]),
+                        float(r["p_hat"]),
+                        bool(r.get("kept")),
+                    )
+                )
     return items

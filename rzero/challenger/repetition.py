@@ -203,9 +203,7 @@ def _nltk_method1_scores(
     """nltk's sentence_bleu(weights=(1/4,)*4, SmoothingFunction().method1), elementwise."""
     with np.errstate(divide="ignore", invalid="ignore"):
         brevity = np.where(
-            hyp_len > ref_len,
-            1.0,
-            np.where(hyp_len == 0, 0.0, np.exp(1.0 - ref_len / hyp_len)),
+            hyp_len > ref_len, 1.0, np.where(hyp_len == 0, 0.0, np.exp(1.0 - ref_len / hyp_len))
         )
         log_sum = np.zeros(np.broadcast_shapes(correct[0].shape, ref_len.shape))
         for n in range(1, MAX_ORDER + 1):
@@ -309,8 +307,9 @@ def repetition_penalties(
     return [float(sizes[label]) / batch for label in labels]
 
 
-def near_duplicates(questions: Sequence[str], held_out: Sequence[str],
-                    min_bleu: float = 0.7) -> list[bool]:
+def near_duplicates(
+    questions: Sequence[str], held_out: Sequence[str], min_bleu: float = 0.7
+) -> list[bool]:
     """Per question: is it a held-out item, exactly (same words, whitespace aside) or nearly
     (BLEU against some held-out item, either way round, at least `min_bleu`)?
 
@@ -324,8 +323,10 @@ def near_duplicates(questions: Sequence[str], held_out: Sequence[str],
     n = len(questions)
     sim = bleu_similarity_matrix(list(questions) + list(held_out))  # [Q+H, Q+H]
     closest = np.maximum(sim[:n, n:], sim[n:, :n].T).max(axis=1)  # [Q]
-    return [" ".join(q.split()) in exact or bool(c >= min_bleu)
-            for q, c in zip(questions, closest, strict=True)]
+    return [
+        " ".join(q.split()) in exact or bool(c >= min_bleu)
+        for q, c in zip(questions, closest, strict=True)
+    ]
 
 
 # ---------------------------------------------------------------- question diversity
@@ -352,7 +353,7 @@ def distinct_n(texts: Sequence[str], n: int) -> float:
     grams: Counter[tuple[str, ...]] = Counter()
     for text in texts:
         tokens = _TOKEN.findall(text.lower())
-        grams.update(tuple(tokens[i:i + n]) for i in range(len(tokens) - n + 1))
+        grams.update(tuple(tokens[i : i + n]) for i in range(len(tokens) - n + 1))
     total = sum(grams.values())
     return len(grams) / total if total else 0.0
 

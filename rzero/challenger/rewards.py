@@ -119,8 +119,9 @@ def variance_reward(p_hat: float) -> float:
     return 4.0 * p_hat * (1.0 - p_hat)
 
 
-def beta_learnability_reward(p_hat: float, num_votes: int,
-                             prior: tuple[float, float] = BETA_PRIOR) -> float:
+def beta_learnability_reward(
+    p_hat: float, num_votes: int, prior: tuple[float, float] = BETA_PRIOR
+) -> float:
     """r = 1 − s̃, Absolute Zero's learnability with the posterior mean of a Beta(a, b) prior
     in place of the raw rate (the seed's smoothing, §6.1):
 
@@ -153,8 +154,9 @@ def beta_learnability_reward(p_hat: float, num_votes: int,
     return 1.0 - (k + a) / (num_votes + a + b)
 
 
-def uncertainty_reward(p_hat: float, form: UncertaintyForm = "paper", *,
-                       num_votes: int | None = None) -> float:
+def uncertainty_reward(
+    p_hat: float, form: UncertaintyForm = "paper", *, num_votes: int | None = None
+) -> float:
     """Reward for a question the frozen solver answers with majority share `p_hat`, in the
     form `form` (the run's ``challenger.reward_form``):
 
@@ -258,8 +260,9 @@ def challenger_rewards(
         for q, p in zip(questions, p_hats, strict=True)
     ]
     kept = [i for i in range(batch) if valid[i]]
-    shares = repetition_penalties([questions[i] or "" for i in kept], tau, variant,
-                                  batch_size=batch)  # |C_k| / B over the whole batch
+    shares = repetition_penalties(
+        [questions[i] or "" for i in kept], tau, variant, batch_size=batch
+    )  # |C_k| / B over the whole batch
     repetition = [0.0] * batch
     for i, share in zip(kept, shares, strict=True):
         repetition[i] = share
@@ -292,9 +295,16 @@ class ChallengerReward:
 
     __name__ = "challenger"  # TRL names the logged reward column after this
 
-    def __init__(self, solver: FrozenSolver | None, cfg: ChallengerConfig, log_path: str | Path,
-                 iteration: int, *, seed: int,
-                 on_step: Callable[[dict[str, float]], None] | None = None):
+    def __init__(
+        self,
+        solver: FrozenSolver | None,
+        cfg: ChallengerConfig,
+        log_path: str | Path,
+        iteration: int,
+        *,
+        seed: int,
+        on_step: Callable[[dict[str, float]], None] | None = None,
+    ):
         self.solver = solver  # None on processes other than the main one
         self.cfg = cfg
         self.log_path = Path(log_path)
@@ -309,11 +319,11 @@ class ChallengerReward:
         local = [completion_text(x) for x in completions]
         slices = distributed.gather(local)
         rewards = distributed.on_main(self._score, [t for part in slices for t in part])
-        start = sum(len(part) for part in slices[:distributed.rank()])
+        start = sum(len(part) for part in slices[: distributed.rank()])
         self.seconds += time.perf_counter() - t0
         self.step += 1
         crash_point("challenger:mid")
-        return rewards[start:start + len(local)]
+        return rewards[start : start + len(local)]
 
     def _score(self, texts: list[str]) -> list[float]:
         """Rewards of one step's whole batch; appends its rows to the step log."""
@@ -324,33 +334,63 @@ class ChallengerReward:
         # the format gate: this project's default also needs the challenger's own boxed
         # answer; the paper's check and the official code need only the tags
         need_answer = c.format_gate == "tags_and_answer"
-        valid_idx = [i for i, (q, a) in enumerate(zip(questions, own_answers, strict=True))
-                     if q is not None and (a is not None or not need_answer)]
-        answers, votes = self.solver.vote([questions[i] for i in valid_idx],
-                                          self.seed * 100_003 + self.iteration * 1_009
-                                          + self.step)
+        valid_idx = [
+            i
+            for i, (q, a) in enumerate(zip(questions, own_answers, strict=True))
+            if q is not None and (a is not None or not need_answer)
+        ]
+        answers, votes = self.solver.vote(
+            [questions[i] for i in valid_idx],
+            self.seed * 100_003 + self.iteration * 1_009 + self.step,
+        )
         p_hats: list[float | None] = [None] * len(texts)
         for v, i in zip(votes, valid_idx, strict=True):
             p_hats[i] = v.p_hat
-        parts = challenger_rewards([questions[i] if p_hats[i] is not None else None
-                                    for i in range(len(texts))], p_hats,
-                                   tau=c.tau, variant=c.bleu_variant, form=c.reward_form,
-                                   lam=c.repetition_lambda, clip=c.clip_reward,
-                                   invalid_reward=c.invalid_reward,
-                                   num_votes=self.solver.labeling.num_votes)
-        rows = [dict(iteration=self.iteration, step=self.step,
-                     global_step=(self.iteration - 1) * c.steps + self.step,
-                     completion=texts[i][:4000], question=questions[i],
-                     challenger_answer=own_answers[i], valid=False, answers=[], label=None,
-                     p_hat=None, num_groups=0, top2_margin=None, parse_rate=None, r_unc=None,
-                     r_rep=None, reward=parts[i].reward)
-                for i in range(len(texts))]
+        parts = challenger_rewards(
+            [questions[i] if p_hats[i] is not None else None for i in range(len(texts))],
+            p_hats,
+            tau=c.tau,
+            variant=c.bleu_variant,
+            form=c.reward_form,
+            lam=c.repetition_lambda,
+            clip=c.clip_reward,
+            invalid_reward=c.invalid_reward,
+            num_votes=self.solver.labeling.num_votes,
+        )
+        rows = [
+            dict(
+                iteration=self.iteration,
+                step=self.step,
+                global_step=(self.iteration - 1) * c.steps + self.step,
+                completion=texts[i][:4000],
+                question=questions[i],
+                challenger_answer=own_answers[i],
+                valid=False,
+                answers=[],
+                label=None,
+                p_hat=None,
+                num_groups=0,
+                top2_margin=None,
+                parse_rate=None,
+                r_unc=None,
+                r_rep=None,
+                reward=parts[i].reward,
+            )
+            for i in range(len(texts))
+        ]
         for k, i in enumerate(valid_idx):
             v = votes[k]
-            rows[i].update(valid=parts[i].valid, answers=answers[k], label=v.label,
-                           p_hat=v.p_hat, num_groups=v.num_groups, top2_margin=v.top2_margin,
-                           parse_rate=v.parse_rate, r_unc=parts[i].uncertainty,
-                           r_rep=parts[i].repetition)
+            rows[i].update(
+                valid=parts[i].valid,
+                answers=answers[k],
+                label=v.label,
+                p_hat=v.p_hat,
+                num_groups=v.num_groups,
+                top2_margin=v.top2_margin,
+                parse_rate=v.parse_rate,
+                r_unc=parts[i].uncertainty,
+                r_rep=parts[i].repetition,
+            )
         append_jsonl(self.log_path, rows)
         if self.on_step is not None:
             self.on_step(step_summary(rows))

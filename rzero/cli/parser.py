@@ -23,43 +23,80 @@ from rzero.engine.models import DEFAULT_MODEL
 
 def _add_config_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--config", default=None, help="YAML recipe (default: built-in defaults)")
-    p.add_argument("--set", dest="overrides", action="append", default=[],
-                   metavar="SECTION.KEY=VALUE",
-                   help="override one config field (repeatable; the value is YAML). A mapping "
-                        "merges into the recipe's: SECTION.KEY.SUB=VALUE sets one entry, "
-                        "SECTION.KEY:=VALUE replaces the mapping whole")
+    p.add_argument(
+        "--set",
+        dest="overrides",
+        action="append",
+        default=[],
+        metavar="SECTION.KEY=VALUE",
+        help="override one config field (repeatable; the value is YAML). A mapping "
+        "merges into the recipe's: SECTION.KEY.SUB=VALUE sets one entry, "
+        "SECTION.KEY:=VALUE replaces the mapping whole",
+    )
 
 
 def _add_serve_solver_args(p: argparse.ArgumentParser) -> None:
     from rzero.engine.replicas import ENGINES
 
-    p.add_argument("checkpoint", help="model spec to serve: a checkpoint directory (as the run "
-                                      "names it), the embedded model, or a hub id (vllm)")
+    p.add_argument(
+        "checkpoint",
+        help="model spec to serve: a checkpoint directory (as the run "
+        "names it), the embedded model, or a hub id (vllm)",
+    )
     p.add_argument("--replicas", type=int, default=1, help="server replicas (default 1)")
-    p.add_argument("--gpus", default="", help="GPUs for the replicas, e.g. 4,5,6,7 or 4-7; "
-                                              "replicas x tensor-parallel-size of them")
-    p.add_argument("--urls-file", default="solver_urls.txt",
-                   help="file the replicas' URLs are written to, one a line; point "
-                        "generation.solver_urls_file at it (default solver_urls.txt)")
-    p.add_argument("--port-base", type=int, default=8100,
-                   help="replica i listens on port-base + i (default 8100)")
+    p.add_argument(
+        "--gpus",
+        default="",
+        help="GPUs for the replicas, e.g. 4,5,6,7 or 4-7; replicas x tensor-parallel-size of them",
+    )
+    p.add_argument(
+        "--urls-file",
+        default="solver_urls.txt",
+        help="file the replicas' URLs are written to, one a line; point "
+        "generation.solver_urls_file at it (default solver_urls.txt)",
+    )
+    p.add_argument(
+        "--port-base",
+        type=int,
+        default=8100,
+        help="replica i listens on port-base + i (default 8100)",
+    )
     p.add_argument("--tensor-parallel-size", type=int, default=1, help="GPUs per replica")
-    p.add_argument("--engine", choices=ENGINES, default="vllm",
-                   help="vllm (GPU) or transformers (`transformers serve`, CPU testing)")
-    p.add_argument("--host", default="127.0.0.1",
-                   help="address the servers bind (0.0.0.0 to serve other nodes)")
-    p.add_argument("--url-host", default=None,
-                   help="host written into the URLs (default: --host, or this machine's "
-                        "name when --host is 0.0.0.0)")
-    p.add_argument("--gpu-memory-utilization", type=float, default=None,
-                   help="vllm: share of each GPU for the engine (vLLM's default: 0.9)")
-    p.add_argument("--log-dir", default=None,
-                   help="replica logs (default: solver_logs/ beside the URLs file)")
+    p.add_argument(
+        "--engine",
+        choices=ENGINES,
+        default="vllm",
+        help="vllm (GPU) or transformers (`transformers serve`, CPU testing)",
+    )
+    p.add_argument(
+        "--host",
+        default="127.0.0.1",
+        help="address the servers bind (0.0.0.0 to serve other nodes)",
+    )
+    p.add_argument(
+        "--url-host",
+        default=None,
+        help="host written into the URLs (default: --host, or this machine's "
+        "name when --host is 0.0.0.0)",
+    )
+    p.add_argument(
+        "--gpu-memory-utilization",
+        type=float,
+        default=None,
+        help="vllm: share of each GPU for the engine (vLLM's default: 0.9)",
+    )
+    p.add_argument(
+        "--log-dir", default=None, help="replica logs (default: solver_logs/ beside the URLs file)"
+    )
     p.add_argument("--startup-timeout", type=float, default=900.0, help="seconds (default 900)")
-    p.add_argument("--data-parallel", action=argparse.BooleanOptionalAction, default=True,
-                   help="vllm: the replicas as the engines of one `vllm serve "
-                        "--data-parallel-size N` on port-base, vLLM balancing them (default); "
-                        "--no-data-parallel: N servers on N ports")
+    p.add_argument(
+        "--data-parallel",
+        action=argparse.BooleanOptionalAction,
+        default=True,
+        help="vllm: the replicas as the engines of one `vllm serve "
+        "--data-parallel-size N` on port-base, vLLM balancing them (default); "
+        "--no-data-parallel: N servers on N ports",
+    )
 
 
 class DefaultsFormatter(argparse.HelpFormatter):
@@ -68,9 +105,15 @@ class DefaultsFormatter(argparse.HelpFormatter):
     def _get_help_string(self, action: argparse.Action) -> str:
         text = action.help or ""
         default = action.default
-        if ("default" in text or default is None or default is False or default == []
-                or default is argparse.SUPPRESS or not action.option_strings
-                or action.nargs == 0):
+        if (
+            "default" in text
+            or default is None
+            or default is False
+            or default == []
+            or default is argparse.SUPPRESS
+            or not action.option_strings
+            or action.nargs == 0
+        ):
             return text
         return f"{text} (default: %(default)s)"
 
@@ -79,47 +122,63 @@ def build_parser() -> argparse.ArgumentParser:
     from rzero import __version__
 
     parser = argparse.ArgumentParser(
-        prog="rzero", description="Competitive self-play of LLMs on one run engine: R-Zero "
-                                  "(a challenger writes math questions, a frozen solver's "
-                                  "votes label them), its code tier and Absolute Zero, SPIN "
-                                  "and SPAG. `rzero COMMAND --help` describes each command.")
+        prog="rzero",
+        description="Competitive self-play of LLMs on one run engine: R-Zero "
+        "(a challenger writes math questions, a frozen solver's "
+        "votes label them), its code tier and Absolute Zero, SPIN "
+        "and SPAG. `rzero COMMAND --help` describes each command.",
+    )
     parser.add_argument("--version", action="version", version=f"rzero {__version__}")
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
     def command(name: str, help: str, description: str | None = None) -> argparse.ArgumentParser:
         # each command's --help opens with its description and shows every flag's default
-        return sub.add_parser(name, help=help, description=description or help[0].upper() +
-                              help[1:] + ".", formatter_class=DefaultsFormatter)
+        return sub.add_parser(
+            name,
+            help=help,
+            description=description or help[0].upper() + help[1:] + ".",
+            formatter_class=DefaultsFormatter,
+        )
 
-    p = command("info", "versions of the packages a run depends on, the device and the "
-                        "embedded model's path")
+    p = command(
+        "info",
+        "versions of the packages a run depends on, the device and the embedded model's path",
+    )
     p.set_defaults(func=cmd_info)
 
-    p = command("generate", "sample N completions for one prompt with the config's engine",
-                "Sample N completions for one prompt with the config's engine "
-                "(generation.backend: hf in-process, vllm, or OpenAI-compatible servers) and "
-                "print them.")
+    p = command(
+        "generate",
+        "sample N completions for one prompt with the config's engine",
+        "Sample N completions for one prompt with the config's engine "
+        "(generation.backend: hf in-process, vllm, or OpenAI-compatible servers) and "
+        "print them.",
+    )
     _add_config_args(p)
-    p.add_argument("--model", default=None, help=f"model spec (default: model.name, "
-                                                 f"{DEFAULT_MODEL} without a config)")
-    p.add_argument("--prompt", required=True, help="the prompt, as the user turn of the "
-                                                   "model's chat template")
+    p.add_argument(
+        "--model",
+        default=None,
+        help=f"model spec (default: model.name, {DEFAULT_MODEL} without a config)",
+    )
+    p.add_argument(
+        "--prompt", required=True, help="the prompt, as the user turn of the model's chat template"
+    )
     p.add_argument("-n", type=int, default=1, help="completions to sample")
-    p.add_argument("--temperature", type=float, default=0.7,
-                   help="sampling temperature; 0: greedy")
+    p.add_argument("--temperature", type=float, default=0.7, help="sampling temperature; 0: greedy")
     p.add_argument("--top-p", type=float, default=0.95, help="nucleus top_p")
     p.add_argument("--top-k", type=int, default=0, help="top_k; 0 disables it")
-    p.add_argument("--max-new-tokens", type=int, default=128, help="most new tokens per "
-                                                                   "completion")
+    p.add_argument("--max-new-tokens", type=int, default=128, help="most new tokens per completion")
     p.add_argument("--seed", type=int, default=0, help="sampling seed")
     p.set_defaults(func=cmd_generate)
 
-    p = command("iterate", "run a recipe's iterations (resumable: the same command again "
-                           "continues after the last finished phase)",
-                "Run a recipe's iterations into RUN_DIR: R-Zero's alternating challenger and "
-                "solver phases (run.task math), its code tier, Absolute Zero, SPIN or SPAG. "
-                "Every phase commits its outputs with a marker; the same command again "
-                "continues after the last committed phase, and a changed recipe is refused.")
+    p = command(
+        "iterate",
+        "run a recipe's iterations (resumable: the same command again "
+        "continues after the last finished phase)",
+        "Run a recipe's iterations into RUN_DIR: R-Zero's alternating challenger and "
+        "solver phases (run.task math), its code tier, Absolute Zero, SPIN or SPAG. "
+        "Every phase commits its outputs with a marker; the same command again "
+        "continues after the last committed phase, and a changed recipe is refused.",
+    )
     _add_config_args(p)
     p.add_argument("--run-dir", default=None, help="run directory (default: run.output_dir)")
     p.add_argument("--fresh", action="store_true", help="delete RUN_DIR and start over")
@@ -130,95 +189,169 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--fields", action="store_true", help="list every field with its help")
     p.set_defaults(func=cmd_config)
 
-    p = command("plan", "what one iteration samples, generates and updates, per "
-                                    "phase (beside the official code's numbers where the "
-                                    "recipe claims its schedule)")
+    p = command(
+        "plan",
+        "what one iteration samples, generates and updates, per "
+        "phase (beside the official code's numbers where the "
+        "recipe claims its schedule)",
+    )
     _add_config_args(p)
     p.set_defaults(func=cmd_plan)
 
     p = command("audit", "label-accuracy audit of a run by an external judge")
     p.add_argument("run_dir")
-    p.add_argument("--set", dest="overrides", action="append", default=[],
-                   metavar="audit.KEY=VALUE", help="override an audit field (repeatable)")
-    p.add_argument("--judge-model", default=None,
-                   help="model spec served locally as the judge when audit.base_url is unset "
-                        "(default: the run's base model)")
+    p.add_argument(
+        "--set",
+        dest="overrides",
+        action="append",
+        default=[],
+        metavar="audit.KEY=VALUE",
+        help="override an audit field (repeatable)",
+    )
+    p.add_argument(
+        "--judge-model",
+        default=None,
+        help="model spec served locally as the judge when audit.base_url is unset "
+        "(default: the run's base model)",
+    )
     p.set_defaults(func=cmd_audit)
 
-    p = command("best", "print the checkpoint of a run's best solver (highest "
-                                    "held-out evaluation average; iteration 0 is the base)")
+    p = command(
+        "best",
+        "print the checkpoint of a run's best solver (highest "
+        "held-out evaluation average; iteration 0 is the base)",
+    )
     p.add_argument("run_dir")
     p.set_defaults(func=cmd_best)
 
     from rzero.ablation import DEFAULT_OUT
     from rzero.cli.systems import SYSTEMS
 
-    choices = "; ".join(f"{', '.join(sys.variants)} (a {task} recipe; default "
-                        f"{','.join(sys.default_variants)})"
-                        for task, sys in SYSTEMS.items() if sys.variants)
+    choices = "; ".join(
+        f"{', '.join(sys.variants)} (a {task} recipe; default {','.join(sys.default_variants)})"
+        for task, sys in SYSTEMS.items()
+        if sys.variants
+    )
 
-    p = command("ablate", "run ablation variants (separate vs shared weights, ...) "
-                                      "as resumable runs and compare them")
-    p.add_argument("--config", default=None,
-                   help="YAML recipe every variant starts from (default: built-in defaults)")
-    p.add_argument("--set", dest="overrides", action="append", default=[],
-                   metavar="SECTION.KEY=VALUE",
-                   help="override one field of the recipe, for every variant (repeatable)")
-    p.add_argument("--variants", default=None,
-                   help=f"comma-separated, from {choices}; or 'all'")
-    p.add_argument("--out", default=DEFAULT_OUT,
-                   help=f"directory holding one run dir per variant and the comparison "
-                        f"(default {DEFAULT_OUT})")
-    p.add_argument("--fresh", action="store_true",
-                   help="delete each variant's run dir and start it over")
+    p = command(
+        "ablate",
+        "run ablation variants (separate vs shared weights, ...) "
+        "as resumable runs and compare them",
+    )
+    p.add_argument(
+        "--config",
+        default=None,
+        help="YAML recipe every variant starts from (default: built-in defaults)",
+    )
+    p.add_argument(
+        "--set",
+        dest="overrides",
+        action="append",
+        default=[],
+        metavar="SECTION.KEY=VALUE",
+        help="override one field of the recipe, for every variant (repeatable)",
+    )
+    p.add_argument("--variants", default=None, help=f"comma-separated, from {choices}; or 'all'")
+    p.add_argument(
+        "--out",
+        default=DEFAULT_OUT,
+        help=f"directory holding one run dir per variant and the comparison "
+        f"(default {DEFAULT_OUT})",
+    )
+    p.add_argument(
+        "--fresh", action="store_true", help="delete each variant's run dir and start it over"
+    )
     p.set_defaults(func=cmd_ablate)
 
-    p = command("compare", "one table over runs: eval average and audited label "
-                                       "accuracy per iteration")
-    p.add_argument("run_dirs", nargs="+", metavar="RUN_DIR",
-                   help="run directories; each one's directory name is its variant name")
-    p.add_argument("--out", default=None,
-                   help="where comparison.{md,html,json,png} go (default: the run "
-                        "directories' common parent)")
+    p = command(
+        "compare", "one table over runs: eval average and audited label accuracy per iteration"
+    )
+    p.add_argument(
+        "run_dirs",
+        nargs="+",
+        metavar="RUN_DIR",
+        help="run directories; each one's directory name is its variant name",
+    )
+    p.add_argument(
+        "--out",
+        default=None,
+        help="where comparison.{md,html,json,png} go (default: the run directories' common parent)",
+    )
     p.set_defaults(func=cmd_compare)
 
     from rzero.evaluation import GENERAL_BENCHMARKS, HUB_BENCHMARKS
 
-    p = command("eval", "score a model on benchmarks (math-verify on the final "
-                                    "\\boxed{}); defaults from --config")
+    p = command(
+        "eval",
+        "score a model on benchmarks (math-verify on the final \\boxed{}); defaults from --config",
+    )
     _add_config_args(p)
-    p.add_argument("--model", default=None,
-                   help="model spec: 'embedded:smollm2-135m-instruct', a checkpoint directory "
-                        "or a hub id (default: model.name)")
-    p.add_argument("--benchmarks", default=None,
-                   help=f"comma-separated: the embedded synthetic[:SEED] and easy[:SEED]; "
-                        f"the hub's math sets {', '.join(HUB_BENCHMARKS)}; the general-"
-                        f"reasoning {', '.join(GENERAL_BENCHMARKS)}; path.jsonl or "
-                        f"name=path.jsonl; any of them ending in @K is scored as mean@K "
-                        f"(default: eval.benchmarks)")
+    p.add_argument(
+        "--model",
+        default=None,
+        help="model spec: 'embedded:smollm2-135m-instruct', a checkpoint directory "
+        "or a hub id (default: model.name)",
+    )
+    p.add_argument(
+        "--benchmarks",
+        default=None,
+        help=f"comma-separated: the embedded synthetic[:SEED] and easy[:SEED]; "
+        f"the hub's math sets {', '.join(HUB_BENCHMARKS)}; the general-"
+        f"reasoning {', '.join(GENERAL_BENCHMARKS)}; path.jsonl or "
+        f"name=path.jsonl; any of them ending in @K is scored as mean@K "
+        f"(default: eval.benchmarks)",
+    )
     p.add_argument("--output", required=True, help="directory for eval.json and eval.md")
-    p.add_argument("--limit", type=int, default=None,
-                   help="score only the first N items of each benchmark (default: eval.limit)")
-    p.add_argument("--max-new-tokens", type=int, default=None,
-                   help="generation budget per answer (default: eval.max_new_tokens)")
-    p.add_argument("--num-samples", type=int, default=None,
-                   help="1: greedy pass@1; k > 1: sample k answers and report mean@k and "
-                        "maj@k (default: eval.num_samples)")
-    p.add_argument("--temperature", type=float, default=1.0,
-                   help="sampling temperature when --num-samples > 1 (default 1.0)")
+    p.add_argument(
+        "--limit",
+        type=int,
+        default=None,
+        help="score only the first N items of each benchmark (default: eval.limit)",
+    )
+    p.add_argument(
+        "--max-new-tokens",
+        type=int,
+        default=None,
+        help="generation budget per answer (default: eval.max_new_tokens)",
+    )
+    p.add_argument(
+        "--num-samples",
+        type=int,
+        default=None,
+        help="1: greedy pass@1; k > 1: sample k answers and report mean@k and "
+        "maj@k (default: eval.num_samples)",
+    )
+    p.add_argument(
+        "--temperature",
+        type=float,
+        default=1.0,
+        help="sampling temperature when --num-samples > 1 (default 1.0)",
+    )
     p.add_argument("--seed", type=int, default=None, help="sampling seed (default: run.seed)")
-    p.add_argument("--batch-size", type=int, default=None,
-                   help="sequences per model.generate call (default: generation.batch_size)")
-    p.add_argument("--prompt", default=None,
-                   help="solver prompt template file (default: solver.prompt_file, else the "
-                        "built-in one)")
-    p.add_argument("--dtype", default=None, help="hf backend: the dtype it computes in "
-                                                 "(default: model.generation_dtype)")
+    p.add_argument(
+        "--batch-size",
+        type=int,
+        default=None,
+        help="sequences per model.generate call (default: generation.batch_size)",
+    )
+    p.add_argument(
+        "--prompt",
+        default=None,
+        help="solver prompt template file (default: solver.prompt_file, else the built-in one)",
+    )
+    p.add_argument(
+        "--dtype",
+        default=None,
+        help="hf backend: the dtype it computes in (default: model.generation_dtype)",
+    )
     p.add_argument("--device", default=None, help="cpu, cuda or auto (default: model.device)")
     p.set_defaults(func=cmd_eval)
 
-    p = command("serve-solver", "serve the frozen solver as OpenAI-compatible "
-                                            "replicas (vllm serve; --engine transformers on CPU)")
+    p = command(
+        "serve-solver",
+        "serve the frozen solver as OpenAI-compatible "
+        "replicas (vllm serve; --engine transformers on CPU)",
+    )
     _add_serve_solver_args(p)
     p.set_defaults(func=cmd_serve_solver)
     return parser

@@ -49,6 +49,7 @@ def rebuild(run: RunDir, cfg: RZeroConfig) -> None:
 
 
 # no ablation variants: a code recipe runs with rzero iterate
-RZERO_CODE_SYSTEM = System(layout=RZERO_CODE, iterate=iterate_rzero_code, plan=plan,
-                           rebuild=rebuild)
+RZERO_CODE_SYSTEM = System(
+    layout=RZERO_CODE, iterate=iterate_rzero_code, plan=plan, rebuild=rebuild
+)
 AZR_SYSTEM = System(layout=AZR, iterate=iterate_azr, plan=plan, rebuild=rebuild)

@@ -72,8 +72,9 @@ class GeneratorSampler:
 
     def __call__(self, prompts: list[Messages], num_samples: int) -> list[list[str]]:
         self.calls += 1
-        return self.generator.generate(prompts, num_samples,
-                                       vote_params(self.labeling, self.seed + self.calls))
+        return self.generator.generate(
+            prompts, num_samples, vote_params(self.labeling, self.seed + self.calls)
+        )
 
 
 def rate_fields(prefix: str, k: int, n: int) -> dict[str, float | int]:
@@ -89,11 +90,15 @@ def proposer_by_type(rows: Sequence[dict[str, Any]], kinds: Sequence[str]) -> di
     for kind in kinds:
         mine = [r for r in rows if r["kind"] == kind]
         valid = [r for r in mine if r["valid"]]
-        out |= {f"{kind}/proposals": len(mine), f"{kind}/valid": len(valid),
-                **{f"{kind}/{key}": v for key, v in rate_fields("valid", len(valid),
-                                                               len(mine)).items()},
-                f"{kind}/mean_r_bar": (mean([r["r_bar"] for r in valid]) if valid else None),
-                f"{kind}/mean_reward": mean([r["reward"] for r in mine])}
+        out |= {
+            f"{kind}/proposals": len(mine),
+            f"{kind}/valid": len(valid),
+            **{
+                f"{kind}/{key}": v for key, v in rate_fields("valid", len(valid), len(mine)).items()
+            },
+            f"{kind}/mean_r_bar": (mean([r["r_bar"] for r in valid]) if valid else None),
+            f"{kind}/mean_reward": mean([r["reward"] for r in mine]),
+        }
     return out
 
 
@@ -104,8 +109,15 @@ class ProposerLog:
 
     __name__ = "azr_proposer"
 
-    def __init__(self, reward: ExecutorProposerReward, log_path: Path, iteration: int, steps: int,
-                 kinds: Sequence[str], on_step: Callable[[dict[str, Any]], None]):
+    def __init__(
+        self,
+        reward: ExecutorProposerReward,
+        log_path: Path,
+        iteration: int,
+        steps: int,
+        kinds: Sequence[str],
+        on_step: Callable[[dict[str, Any]], None],
+    ):
         self.reward = reward
         self.log_path = log_path
         self.iteration = iteration
@@ -117,16 +129,28 @@ class ProposerLog:
     def __call__(self, prompts: list, completions: list, **columns: Any) -> list[float | None]:
         rewards = self.reward(prompts, completions, **columns)
         self.step += 1
-        rows = [dict(iteration=self.iteration, step=self.step,
-                     global_step=(self.iteration - 1) * self.steps + self.step,
-                     completion=completion_text(c)[:4000], **record)
-                for c, record in zip(completions, self.reward.records, strict=True)]
+        rows = [
+            dict(
+                iteration=self.iteration,
+                step=self.step,
+                global_step=(self.iteration - 1) * self.steps + self.step,
+                completion=completion_text(c)[:4000],
+                **record,
+            )
+            for c, record in zip(completions, self.reward.records, strict=True)
+        ]
         append_jsonl(self.log_path, rows)
-        self.on_step({"step": self.step, "completions": len(rows),
-                      "valid_rate": sum(r["valid"] for r in rows) / len(rows),
-                      "mean_reward": mean([r["reward"] for r in rows]),
-                      **proposer_by_type(rows, [k for k in self.kinds
-                                                if any(r["kind"] == k for r in rows)])})
+        self.on_step(
+            {
+                "step": self.step,
+                "completions": len(rows),
+                "valid_rate": sum(r["valid"] for r in rows) / len(rows),
+                "mean_reward": mean([r["reward"] for r in rows]),
+                **proposer_by_type(
+                    rows, [k for k in self.kinds if any(r["kind"] == k for r in rows)]
+                ),
+            }
+        )
         return rewards
 
 
@@ -141,12 +165,16 @@ class SolverLog:
         self.steps: list[dict[str, Any]] = []
         self.counts: dict[str, list[int]] = {}  # kind -> [rollouts, solved]
 
-    def __call__(self, prompts: list, completions: list, task: Sequence[str],
-                 **kwargs: Any) -> list[float | None]:
+    def __call__(
+        self, prompts: list, completions: list, task: Sequence[str], **kwargs: Any
+    ) -> list[float | None]:
         rewards = self.reward(prompts, completions, task=task, **kwargs)
         kinds = [json.loads(t)["kind"] for t in task]
-        row: dict[str, Any] = {"step": len(self.steps) + 1, "completions": len(rewards),
-                               "mean_reward": mean([r or 0.0 for r in rewards])}
+        row: dict[str, Any] = {
+            "step": len(self.steps) + 1,
+            "completions": len(rewards),
+            "mean_reward": mean([r or 0.0 for r in rewards]),
+        }
         for kind in dict.fromkeys(kinds):
             solved = [r == 1.0 for r, k in zip(rewards, kinds, strict=True) if k == kind]
             count = self.counts.setdefault(kind, [0, 0])
@@ -157,8 +185,9 @@ class SolverLog:
         return rewards
 
 
-def proposer_rows(buffer: TaskBuffer, cfg: RZeroConfig, n: int, rng: random.Random
-                  ) -> list[dict[str, Any]]:
+def proposer_rows(
+    buffer: TaskBuffer, cfg: RZeroConfig, n: int, rng: random.Random
+) -> list[dict[str, Any]]:
     """`n` proposer prompts, the task types in turn; references drawn from `buffer`."""
     kinds = cfg.code.task_types
     rows = []
@@ -166,8 +195,7 @@ def proposer_rows(buffer: TaskBuffer, cfg: RZeroConfig, n: int, rng: random.Rand
         kind = kinds[i % len(kinds)]
         if kind == "induction":
             program = buffer.sample_program(rng)
-            prompt = proposer_messages(kind, program=program,
-                                       num_inputs=cfg.code.induction_inputs)
+            prompt = proposer_messages(kind, program=program, num_inputs=cfg.code.induction_inputs)
         else:
             program = ""
             prompt = proposer_messages(kind, buffer.sample_references(cfg.code.references, rng))
@@ -184,8 +212,11 @@ class AZRRun(CodeRun):
         other file)."""
         buffer = TaskBuffer()
         for j in range(1, k):
-            buffer.add_all(CodeTask.from_json(r["task"])
-                           for r in self.rundir.rows(j, "challenger_steps") if r["valid"])
+            buffer.add_all(
+                CodeTask.from_json(r["task"])
+                for r in self.rundir.rows(j, "challenger_steps")
+                if r["valid"]
+            )
         return buffer
 
     # ------------------------------------------------------------ the phases
@@ -197,40 +228,66 @@ class AZRRun(CodeRun):
         steps_log.unlink(missing_ok=True)  # a redone phase starts its log afresh
         it.mkdir(parents=True, exist_ok=True)
         buffer = self.buffer_before(k)
-        rows = proposer_rows(buffer, cfg, cfg.challenger.steps * cfg.challenger.prompts_per_step,
-                             random.Random(cfg.run.seed * 31 + k))
+        rows = proposer_rows(
+            buffer,
+            cfg,
+            cfg.challenger.steps * cfg.challenger.prompts_per_step,
+            random.Random(cfg.run.seed * 31 + k),
+        )
         summaries: list[dict[str, Any]] = []
         model, tokenizer = self.load(start)
         with serve_frozen(cfg, self.rundir.resolve(frozen_solver), it) as solver:
             sampler = GeneratorSampler(solver, cfg.labeling, cfg.run.seed * 100_003 + k * 1_009)
-            reward = ExecutorProposerReward(sampler, num_samples=cfg.code.solver_samples, buffer=buffer,
-                                    format_penalty=cfg.code.format_penalty, **self.sandbox)
-            log = ProposerLog(reward, steps_log, k, cfg.challenger.steps, cfg.code.task_types,
-                              summaries.append)
+            reward = ExecutorProposerReward(
+                sampler,
+                num_samples=cfg.code.solver_samples,
+                buffer=buffer,
+                format_penalty=cfg.code.format_penalty,
+                **self.sandbox,
+            )
+            log = ProposerLog(
+                reward, steps_log, k, cfg.challenger.steps, cfg.code.task_types, summaries.append
+            )
             work = it / ".trainer_challenger"
-            stats = train_grpo(model, tokenizer, rows, [log], cfg.challenger, work,
-                               seed=cfg.run.seed + k,
-                               model_cfg=cfg.model, generation_cfg=cfg.generation,
-                               report_to=cfg.run.report_to,
-                               desc=f"iter {k} proposer", save_to=it / "challenger")
+            stats = train_grpo(
+                model,
+                tokenizer,
+                rows,
+                [log],
+                cfg.challenger,
+                work,
+                seed=cfg.run.seed + k,
+                model_cfg=cfg.model,
+                generation_cfg=cfg.generation,
+                report_to=cfg.run.report_to,
+                desc=f"iter {k} proposer",
+                save_to=it / "challenger",
+            )
             shutil.rmtree(work, ignore_errors=True)
         logged = self.rundir.rows(k, "challenger_steps")
-        return {"checkpoint": self.rundir.relative(it / "challenger"), "steps": summaries,
-                "updates": stats.log, "start": self.rundir.relative(start),
-                "frozen_solver": self.rundir.relative(frozen_solver),
-                "metrics": {"completions": len(logged),
-                            "valid_rate": mean([float(r["valid"]) for r in logged]),
-                            "mean_reward": mean([r["reward"] for r in logged]),
-                            **proposer_by_type(logged, cfg.code.task_types),
-                            "buffer_triplets": len(buffer.triplets),
-                            "buffer_induction": len(buffer.induction),
-                            "refusals": refusal_counts(logged)}}
+        return {
+            "checkpoint": self.rundir.relative(it / "challenger"),
+            "steps": summaries,
+            "updates": stats.log,
+            "start": self.rundir.relative(start),
+            "frozen_solver": self.rundir.relative(frozen_solver),
+            "metrics": {
+                "completions": len(logged),
+                "valid_rate": mean([float(r["valid"]) for r in logged]),
+                "mean_reward": mean([r["reward"] for r in logged]),
+                **proposer_by_type(logged, cfg.code.task_types),
+                "buffer_triplets": len(buffer.triplets),
+                "buffer_induction": len(buffer.induction),
+                "refusals": refusal_counts(logged),
+            },
+        }
 
     def pool_phase(self, k: int) -> dict:
         cfg = self.cfg
         buffer = self.buffer_before(k + 1)
-        proposed = list(dict.fromkeys(r["task"] for r in self.rundir.rows(k, "challenger_steps")
-                                      if r["valid"]))
+        proposed = list(
+            dict.fromkeys(r["task"] for r in self.rundir.rows(k, "challenger_steps") if r["valid"])
+        )
         rng = random.Random(cfg.run.seed * 131 + k)
         n = cfg.code.tasks_per_type
         rows, metrics = [], {}
@@ -243,33 +300,59 @@ class AZRRun(CodeRun):
         for r in rows:
             r["question"] = solver_messages(CodeTask.from_json(r["task"]))[-1]["content"]
         write_jsonl_atomic(self.rundir.iter_dir(k) / "pool.jsonl", rows)
-        return {"metrics": {"tasks": len(rows), **metrics,
-                            "buffer_triplets": len(buffer.triplets),
-                            "buffer_induction": len(buffer.induction)}}
+        return {
+            "metrics": {
+                "tasks": len(rows),
+                **metrics,
+                "buffer_triplets": len(buffer.triplets),
+                "buffer_induction": len(buffer.induction),
+            }
+        }
 
     def solver_phase(self, k: int, start: str) -> dict:
         pool = self.rundir.rows(k, "pool")
         if not pool:
             return self.skipped_solver(k, start, "no task to solve")
         out = self.rundir.iter_dir(k) / "solver"
-        rows = [{"prompt": solver_messages(CodeTask.from_json(r["task"])), "task": r["task"]}
-                for r in pool]
-        log = SolverLog(ExecutorSolverReward(format_penalty=self.cfg.code.format_penalty, **self.sandbox))
+        rows = [
+            {"prompt": solver_messages(CodeTask.from_json(r["task"])), "task": r["task"]}
+            for r in pool
+        ]
+        log = SolverLog(
+            ExecutorSolverReward(format_penalty=self.cfg.code.format_penalty, **self.sandbox)
+        )
         work = out.with_name(".trainer_solver")
-        stats = train_grpo(*self.load(start), rows, [log], self.cfg.solver, work,
-                           seed=self.cfg.run.seed + 1000 + k, model_cfg=self.cfg.model,
-                           generation_cfg=self.cfg.generation,
-                           report_to=self.cfg.run.report_to, desc=f"iter {k} solver",
-                           save_to=out)
+        stats = train_grpo(
+            *self.load(start),
+            rows,
+            [log],
+            self.cfg.solver,
+            work,
+            seed=self.cfg.run.seed + 1000 + k,
+            model_cfg=self.cfg.model,
+            generation_cfg=self.cfg.generation,
+            report_to=self.cfg.run.report_to,
+            desc=f"iter {k} solver",
+            save_to=out,
+        )
         shutil.rmtree(work, ignore_errors=True)
-        metrics: dict[str, Any] = {"train_tasks": len(pool),
-                                   "mean_reward": mean([s["mean_reward"] for s in log.steps])}
+        metrics: dict[str, Any] = {
+            "train_tasks": len(pool),
+            "mean_reward": mean([s["mean_reward"] for s in log.steps]),
+        }
         for kind, (n, solved) in log.counts.items():
-            metrics |= {f"{kind}/rollouts": n, f"{kind}/solved": solved,
-                        **{f"{kind}/{key}": v for key, v in rate_fields("solve", solved,
-                                                                       n).items()}}
-        return {"checkpoint": self.rundir.relative(out), "start": self.rundir.relative(start),
-                "train_steps": log.steps, "updates": stats.log, "metrics": metrics}
+            metrics |= {
+                f"{kind}/rollouts": n,
+                f"{kind}/solved": solved,
+                **{f"{kind}/{key}": v for key, v in rate_fields("solve", solved, n).items()},
+            }
+        return {
+            "checkpoint": self.rundir.relative(out),
+            "start": self.rundir.relative(start),
+            "train_steps": log.steps,
+            "updates": stats.log,
+            "metrics": metrics,
+        }
 
     # ------------------------------------------------------------ the algorithm
 
@@ -281,8 +364,9 @@ class AZRRun(CodeRun):
         for k in range(1, cfg.run.iterations + 1):
             # -- propose: learnability against the frozen solver; valid tasks join the buffer
             start = solver if cfg.roles.shared else proposer
-            proposer = self.run_phase(k, "challenger", self.challenger_phase, start,
-                                      solver)["checkpoint"]
+            proposer = self.run_phase(k, "challenger", self.challenger_phase, start, solver)[
+                "checkpoint"
+            ]
             # -- the solver's tasks per type: new proposals, topped up from the buffer
             self.run_phase(k, "pool", self.pool_phase)
             # -- solve: the executor's verdict (one model: it starts where proposing left it)

@@ -58,8 +58,9 @@ def read_proposals(texts: Sequence[str], sandbox: dict[str, Any]) -> list[Propos
     (`validate_triplets`: the filter, two runs with equal outputs)."""
     parsed = [parse_program_proposal(t) for t in texts]
     rows = [i for i, p in enumerate(parsed) if p is not None]
-    checks = validate_triplets([("deduction", parsed[i].program, parsed[i].input) for i in rows],
-                               **sandbox)
+    checks = validate_triplets(
+        [("deduction", parsed[i].program, parsed[i].input) for i in rows], **sandbox
+    )
     out = [Proposal(None, "unparsable")] * len(texts)
     for i, c in zip(rows, checks, strict=True):
         out[i] = Proposal(c.task, c.reason)
@@ -68,8 +69,11 @@ def read_proposals(texts: Sequence[str], sandbox: dict[str, Any]) -> list[Propos
 
 def refusal_counts(rows: Sequence[dict[str, Any]], top: int = 5) -> dict[str, int]:
     """The most common reasons proposals were refused (first line, error type and text)."""
-    reasons = Counter((r.get("reason") or "").splitlines()[0][:80] if r.get("reason") else ""
-                      for r in rows if not r.get("valid"))
+    reasons = Counter(
+        (r.get("reason") or "").splitlines()[0][:80] if r.get("reason") else ""
+        for r in rows
+        if not r.get("valid")
+    )
     reasons.pop("", None)
     return dict(reasons.most_common(top))
 
@@ -82,8 +86,15 @@ class CodeChallengerReward:
 
     __name__ = "code_challenger"
 
-    def __init__(self, voter: CodeVoter, cfg: RZeroConfig, log_path: str | Path,
-                 iteration: int, *, on_step: Callable[[dict[str, Any]], None] | None = None):
+    def __init__(
+        self,
+        voter: CodeVoter,
+        cfg: RZeroConfig,
+        log_path: str | Path,
+        iteration: int,
+        *,
+        on_step: Callable[[dict[str, Any]], None] | None = None,
+    ):
         self.voter = voter
         self.cfg = cfg
         self.log_path = Path(log_path)
@@ -106,20 +117,44 @@ class CodeChallengerReward:
         for i, v in zip(valid, votes, strict=True):
             p_hats[i] = v.p_hat
         questions = [task_text(p.task) if p.task is not None else None for p in proposals]
-        parts = challenger_rewards(questions, p_hats, tau=c.tau, variant=c.bleu_variant,
-                                   form=c.reward_form, lam=c.repetition_lambda,
-                                   clip=c.clip_reward, invalid_reward=c.invalid_reward,
-                                   num_votes=self.cfg.labeling.num_votes)
-        rows = [dict(iteration=self.iteration, step=self.step,
-                     global_step=(self.iteration - 1) * c.steps + self.step,
-                     completion=texts[i][:4000], question=questions[i], task=None,
-                     valid=False, reason=proposals[i].reason, label=None, p_hat=None,
-                     r_unc=None, r_rep=None, reward=parts[i].reward)
-                for i in range(len(texts))]
+        parts = challenger_rewards(
+            questions,
+            p_hats,
+            tau=c.tau,
+            variant=c.bleu_variant,
+            form=c.reward_form,
+            lam=c.repetition_lambda,
+            clip=c.clip_reward,
+            invalid_reward=c.invalid_reward,
+            num_votes=self.cfg.labeling.num_votes,
+        )
+        rows = [
+            dict(
+                iteration=self.iteration,
+                step=self.step,
+                global_step=(self.iteration - 1) * c.steps + self.step,
+                completion=texts[i][:4000],
+                question=questions[i],
+                task=None,
+                valid=False,
+                reason=proposals[i].reason,
+                label=None,
+                p_hat=None,
+                r_unc=None,
+                r_rep=None,
+                reward=parts[i].reward,
+            )
+            for i in range(len(texts))
+        ]
         for i, a, v in zip(valid, answers, votes, strict=True):
             task = proposals[i].task
-            rows[i].update(task=task.to_json(), valid=True, **vote_row(task, a, v),
-                           r_unc=parts[i].uncertainty, r_rep=parts[i].repetition)
+            rows[i].update(
+                task=task.to_json(),
+                valid=True,
+                **vote_row(task, a, v),
+                r_unc=parts[i].uncertainty,
+                r_rep=parts[i].repetition,
+            )
         append_jsonl(self.log_path, rows)
         if self.on_step is not None:
             self.on_step(step_summary(rows))
@@ -136,11 +171,17 @@ def step_summary(rows: Sequence[dict[str, Any]]) -> dict[str, Any]:
         vals = [r[key] for r in valid if r[key] is not None]
         return sum(vals) / len(vals) if vals else 0.0
 
-    return {"step": rows[0]["step"] if rows else 0, "completions": len(rows),
-            "valid_rate": len(valid) / len(rows) if rows else 0.0,
-            "mean_reward": sum(r["reward"] for r in rows) / len(rows) if rows else 0.0,
-            "mean_p_hat": avg("p_hat"), "mean_r_unc": avg("r_unc"), "mean_r_rep": avg("r_rep"),
-            "mean_parse_rate": avg("parse_rate"), **accuracy_fields(valid)}
+    return {
+        "step": rows[0]["step"] if rows else 0,
+        "completions": len(rows),
+        "valid_rate": len(valid) / len(rows) if rows else 0.0,
+        "mean_reward": sum(r["reward"] for r in rows) / len(rows) if rows else 0.0,
+        "mean_p_hat": avg("p_hat"),
+        "mean_r_unc": avg("r_unc"),
+        "mean_r_rep": avg("r_rep"),
+        "mean_parse_rate": avg("parse_rate"),
+        **accuracy_fields(valid),
+    }
 
 
 class PseudoLabelReward:
@@ -155,17 +196,32 @@ class PseudoLabelReward:
     def __init__(self) -> None:
         self.steps: list[dict[str, Any]] = []
 
-    def __call__(self, prompts: list, completions: list, label: Sequence[str],
-                 task: Sequence[str], **kwargs: Any) -> list[float]:
+    def __call__(
+        self,
+        prompts: list,
+        completions: list,
+        label: Sequence[str],
+        task: Sequence[str],
+        **kwargs: Any,
+    ) -> list[float]:
         answers = [parse_answer("deduction", completion_text(c)) for c in completions]
         truths = [CodeTask.from_json(t).output for t in task]
-        rewards = [1.0 if a is not None and outputs_equal(a, y) else 0.0
-                   for a, y in zip(answers, label, strict=True)]
+        rewards = [
+            1.0 if a is not None and outputs_equal(a, y) else 0.0
+            for a, y in zip(answers, label, strict=True)
+        ]
         true = [a is not None and outputs_equal(a, t) for a, t in zip(answers, truths, strict=True)]
-        rows = [{"label": y, "label_correct": outputs_equal(y, CodeTask.from_json(t).output)}
-                for t, y in dict(zip(task, label, strict=True)).items()]  # distinct tasks
-        self.steps.append({"step": len(self.steps) + 1, "completions": len(rewards),
-                           "mean_reward": sum(rewards) / len(rewards) if rewards else 0.0,
-                           "true_rate": sum(true) / len(true) if true else 0.0,
-                           "label_accuracy": exact_label_accuracy(rows)["label_accuracy"]})
+        rows = [
+            {"label": y, "label_correct": outputs_equal(y, CodeTask.from_json(t).output)}
+            for t, y in dict(zip(task, label, strict=True)).items()
+        ]  # distinct tasks
+        self.steps.append(
+            {
+                "step": len(self.steps) + 1,
+                "completions": len(rewards),
+                "mean_reward": sum(rewards) / len(rewards) if rewards else 0.0,
+                "true_rate": sum(true) / len(true) if true else 0.0,
+                "label_accuracy": exact_label_accuracy(rows)["label_accuracy"],
+            }
+        )
         return rewards

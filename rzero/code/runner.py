@@ -25,8 +25,11 @@ from rzero.selfplay import watch
 def sandbox_options(cfg: RZeroConfig) -> dict[str, Any]:
     """Keyword arguments of the executor's batch functions (validate_triplets, judge, ...)."""
     c = cfg.code
-    return {"timeout_s": c.timeout_s, "limits": Limits(memory_bytes=c.memory_mb * 2**20),
-            "max_workers": c.workers}
+    return {
+        "timeout_s": c.timeout_s,
+        "limits": Limits(memory_bytes=c.memory_mb * 2**20),
+        "max_workers": c.workers,
+    }
 
 
 class CodeRun(Run):
@@ -51,13 +54,17 @@ class CodeRun(Run):
 
     def eval_phase(self, k: int, solver: str) -> dict:
         """The math evaluation of the new solver (AZR's claim is transfer from code to math)."""
-        return evaluation_phase(self.generator(solver), self.cfg,
-                                self.rundir.iter_dir(k) / "eval") | {
-            "checkpoint": self.rundir.relative(solver)}
+        return evaluation_phase(
+            self.generator(solver), self.cfg, self.rundir.iter_dir(k) / "eval"
+        ) | {"checkpoint": self.rundir.relative(solver)}
 
     def skipped_solver(self, k: int, start: str, why: str) -> dict:
         """The marker of a solver phase with nothing to train on: the solver carries over."""
-        return {"checkpoint": self.rundir.relative(start), "start": self.rundir.relative(start),
-                "skipped": True, "warning": f"iteration {k}: {why}; the solver phase was "
-                                            f"skipped and the solver carried over",
-                "metrics": {"train_tasks": 0}}
+        return {
+            "checkpoint": self.rundir.relative(start),
+            "start": self.rundir.relative(start),
+            "skipped": True,
+            "warning": f"iteration {k}: {why}; the solver phase was "
+            f"skipped and the solver carried over",
+            "metrics": {"train_tasks": 0},
+        }

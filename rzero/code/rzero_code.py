@@ -75,36 +75,64 @@ class RZeroCodeRun(CodeRun):
         model, tokenizer = self.load(start)
         summaries: list[dict] = []
         with serve_frozen(self.cfg, self.rundir.resolve(frozen_solver), it) as solver:
-            reward = CodeChallengerReward(CodeVoter(solver, self.cfg.labeling), self.cfg,
-                                          steps_log, k, on_step=summaries.append)
+            reward = CodeChallengerReward(
+                CodeVoter(solver, self.cfg.labeling),
+                self.cfg,
+                steps_log,
+                k,
+                on_step=summaries.append,
+            )
             work = it / ".trainer_challenger"
-            stats = train_grpo(model, tokenizer, [{"prompt": challenger_prompt()}], [reward],
-                       self.cfg.challenger, work, seed=self.cfg.run.seed + k,
-                       model_cfg=self.cfg.model, generation_cfg=self.cfg.generation,
-                       report_to=self.cfg.run.report_to,
-                       desc=f"iter {k} challenger", save_to=it / "challenger")
+            stats = train_grpo(
+                model,
+                tokenizer,
+                [{"prompt": challenger_prompt()}],
+                [reward],
+                self.cfg.challenger,
+                work,
+                seed=self.cfg.run.seed + k,
+                model_cfg=self.cfg.model,
+                generation_cfg=self.cfg.generation,
+                report_to=self.cfg.run.report_to,
+                desc=f"iter {k} challenger",
+                save_to=it / "challenger",
+            )
             shutil.rmtree(work, ignore_errors=True)
         rows = read_jsonl(steps_log)
         valid = [r for r in rows if r["valid"]]
-        return {"checkpoint": self.rundir.relative(it / "challenger"), "steps": summaries,
-                "updates": stats.log, "start": self.rundir.relative(start),
-                "frozen_solver": self.rundir.relative(frozen_solver),
-                "metrics": {"completions": len(rows), "valid_rate": len(valid) / max(1, len(rows)),
-                            "mean_reward": mean([r["reward"] for r in rows]),
-                            "mean_p_hat": mean([r["p_hat"] for r in valid]),
-                            **accuracy_fields(valid), "refusals": refusal_counts(rows)}}
+        return {
+            "checkpoint": self.rundir.relative(it / "challenger"),
+            "steps": summaries,
+            "updates": stats.log,
+            "start": self.rundir.relative(start),
+            "frozen_solver": self.rundir.relative(frozen_solver),
+            "metrics": {
+                "completions": len(rows),
+                "valid_rate": len(valid) / max(1, len(rows)),
+                "mean_reward": mean([r["reward"] for r in rows]),
+                "mean_p_hat": mean([r["p_hat"] for r in valid]),
+                **accuracy_fields(valid),
+                "refusals": refusal_counts(rows),
+            },
+        }
 
     def pool_phase(self, k: int, challenger: str) -> dict:
         c = self.cfg.challenger
         seed = self.cfg.run.seed * 7919 + k
-        params = SamplingParams(temperature=c.pool_temperature, top_p=c.pool_top_p, top_k=0,
-                                max_new_tokens=c.max_completion_length, seed=seed)
+        params = SamplingParams(
+            temperature=c.pool_temperature,
+            top_p=c.pool_top_p,
+            top_k=0,
+            max_new_tokens=c.max_completion_length,
+            seed=seed,
+        )
         generator = self.generator(challenger)
         texts: list[str] = []
         for start in tqdm(range(0, c.pool_size, POOL_CHUNK), desc="pool", leave=False):
             n = min(POOL_CHUNK, c.pool_size - start)
-            texts += generator.generate([challenger_prompt()], n,
-                                        replace(params, seed=seed + start))[0]
+            texts += generator.generate(
+                [challenger_prompt()], n, replace(params, seed=seed + start)
+            )[0]
         proposals = read_proposals(texts, self.sandbox)
         seen: set[tuple[str, str]] = set()
         pool, duplicates = [], 0
@@ -118,59 +146,95 @@ class RZeroCodeRun(CodeRun):
             pool.append({"question": task_text(p.task), "task": p.task.to_json()})
         write_jsonl_atomic(self.rundir.iter_dir(k) / "pool.jsonl", pool)
         refused = [{"valid": False, "reason": p.reason} for p in proposals if p.task is None]
-        return {"challenger": self.rundir.relative(challenger),
-                "metrics": {"sampled": len(texts), "invalid": len(refused),
-                            "duplicates": duplicates, "kept": len(pool),
-                            "valid_rate": (len(texts) - len(refused)) / max(1, len(texts)),
-                            "refusals": refusal_counts(refused)}}
+        return {
+            "challenger": self.rundir.relative(challenger),
+            "metrics": {
+                "sampled": len(texts),
+                "invalid": len(refused),
+                "duplicates": duplicates,
+                "kept": len(pool),
+                "valid_rate": (len(texts) - len(refused)) / max(1, len(texts)),
+                "refusals": refusal_counts(refused),
+            },
+        }
 
     def labelling_phase(self, k: int, solver: str) -> dict:
         pool = self.rundir.rows(k, "pool")
         voter = CodeVoter(self.generator(solver), self.cfg.labeling)
         rows = []
         for start in tqdm(range(0, len(pool), LABEL_CHUNK), desc="labelling", leave=False):
-            part = pool[start:start + LABEL_CHUNK]
+            part = pool[start : start + LABEL_CHUNK]
             tasks = [CodeTask.from_json(r["task"]) for r in part]
             answers, votes = voter.vote(tasks, self.cfg.run.seed * 104729 + k * 1000 + start)
             for r, t, a, v in zip(part, tasks, answers, votes, strict=True):
                 rows.append({**r, **vote_row(t, a, v), "kept": in_band(v, self.cfg.labeling)})
         write_jsonl_atomic(self.rundir.iter_dir(k) / "labelled.jsonl", rows)
         kept = [r for r in rows if r["kept"]]
-        return {"solver": self.rundir.relative(solver),
-                "metrics": {"questions": len(rows), "kept": len(kept),
-                            "kept_fraction": len(kept) / len(rows) if rows else 0.0,
-                            "mean_p_hat": mean([r["p_hat"] for r in rows]),
-                            "mean_parse_rate": mean([r["parse_rate"] for r in rows]),
-                            **accuracy_fields(rows),
-                            "kept_accuracy": accuracy_fields(kept)},
-                "p_hat_histogram": p_hat_histogram(rows, self.cfg.labeling.num_votes)}
+        return {
+            "solver": self.rundir.relative(solver),
+            "metrics": {
+                "questions": len(rows),
+                "kept": len(kept),
+                "kept_fraction": len(kept) / len(rows) if rows else 0.0,
+                "mean_p_hat": mean([r["p_hat"] for r in rows]),
+                "mean_parse_rate": mean([r["parse_rate"] for r in rows]),
+                **accuracy_fields(rows),
+                "kept_accuracy": accuracy_fields(kept),
+            },
+            "p_hat_histogram": p_hat_histogram(rows, self.cfg.labeling.num_votes),
+        }
 
     def solver_phase(self, k: int, start: str) -> dict:
         kept = [r for r in self.rundir.rows(k, "labelled") if r["kept"]]
         if not kept:
             return self.skipped_solver(k, start, "no pooled task fell in the band")
         out = self.rundir.iter_dir(k) / "solver"
-        rows = [{"prompt": solver_messages(CodeTask.from_json(r["task"])), "label": r["label"],
-                 "task": r["task"]} for r in kept]
+        rows = [
+            {
+                "prompt": solver_messages(CodeTask.from_json(r["task"])),
+                "label": r["label"],
+                "task": r["task"],
+            }
+            for r in kept
+        ]
         reward = PseudoLabelReward()
         work = out.with_name(".trainer_solver")
-        stats = train_grpo(*self.load(start), rows, [reward], self.cfg.solver, work,
-                           seed=self.cfg.run.seed + 1000 + k, model_cfg=self.cfg.model,
-                           generation_cfg=self.cfg.generation,
-                           report_to=self.cfg.run.report_to, desc=f"iter {k} solver",
-                           save_to=out)
+        stats = train_grpo(
+            *self.load(start),
+            rows,
+            [reward],
+            self.cfg.solver,
+            work,
+            seed=self.cfg.run.seed + 1000 + k,
+            model_cfg=self.cfg.model,
+            generation_cfg=self.cfg.generation,
+            report_to=self.cfg.run.report_to,
+            desc=f"iter {k} solver",
+            save_to=out,
+        )
         shutil.rmtree(work, ignore_errors=True)
-        return {"checkpoint": self.rundir.relative(out), "start": self.rundir.relative(start),
-                "train_steps": reward.steps, "updates": stats.log,
-                "metrics": {"train_tasks": len(kept),
-                            "mean_reward": mean([s["mean_reward"] for s in reward.steps]),
-                            "true_rate": mean([s["true_rate"] for s in reward.steps])}}
+        return {
+            "checkpoint": self.rundir.relative(out),
+            "start": self.rundir.relative(start),
+            "train_steps": reward.steps,
+            "updates": stats.log,
+            "metrics": {
+                "train_tasks": len(kept),
+                "mean_reward": mean([s["mean_reward"] for s in reward.steps]),
+                "true_rate": mean([s["true_rate"] for s in reward.steps]),
+            },
+        }
 
     def audit_phase(self, k: int) -> dict:
 
         report = audit_run(self.rundir, self.cfg.audit)
-        return {"metrics": {key: v for key, v in report.get("summary", {}).items()
-                            if isinstance(v, (int, float))}}
+        return {
+            "metrics": {
+                key: v
+                for key, v in report.get("summary", {}).items()
+                if isinstance(v, (int, float))
+            }
+        }
 
     # ------------------------------------------------------------ the algorithm
 
@@ -183,8 +247,9 @@ class RZeroCodeRun(CodeRun):
             # -- challenger phase: train Q_k against the frozen solver
             if cfg.roles.train_challenger:
                 start = solver if cfg.roles.shared else challenger
-                challenger = self.run_phase(k, "challenger", self.challenger_phase,
-                                            start, solver)["checkpoint"]
+                challenger = self.run_phase(k, "challenger", self.challenger_phase, start, solver)[
+                    "checkpoint"
+                ]
             # -- proposals from the (trained) challenger, run by the executor
             self.run_phase(k, "pool", self.pool_phase, challenger)
             # -- majority-vote labels by the current solver, checked against the executor

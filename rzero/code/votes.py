@@ -61,9 +61,16 @@ def code_vote(answers: Sequence[str | None]) -> Votes:
         return Votes(None, 0.0, {}, 0, 0.0, parse_rate, m, tuple(assignments))
     top = max(range(len(reps)), key=lambda g: (counts[g], -g))
     ranked = sorted(counts, reverse=True) + [0]
-    return Votes(label=reps[top], p_hat=counts[top] / m, groups=dict(zip(reps, counts, strict=True)),
-                 num_groups=len(reps), top2_margin=(ranked[0] - ranked[1]) / m,
-                 parse_rate=parse_rate, num_votes=m, assignments=tuple(assignments))
+    return Votes(
+        label=reps[top],
+        p_hat=counts[top] / m,
+        groups=dict(zip(reps, counts, strict=True)),
+        num_groups=len(reps),
+        top2_margin=(ranked[0] - ranked[1]) / m,
+        parse_rate=parse_rate,
+        num_votes=m,
+        assignments=tuple(assignments),
+    )
 
 
 @dataclass(frozen=True)
@@ -74,14 +81,18 @@ class CodeVoter:
     generator: Generator
     labeling: LabelingConfig
 
-    def vote(self, tasks: Sequence[CodeTask],
-             seed: int) -> tuple[list[list[str | None]], list[Votes]]:
+    def vote(
+        self, tasks: Sequence[CodeTask], seed: int
+    ) -> tuple[list[list[str | None]], list[Votes]]:
         """The m predicted outputs of every task (None where no <output> was written) and
         their votes, in task order."""
         if not tasks:
             return [], []
-        texts = self.generator.generate([solver_messages(t) for t in tasks],
-                                        self.labeling.num_votes, vote_params(self.labeling, seed))
+        texts = self.generator.generate(
+            [solver_messages(t) for t in tasks],
+            self.labeling.num_votes,
+            vote_params(self.labeling, seed),
+        )
         answers = [[parse_answer("deduction", x) for x in row] for row in texts]
         return answers, [code_vote(a) for a in answers]
 
@@ -90,10 +101,17 @@ def vote_row(task: CodeTask, answers: Sequence[str | None], votes: Votes) -> dic
     """What a run records of one vote, beside the truth: the label is `correct` when it
     equals the executor's output; `label_correct` is None when no answer parsed."""
     correct = None if votes.label is None else votes.label == canonical(task.output)
-    return {"answers": [a[:MAX_LOGGED_ANSWER] if a is not None else None for a in answers],
-            "label": votes.label, "p_hat": votes.p_hat, "num_groups": votes.num_groups,
-            "top2_margin": votes.top2_margin, "parse_rate": votes.parse_rate,
-            "groups": dict(votes.groups), "truth": task.output, "label_correct": correct}
+    return {
+        "answers": [a[:MAX_LOGGED_ANSWER] if a is not None else None for a in answers],
+        "label": votes.label,
+        "p_hat": votes.p_hat,
+        "num_groups": votes.num_groups,
+        "top2_margin": votes.top2_margin,
+        "parse_rate": votes.parse_rate,
+        "groups": dict(votes.groups),
+        "truth": task.output,
+        "label_correct": correct,
+    }
 
 
 # ---------------------------------------------------------------- exact label accuracy
@@ -111,8 +129,14 @@ def exact_label_accuracy(rows: Sequence[dict[str, Any]]) -> dict[str, Any]:
     correct = sum(bool(r["label_correct"]) for r in labelled)
     n = len(labelled)
     lo, hi = wilson_interval(correct, n)
-    return {"n_labelled": n, "n_unlabelled": len(rows) - n, "correct": correct,
-            "label_accuracy": correct / n if n else None, "ci_low": lo, "ci_high": hi}
+    return {
+        "n_labelled": n,
+        "n_unlabelled": len(rows) - n,
+        "correct": correct,
+        "label_accuracy": correct / n if n else None,
+        "ci_low": lo,
+        "ci_high": hi,
+    }
 
 
 def accuracy_by_p_hat(rows: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:

@@ -50,8 +50,12 @@ class SFTRow:
     answer: str | None = None  # the final answer, where the set knows it (embedded)
 
     def to_json(self) -> dict[str, Any]:
-        return {"id": self.id, "prompt": self.prompt, "response": self.response,
-                "answer": self.answer}
+        return {
+            "id": self.id,
+            "prompt": self.prompt,
+            "response": self.response,
+            "answer": self.answer,
+        }
 
 
 # ---------------------------------------------------------------- the worked style
@@ -87,21 +91,27 @@ def worked_solution(problem: str) -> str:
     if m:
         name, a, thing, b = m.groups()
         line, value = _op(int(a), "+", int(b))
-        return (f"{name} starts with {a} {thing}.\nGetting {b} more gives {line} {thing}.\n"
-                f"The answer is \\boxed{{{value}}}.")
+        return (
+            f"{name} starts with {a} {thing}.\nGetting {b} more gives {line} {thing}.\n"
+            f"The answer is \\boxed{{{value}}}."
+        )
     m = _LEFT.match(problem)
     if m:
         name, a, thing, b = m.groups()
         line, value = _op(int(a), "-", int(b))
-        return (f"{name} starts with {a} {thing}.\nGiving away {b} leaves {line} {thing}.\n"
-                f"The answer is \\boxed{{{value}}}.")
+        return (
+            f"{name} starts with {a} {thing}.\nGiving away {b} leaves {line} {thing}.\n"
+            f"The answer is \\boxed{{{value}}}."
+        )
     m = _GROUPS.match(problem)
     if m:
         _, a, b, thing, c = m.groups()
         first, boxed = _op(int(a), "*", int(b))
         second, total = _op(boxed, "+", int(c))
-        return (f"First, {a} boxes of {b} {thing} hold {first} {thing}.\nThen, with {c} more "
-                f"on the table, {second} {thing}.\nThe answer is \\boxed{{{total}}}.")
+        return (
+            f"First, {a} boxes of {b} {thing} hold {first} {thing}.\nThen, with {c} more "
+            f"on the table, {second} {thing}.\nThe answer is \\boxed{{{total}}}."
+        )
     raise ValueError(f"not an easy-template problem: {problem!r}")
 
 
@@ -126,13 +136,21 @@ def embedded_rows(n: int, *, key: str = "spin.data") -> list[SFTRow]:
                 live.remove(name)  # its distinct problems are used up
                 continue
             taken.add(problem)
-            rows.append(SFTRow(f"sft-{len(rows):05d}", solver_chat(problem),
-                               worked_solution(problem), str(value)))
+            rows.append(
+                SFTRow(
+                    f"sft-{len(rows):05d}",
+                    solver_chat(problem),
+                    worked_solution(problem),
+                    str(value),
+                )
+            )
             if len(rows) == n:
                 break
     if len(rows) < n:
-        raise ConfigError(f"{key}={EMBEDDED!r}: the easy templates give {len(rows)} "
-                          f"distinct problems outside the evaluation items, not {n}")
+        raise ConfigError(
+            f"{key}={EMBEDDED!r}: the easy templates give {len(rows)} "
+            f"distinct problems outside the evaluation items, not {n}"
+        )
     return rows
 
 
@@ -143,28 +161,35 @@ def _row(i: int, raw: dict[str, Any], where: str) -> SFTRow:
     if isinstance(raw.get("prompt"), str) and "messages" in raw and "response" not in raw:
         # Ultrachat's layout: the first user turn and the first reply, as the official SPIN
         # data takes them
-        reply = next((m["content"] for m in raw["messages"] if m.get("role") == "assistant"),
-                     None)
+        reply = next((m["content"] for m in raw["messages"] if m.get("role") == "assistant"), None)
         if reply is None:
             raise ConfigError(f"{where}: row {i}: 'messages' holds no assistant turn")
-        return SFTRow(str(raw.get("prompt_id", raw.get("id", i))),
-                      [{"role": "user", "content": raw["prompt"]}], str(reply))
+        return SFTRow(
+            str(raw.get("prompt_id", raw.get("id", i))),
+            [{"role": "user", "content": raw["prompt"]}],
+            str(reply),
+        )
     if "messages" in raw:
         messages = list(raw["messages"])
         if not messages or messages[-1].get("role") != "assistant" or len(messages) < 2:
-            raise ConfigError(f"{where}: row {i}: 'messages' must end with an assistant turn "
-                              f"after at least one other turn")
+            raise ConfigError(
+                f"{where}: row {i}: 'messages' must end with an assistant turn "
+                f"after at least one other turn"
+            )
         return SFTRow(str(raw.get("id", i)), messages[:-1], str(messages[-1]["content"]))
     if "instruction" in raw and "output" in raw:  # Alpaca's layout (SPAG's SFT data)
         text = str(raw["instruction"]) + (f"\n\n{raw['input']}" if raw.get("input") else "")
-        return SFTRow(str(raw.get("id", i)), [{"role": "user", "content": text}],
-                      str(raw["output"]))
+        return SFTRow(
+            str(raw.get("id", i)), [{"role": "user", "content": text}], str(raw["output"])
+        )
     if "prompt" in raw and "response" in raw:
         prompt = raw["prompt"]
         chat = prompt if isinstance(prompt, list) else [{"role": "user", "content": str(prompt)}]
         return SFTRow(str(raw.get("id", i)), chat, str(raw["response"]), raw.get("answer"))
-    raise ConfigError(f"{where}: row {i} has neither 'prompt' and 'response' nor 'messages' "
-                      f"(keys: {', '.join(sorted(raw)) or 'none'})")
+    raise ConfigError(
+        f"{where}: row {i} has neither 'prompt' and 'response' nor 'messages' "
+        f"(keys: {', '.join(sorted(raw)) or 'none'})"
+    )
 
 
 def _jsonl_rows(path: Path, n: int, key: str) -> list[SFTRow]:
@@ -178,8 +203,9 @@ def _jsonl_rows(path: Path, n: int, key: str) -> list[SFTRow]:
             try:
                 raw = json.loads(line)
             except json.JSONDecodeError as exc:
-                raise ConfigError(f"{key}={str(path)!r}: line {i + 1} is not JSON "
-                                  f"({exc.msg})") from None
+                raise ConfigError(
+                    f"{key}={str(path)!r}: line {i + 1} is not JSON ({exc.msg})"
+                ) from None
             rows.append(_row(i, raw, f"{key}={str(path)!r}"))
     return rows
 
@@ -191,16 +217,19 @@ def _hub_rows(spec: str, n: int, key: str) -> list[SFTRow]:
     try:
         data = load_dataset(name, split=f"{split or 'train'}[:{n}]")
     except Exception as exc:  # datasets raises many kinds; one line names the set
-        raise ConfigError(f"{key}={spec!r}: cannot load it from the hub "
-                          f"({type(exc).__name__}: {str(exc).splitlines()[0][:200]})") from None
+        raise ConfigError(
+            f"{key}={spec!r}: cannot load it from the hub "
+            f"({type(exc).__name__}: {str(exc).splitlines()[0][:200]})"
+        ) from None
     return [_row(i, dict(r), f"{key}={spec!r}") for i, r in enumerate(data)]
 
 
 Loader = Callable[[str, int], list[SFTRow]]
 
 
-def load_sft(spec: str, n: int, *, key: str = "spin.data",
-             need: str = "spin.heldout + spin.prompts") -> list[SFTRow]:
+def load_sft(
+    spec: str, n: int, *, key: str = "spin.data", need: str = "spin.heldout + spin.prompts"
+) -> list[SFTRow]:
     """The first `n` rows of the SFT set `spec` (see the module docstring); ConfigError,
     naming the config field `key` and what needs the rows (`need`), if it cannot be read or
     has fewer than `n` rows."""

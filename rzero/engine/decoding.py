@@ -49,8 +49,7 @@ def supports_decode(model) -> bool:
         return False
     if config.model_type == "llama":
         return True
-    return config.model_type in ("qwen2", "qwen3") and set(config.layer_types) == {
-        "full_attention"}
+    return config.model_type in ("qwen2", "qwen3") and set(config.layer_types) == {"full_attention"}
 
 
 # ---------------------------------------------------------------- the cache
@@ -79,11 +78,11 @@ class PreallocatedLayer(CacheLayerMixin):
 
     def update(self, key_states, value_states, *args, **kwargs):
         start, end = self.length, self.length + key_states.shape[-2]
-        self.k_buf[:self.rows, :, start:end] = key_states
-        self.v_buf[:self.rows, :, start:end] = value_states
+        self.k_buf[: self.rows, :, start:end] = key_states
+        self.v_buf[: self.rows, :, start:end] = value_states
         self.length = end
-        self.keys = self.k_buf[:self.rows, :, :end]
-        self.values = self.v_buf[:self.rows, :, :end]
+        self.keys = self.k_buf[: self.rows, :, :end]
+        self.values = self.v_buf[: self.rows, :, :end]
         return self.keys, self.values
 
     def insert(self, keys, values, end: int) -> None:
@@ -92,22 +91,22 @@ class PreallocatedLayer(CacheLayerMixin):
         if not self.is_initialized:
             self.lazy_initialization(keys, values)
         rows = slice(self.rows, self.rows + keys.shape[0])
-        self.k_buf[rows, :, end - keys.shape[2]:end] = keys
-        self.v_buf[rows, :, end - keys.shape[2]:end] = values
+        self.k_buf[rows, :, end - keys.shape[2] : end] = keys
+        self.v_buf[rows, :, end - keys.shape[2] : end] = values
         self.rows, self.length = rows.stop, end
 
     def select_rows(self, rows: torch.Tensor) -> None:
         """Keep only `rows` (ascending), moved to the front."""
         end = self.length
-        self.k_buf[:len(rows), :, :end] = self.k_buf[rows, :, :end]
-        self.v_buf[:len(rows), :, :end] = self.v_buf[rows, :, :end]
+        self.k_buf[: len(rows), :, :end] = self.k_buf[rows, :, :end]
+        self.v_buf[: len(rows), :, :end] = self.v_buf[rows, :, :end]
         self.rows = len(rows)
 
     def drop_columns(self, count: int) -> None:
         """Forget the first `count` columns (no row in use reaches back that far)."""
         end, rows = self.length, slice(0, self.rows)
-        self.k_buf[rows, :, :end - count] = self.k_buf[rows, :, count:end].clone()
-        self.v_buf[rows, :, :end - count] = self.v_buf[rows, :, count:end].clone()
+        self.k_buf[rows, :, : end - count] = self.k_buf[rows, :, count:end].clone()
+        self.v_buf[rows, :, : end - count] = self.v_buf[rows, :, count:end].clone()
         self.length = end - count
 
     def get_mask_sizes(self, query_length: int) -> tuple[int, int]:
@@ -154,14 +153,15 @@ class StopCheck:
         last = {s[-1] for s in self.stops} | ({"}"} if boxed else set())
         texts = token_texts(tokenizer)
         # "\ufffd": a token holding part of a multi-byte character may complete it
-        self.triggers = frozenset(i for i, t in enumerate(texts)
-                                  if "\ufffd" in t or any(c in t for c in last))
+        self.triggers = frozenset(
+            i for i, t in enumerate(texts) if "\ufffd" in t or any(c in t for c in last)
+        )
 
     def ends(self, ids: list[int]) -> bool:
         if ids[-1] not in self.triggers:
             return False
         if self.stops:
-            tail = self.tokenizer.decode(ids[-self.window:])
+            tail = self.tokenizer.decode(ids[-self.window :])
             if any(s in tail for s in self.stops):
                 return True
         return self.boxed and first_box_end(self.tokenizer.decode(ids)) is not None
@@ -178,10 +178,20 @@ def token_texts(tokenizer) -> list[str]:
 # ---------------------------------------------------------------- the loop
 
 
-def decode(model, prompts: Sequence[Sequence[int]], *, max_new_tokens: int,
-           temperature: float, top_k: int = 0, top_p: float = 1.0, min_new_tokens: int = 0,
-           eos_ids: Sequence[int] = (), stop: StopCheck | None = None, batch_size: int = 0,
-           generator: torch.Generator | None = None) -> list[list[int]]:
+def decode(
+    model,
+    prompts: Sequence[Sequence[int]],
+    *,
+    max_new_tokens: int,
+    temperature: float,
+    top_k: int = 0,
+    top_p: float = 1.0,
+    min_new_tokens: int = 0,
+    eos_ids: Sequence[int] = (),
+    stop: StopCheck | None = None,
+    batch_size: int = 0,
+    generator: torch.Generator | None = None,
+) -> list[list[int]]:
     """New token ids for each prompt (token ids), in prompt order; a row that ended at EOS
     ends with its EOS token.
 
@@ -209,8 +219,11 @@ def decode(model, prompts: Sequence[Sequence[int]], *, max_new_tokens: int,
             for r, (i, t) in enumerate(zip(batch.live, tokens.tolist(), strict=True)):
                 if not done[r]:
                     new[i].append(t)
-                    done[r] = (len(new[i]) == max_new_tokens or t in eos
-                               or (stop is not None and stop.ends(new[i])))
+                    done[r] = (
+                        len(new[i]) == max_new_tokens
+                        or t in eos
+                        or (stop is not None and stop.ends(new[i]))
+                    )
             finished = sum(done)
             if finished == len(done) and not queue:
                 return new
@@ -251,8 +264,9 @@ class _Batch:
         room = longest_prompt + max_new_tokens  # the most columns one row spans
         self.capacity = room + room // 2  # the rest is slack between drops
         self.floor = longest_prompt
-        self.cache = PreallocatedCache(model.config.get_text_config().num_hidden_layers, rows,
-                                       self.capacity)
+        self.cache = PreallocatedCache(
+            model.config.get_text_config().num_hidden_layers, rows, self.capacity
+        )
         self.valid = torch.zeros(0, self.capacity, dtype=torch.bool, device=self.device)
         self.position = torch.zeros(0, dtype=torch.long, device=self.device)  # [B]
         self.start = torch.zeros(0, dtype=torch.long, device=self.device)  # [B]
@@ -263,14 +277,15 @@ class _Batch:
         """Prefill `prompts` (each distinct one once) and append them as rows; returns their
         next-token logits [new, V]."""
         distinct: dict[tuple[int, ...], int] = {}
-        source = torch.tensor([distinct.setdefault(tuple(p), len(distinct)) for p in prompts],
-                              device=self.device)  # [new]: row -> distinct prompt
+        source = torch.tensor(
+            [distinct.setdefault(tuple(p), len(distinct)) for p in prompts], device=self.device
+        )  # [new]: row -> distinct prompt
         width = max(len(p) for p in distinct)
         input_ids = torch.zeros(len(distinct), width, dtype=torch.long)  # [U, P]
         own = torch.zeros(len(distinct), width, dtype=torch.bool)  # [U, P]: not padding
         for r, p in enumerate(distinct):
-            input_ids[r, width - len(p):] = torch.tensor(p)
-            own[r, width - len(p):] = True
+            input_ids[r, width - len(p) :] = torch.tensor(p)
+            own[r, width - len(p) :] = True
         input_ids, own = input_ids.to(self.device), own.to(self.device)
         positions = (own.cumsum(-1) - 1).clamp(min=0)  # [U, P]
         # causal over real tokens; a pad query attends to itself only (no fully-masked row)
@@ -278,12 +293,18 @@ class _Batch:
         eye = torch.eye(width, dtype=torch.bool, device=self.device)
         mask = (causal & own[:, None, None, :]) | eye  # [U, 1, P, P]
         prefilled = DynamicCache(config=self.model.config)
-        logits = self.model(input_ids=input_ids, attention_mask=mask, position_ids=positions,
-                            cache=prefilled, use_cache=True, logits_to_keep=1).logits[:, -1]
+        logits = self.model(
+            input_ids=input_ids,
+            attention_mask=mask,
+            position_ids=positions,
+            cache=prefilled,
+            use_cache=True,
+            logits_to_keep=1,
+        ).logits[:, -1]
         end = self.length  # >= floor >= width
         self.cache.insert(prefilled, source, end)
         valid = torch.zeros(len(prompts), self.capacity, dtype=torch.bool, device=self.device)
-        valid[:, end - width:end] = own[source]
+        valid[:, end - width : end] = own[source]
         lengths = torch.tensor([len(p) for p in prompts], device=self.device)
         self.valid = torch.cat([self.valid, valid])
         self.position = torch.cat([self.position, lengths])
@@ -294,8 +315,11 @@ class _Batch:
     def leave(self, keep: list[int]) -> None:
         rows = torch.tensor(keep, dtype=torch.long, device=self.device)
         self.cache.select_rows(rows)
-        self.valid, self.position, self.start = (self.valid[rows], self.position[rows],
-                                                 self.start[rows])
+        self.valid, self.position, self.start = (
+            self.valid[rows],
+            self.position[rows],
+            self.start[rows],
+        )
         self.live = [self.live[r] for r in keep]
         if not self.live or int(self.start.min()) >= self.length // 4:
             self.drop_columns()
@@ -305,14 +329,13 @@ class _Batch:
 
     def drop_columns(self) -> None:
         """Forget the columns before the oldest row's first, keeping `length` >= floor."""
-        first = min(int(self.start.min()) if self.live else self.length,
-                    self.length - self.floor)
+        first = min(int(self.start.min()) if self.live else self.length, self.length - self.floor)
         if first <= 0:
             return
         self.cache.drop_columns(first)
-        kept = self.valid[:, first:self.length].clone()
+        kept = self.valid[:, first : self.length].clone()
         self.valid[:, :] = False
-        self.valid[:, :self.length - first] = kept
+        self.valid[:, : self.length - first] = kept
         self.start -= first
         self.length -= first
 
@@ -321,10 +344,13 @@ class _Batch:
         if self.length == self.capacity:
             self.drop_columns()
         self.valid[:, self.length] = True
-        logits = self.model(input_ids=tokens[:, None],
-                            attention_mask=self.valid[:, None, None, :self.length + 1],
-                            position_ids=self.position[:, None], cache=self.cache,
-                            use_cache=True).logits[:, -1]
+        logits = self.model(
+            input_ids=tokens[:, None],
+            attention_mask=self.valid[:, None, None, : self.length + 1],
+            position_ids=self.position[:, None],
+            cache=self.cache,
+            use_cache=True,
+        ).logits[:, -1]
         self.position += 1
         self.length += 1
         return logits
@@ -337,41 +363,55 @@ def _sampling_args(config) -> dict | None:
     """`decode` arguments for a transformers GenerationConfig, or None when it asks for
     something the loop does not do (beams, penalties, min-p, several returns...)."""
     unsupported = (
-        (config.num_beams or 1) > 1 or (config.num_return_sequences or 1) > 1
-        or config.repetition_penalty not in (None, 1.0) or config.min_p is not None
-        or config.no_repeat_ngram_size or config.bad_words_ids or config.suppress_tokens
-        or config.stop_strings or config.max_new_tokens is None)
+        (config.num_beams or 1) > 1
+        or (config.num_return_sequences or 1) > 1
+        or config.repetition_penalty not in (None, 1.0)
+        or config.min_p is not None
+        or config.no_repeat_ngram_size
+        or config.bad_words_ids
+        or config.suppress_tokens
+        or config.stop_strings
+        or config.max_new_tokens is None
+    )
     if unsupported:
         return None
     eos = config.eos_token_id
-    return {"max_new_tokens": config.max_new_tokens,
-            "temperature": (config.temperature or 1.0) if config.do_sample else 0.0,
-            "top_k": config.top_k or 0, "top_p": config.top_p or 1.0,
-            "min_new_tokens": config.min_new_tokens or 0,
-            "eos_ids": [] if eos is None else [eos] if isinstance(eos, int) else list(eos)}
+    return {
+        "max_new_tokens": config.max_new_tokens,
+        "temperature": (config.temperature or 1.0) if config.do_sample else 0.0,
+        "top_k": config.top_k or 0,
+        "top_p": config.top_p or 1.0,
+        "min_new_tokens": config.min_new_tokens or 0,
+        "eos_ids": [] if eos is None else [eos] if isinstance(eos, int) else list(eos),
+    }
 
 
-def generate_like_hf(model, sampler, input_ids=None, attention_mask=None,
-                     generation_config=None, **kwargs):
+def generate_like_hf(
+    model, sampler, input_ids=None, attention_mask=None, generation_config=None, **kwargs
+):
     """`model.generate(input_ids=, attention_mask=, generation_config=)` through `decode` on
     `sampler` (the model itself, or its copy in the generation dtype): the prompt (with its
     left padding) followed by the new tokens, right-padded with the pad token."""
     args = _sampling_args(generation_config) if generation_config is not None else None
     if args is None or kwargs or input_ids is None:
-        return type(model).generate(model, input_ids=input_ids, attention_mask=attention_mask,
-                                    generation_config=generation_config, **kwargs)
+        return type(model).generate(
+            model,
+            input_ids=input_ids,
+            attention_mask=attention_mask,
+            generation_config=generation_config,
+            **kwargs,
+        )
     if sampler is not model:
         sync_weights(model, sampler)
     if attention_mask is None:
         attention_mask = torch.ones_like(input_ids)
-    prompts = [ids[m.bool()].tolist() for ids, m in zip(input_ids, attention_mask,
-                                                        strict=True)]
+    prompts = [ids[m.bool()].tolist() for ids, m in zip(input_ids, attention_mask, strict=True)]
     new = decode(sampler, prompts, **args)
     pad = generation_config.pad_token_id
     width = max(len(ids) for ids in new)
     out = torch.full((len(new), width), pad, dtype=input_ids.dtype)  # [B, T]
     for r, ids in enumerate(new):
-        out[r, :len(ids)] = torch.tensor(ids, dtype=input_ids.dtype)
+        out[r, : len(ids)] = torch.tensor(ids, dtype=input_ids.dtype)
     return torch.cat([input_ids, out.to(input_ids.device)], dim=1)  # [B, P + T]
 
 

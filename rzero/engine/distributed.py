@@ -62,7 +62,6 @@ def init() -> None:
     import torch.distributed as dist
     from accelerate import PartialState
 
-
     # a rank whose launcher was SIGKILLed would otherwise wait at the next barrier for a
     # day (BARRIER_TIMEOUT); this way it is killed with the launcher, and so are the model
     # servers it started (they die with their parent in turn)
@@ -168,6 +167,9 @@ def launch_info() -> dict[str, Any]:
     """How the training processes were launched, for a training phase's marker: how many,
     and the DeepSpeed config accelerate handed them (None without DeepSpeed)."""
     deepspeed = os.environ.get("ACCELERATE_USE_DEEPSPEED") == "true"
-    return {"processes": world_size(),
-            "deepspeed": os.environ.get("ACCELERATE_DEEPSPEED_CONFIG_FILE", "yes")
-            if deepspeed else None}
+    return {
+        "processes": world_size(),
+        "deepspeed": os.environ.get("ACCELERATE_DEEPSPEED_CONFIG_FILE", "yes")
+        if deepspeed
+        else None,
+    }

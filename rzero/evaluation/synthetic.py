@@ -125,8 +125,7 @@ def _gen_fractions(rng: random.Random, tier: int):
     latex = f"\\frac{{{fracs[0][0]}}}{{{fracs[0][1]}}}"
     for op, (n, d) in zip(ops, fracs[1:], strict=True):
         right = sp.Rational(n, d)
-        value = {"+": value + right, "-": value - right, "*": value * right,
-                 "/": value / right}[op]
+        value = {"+": value + right, "-": value - right, "*": value * right, "/": value / right}[op]
         if latex.count("\\frac") > 1:
             latex = f"\\left({latex}\\right)"
         latex = f"{latex} {_LATEX_OP[op]} \\frac{{{n}}}{{{d}}}"
@@ -145,15 +144,16 @@ def _gen_percentages(rng: random.Random, tier: int):
     elif tier == 2:
         b = rng.choice([20, 25, 40, 50, 80, 125, 200, 250, 400, 500])
         a = rng.randint(1, b - 1)
-        problem = (f"What percent of {b} is {a}? Give the number of percent, without "
-                   "the % sign.")
+        problem = f"What percent of {b} is {a}? Give the number of percent, without the % sign."
         value = sp.Rational(100 * a, b)
         data = {"form": "what_percent", "a": a, "b": b}
     else:
         n = 10 * rng.randint(2, 50)
         p, q = 5 * rng.randint(1, 10), 5 * rng.randint(1, 10)
-        problem = (f"A jacket costs {n} dollars. Its price is increased by {p}% and the new "
-                   f"price is then decreased by {q}%. What is the final price in dollars?")
+        problem = (
+            f"A jacket costs {n} dollars. Its price is increased by {p}% and the new "
+            f"price is then decreased by {q}%. What is the final price in dollars?"
+        )
         value = n * (1 + sp.Rational(p, 100)) * (1 - sp.Rational(q, 100))
         data = {"form": "increase_decrease", "n": n, "p": p, "q": q}
     return problem, value, data, "decimal"
@@ -197,8 +197,10 @@ def _gen_linear(rng: random.Random, tier: int):
                 break
         b, d = rng.randint(-20, 20), rng.randint(-20, 20)
         data = {"a": a, "b": b, "c": c, "d": d}
-        problem = (f"Solve for $x$: ${_linear_latex([(a, 'x'), (b, '')])} = "
-                   f"{_linear_latex([(c, 'x'), (d, '')])}$.")
+        problem = (
+            f"Solve for $x$: ${_linear_latex([(a, 'x'), (b, '')])} = "
+            f"{_linear_latex([(c, 'x'), (d, '')])}$."
+        )
         (value,) = sp.solve(sp.Eq(a * x + b, c * x + d), x)
         if not value.is_integer:
             problem += " Give your answer as a fraction in lowest terms."
@@ -211,67 +213,97 @@ def _gen_linear(rng: random.Random, tier: int):
         c1, c2 = a1 * sx + b1 * sy, a2 * sx + b2 * sy
         ask = rng.choice(["x", "y", "x + y"])
         data = {"a1": a1, "b1": b1, "c1": c1, "a2": a2, "b2": b2, "c2": c2, "ask": ask}
-        problem = (f"The numbers $x$ and $y$ satisfy ${_linear_latex([(a1, 'x'), (b1, 'y')])}"
-                   f" = {c1}$ and ${_linear_latex([(a2, 'x'), (b2, 'y')])} = {c2}$. "
-                   f"What is ${ask}$?")
+        problem = (
+            f"The numbers $x$ and $y$ satisfy ${_linear_latex([(a1, 'x'), (b1, 'y')])}"
+            f" = {c1}$ and ${_linear_latex([(a2, 'x'), (b2, 'y')])} = {c2}$. "
+            f"What is ${ask}$?"
+        )
         sol = sp.solve([sp.Eq(a1 * x + b1 * y, c1), sp.Eq(a2 * x + b2 * y, c2)], [x, y])
         value = {"x": sol[x], "y": sol[y], "x + y": sol[x] + sol[y]}[ask]
     return problem, sp.Rational(value), data, "frac"
 
 
-_NAMES = ("Ava", "Ben", "Chloe", "Daniel", "Emma", "Farid", "Grace", "Hiro", "Ines", "Jonas",
-          "Kofi", "Lena", "Mateo", "Nora", "Omar", "Priya")
+_NAMES = (
+    "Ava",
+    "Ben",
+    "Chloe",
+    "Daniel",
+    "Emma",
+    "Farid",
+    "Grace",
+    "Hiro",
+    "Ines",
+    "Jonas",
+    "Kofi",
+    "Lena",
+    "Mateo",
+    "Nora",
+    "Omar",
+    "Priya",
+)
 
 
 def _gen_word(rng: random.Random, tier: int):
     sp = _sympy()
     name = rng.choice(_NAMES)
-    template = rng.choice({1: ["bags", "share"], 2: ["speed", "change"],
-                           3: ["pipes", "sum_difference"]}[tier])
+    template = rng.choice(
+        {1: ["bags", "share"], 2: ["speed", "change"], 3: ["pipes", "sum_difference"]}[tier]
+    )
     style = "frac"
     if template == "bags":
         a, b, c = rng.randint(2, 30), rng.randint(2, 9), rng.randint(3, 12)
-        problem = (f"{name} has {a} apples and buys {b} bags with {c} apples in each bag. "
-                   f"How many apples does {name} have now?")
+        problem = (
+            f"{name} has {a} apples and buys {b} bags with {c} apples in each bag. "
+            f"How many apples does {name} have now?"
+        )
         value = sp.Integer(a) + b * c
         values = {"a": a, "b": b, "c": c}
     elif template == "share":
         k, each = rng.randint(2, 12), rng.randint(2, 15)
         n = k * each
-        problem = (f"{name} shares {n} marbles equally among {k} friends. How many marbles "
-                   "does each friend get?")
+        problem = (
+            f"{name} shares {n} marbles equally among {k} friends. How many marbles "
+            "does each friend get?"
+        )
         value = sp.Rational(n, k)
         values = {"n": n, "k": k}
     elif template == "speed":
         v, t, s = rng.randint(30, 90), rng.randint(2, 6), rng.randint(2, 9)
         d = v * t
-        problem = (f"A car travels {d} km in {t} hours. At the same speed, how many km does it "
-                   f"travel in {s} hours?")
+        problem = (
+            f"A car travels {d} km in {t} hours. At the same speed, how many km does it "
+            f"travel in {s} hours?"
+        )
         value = sp.Rational(d, t) * s
         values = {"d": d, "t": t, "s": s}
     elif template == "change":
         x, p, y, q = rng.randint(2, 9), rng.randint(1, 5), rng.randint(1, 6), rng.randint(2, 8)
         z = 50 if x * p + y * q < 50 else 100
-        problem = (f"{name} buys {x} pens at {p} dollars each and {y} notebooks at {q} dollars "
-                   f"each, and pays with a {z}-dollar bill. How much change, in dollars, "
-                   f"does {name} receive?")
+        problem = (
+            f"{name} buys {x} pens at {p} dollars each and {y} notebooks at {q} dollars "
+            f"each, and pays with a {z}-dollar bill. How much change, in dollars, "
+            f"does {name} receive?"
+        )
         value = sp.Integer(z) - x * p - y * q
         values = {"x": x, "p": p, "y": y, "q": q, "z": z}
         style = "decimal"
     elif template == "pipes":
         a = rng.randint(2, 12)
         b = rng.choice([v for v in range(2, 13) if v != a])
-        problem = (f"One pipe fills a tank in {a} hours and a second pipe fills it in {b} "
-                   "hours. Working together, how many hours do the two pipes take to fill "
-                   "the tank? Give your answer as a fraction in lowest terms.")
+        problem = (
+            f"One pipe fills a tank in {a} hours and a second pipe fills it in {b} "
+            "hours. Working together, how many hours do the two pipes take to fill "
+            "the tank? Give your answer as a fraction in lowest terms."
+        )
         value = 1 / (sp.Rational(1, a) + sp.Rational(1, b))
         values = {"a": a, "b": b}
     else:  # sum_difference
         small = rng.randint(5, 60)
         large = small + rng.randint(1, 40)
         s, d = large + small, large - small
-        problem = (f"The sum of two numbers is {s} and their difference is {d}. What is the "
-                   "larger number?")
+        problem = (
+            f"The sum of two numbers is {s} and their difference is {d}. What is the larger number?"
+        )
         value = (sp.Integer(s) + d) / 2
         values = {"s": s, "d": d}
     return problem, value, {"template": template, **values}, style
@@ -286,16 +318,20 @@ _GENERATORS: dict[str, Callable[[random.Random, int], tuple[str, Any, dict, str]
 }
 
 
-def synthetic_benchmark(seed: int = SYNTHETIC_SEED,
-                        per_cell: int = SYNTHETIC_PER_CELL) -> list[Item]:
+def synthetic_benchmark(
+    seed: int = SYNTHETIC_SEED, per_cell: int = SYNTHETIC_PER_CELL
+) -> list[Item]:
     """The embedded benchmark: `per_cell` items for each (tier, kind), deterministic in seed.
 
     Items are interleaved (round r holds one item of every tier and kind), so the first
     N items of a `--limit N` run cover all cells evenly.
     """
     sp = _sympy()
-    rngs = {(tier, kind): random.Random(f"{seed}:{tier}:{kind}")
-            for tier in SYNTHETIC_TIERS for kind in SYNTHETIC_KINDS}
+    rngs = {
+        (tier, kind): random.Random(f"{seed}:{tier}:{kind}")
+        for tier in SYNTHETIC_TIERS
+        for kind in SYNTHETIC_KINDS
+    }
     seen: set[str] = set()
     items: list[Item] = []
     for _ in range(per_cell):
@@ -306,13 +342,20 @@ def synthetic_benchmark(seed: int = SYNTHETIC_SEED,
                     if problem not in seen:
                         break
                 else:
-                    raise RuntimeError(f"synthetic {kind} tier {tier}: cannot draw "
-                                       f"{per_cell} distinct problems")
+                    raise RuntimeError(
+                        f"synthetic {kind} tier {tier}: cannot draw {per_cell} distinct problems"
+                    )
                 seen.add(problem)
                 if not isinstance(value, sp.Rational):
                     raise AssertionError(f"synthetic {kind}: non-rational answer {value!r}")
-                items.append({"id": f"synthetic-{len(items):04d}", "problem": problem,
-                              "answer": render_answer(value, style), "tier": tier,
-                              "kind": kind, "data": data})
+                items.append(
+                    {
+                        "id": f"synthetic-{len(items):04d}",
+                        "problem": problem,
+                        "answer": render_answer(value, style),
+                        "tier": tier,
+                        "kind": kind,
+                        "data": data,
+                    }
+                )
     return items
-

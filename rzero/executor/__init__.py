@@ -1,14 +1,14 @@
 """The code tier (seed 003, Absolute Zero): the only place that runs model-written code.
 
-  sandbox     run_program / run_many / check_deterministic / sandbox_probe: one confined
-              child process per call (see its docstring for the walls and their limits)
-  codecheck   the static filter on imports, builtins and dunder access (defence in depth)
-  tasks       CodeTask (triplets and induction tasks), output comparison, proposal
-              validity, judging the solver's answers
-  buffer      TaskBuffer seeded with the identity triplet
-  parsing     reading ```python fences and <input>/<output>/<message> tags
-  prompts     proposer and solver chat prompts per task type
-  rewards     learnability, solver verdict, format penalties; ExecutorProposerReward, ExecutorSolverReward
+sandbox     run_program / run_many / check_deterministic / sandbox_probe: one confined
+            child process per call (see its docstring for the walls and their limits)
+codecheck   the static filter on imports, builtins and dunder access (defence in depth)
+tasks       CodeTask (triplets and induction tasks), output comparison, proposal
+            validity, judging the solver's answers
+buffer      TaskBuffer seeded with the identity triplet
+parsing     reading ```python fences and <input>/<output>/<message> tags
+prompts     proposer and solver chat prompts per task type
+rewards     learnability, solver verdict, format penalties; ExecutorProposerReward, ExecutorSolverReward
 """
 
 from rzero.executor.buffer import TaskBuffer
@@ -40,9 +40,26 @@ from rzero.executor.tasks import (
 )
 
 __all__ = [
-    "IDENTITY", "TASK_TYPES", "CodeTask", "ExecResult", "Limits", "ExecutorProposerReward",
-    "ExecutorSolverReward", "SolverSampler", "TaskBuffer", "check_deterministic", "format_reward",
-    "judge", "learnability", "outputs_equal", "proposer_messages", "run_many", "run_program",
-    "sandbox_probe", "solver_messages", "solver_verdict", "validate_induction",
+    "IDENTITY",
+    "TASK_TYPES",
+    "CodeTask",
+    "ExecResult",
+    "Limits",
+    "ExecutorProposerReward",
+    "ExecutorSolverReward",
+    "SolverSampler",
+    "TaskBuffer",
+    "check_deterministic",
+    "format_reward",
+    "judge",
+    "learnability",
+    "outputs_equal",
+    "proposer_messages",
+    "run_many",
+    "run_program",
+    "sandbox_probe",
+    "solver_messages",
+    "solver_verdict",
+    "validate_induction",
     "validate_triplets",
 ]

@@ -92,6 +92,7 @@ def _confine(payload, probe):
 def _interfaces():
     try:
         import socket
+
         return [name for _, name in socket.if_nameindex()]
     except Exception as e:
         return f"{type(e).__name__}: {e}"
@@ -100,6 +101,7 @@ def _interfaces():
 def _try_connect():
     try:
         import socket
+
         s = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
         s.settimeout(0.5)
         s.connect(("127.0.0.1", 22))
@@ -120,13 +122,22 @@ def _try_write():
 
 def _probe_after(probe):
     """What a trusted probe sees once confined (tests use it before any hostile test)."""
-    probe.update(uid=os.getuid(), euid=os.geteuid(), gid=os.getgid(), groups=os.getgroups(),
-                 cwd=os.getcwd())
+    probe.update(
+        uid=os.getuid(), euid=os.geteuid(), gid=os.getgid(), groups=os.getgroups(), cwd=os.getcwd()
+    )
     libc = ctypes.CDLL(None)
     probe["no_new_privs"], probe["dumpable"] = libc.prctl(39, 0, 0, 0, 0), libc.prctl(3, 0, 0, 0, 0)
-    probe["rlimits"] = {name: list(resource.getrlimit(getattr(resource, name)))
-                        for name in ("RLIMIT_CPU", "RLIMIT_AS", "RLIMIT_NPROC",
-                                     "RLIMIT_FSIZE", "RLIMIT_NOFILE", "RLIMIT_CORE")}
+    probe["rlimits"] = {
+        name: list(resource.getrlimit(getattr(resource, name)))
+        for name in (
+            "RLIMIT_CPU",
+            "RLIMIT_AS",
+            "RLIMIT_NPROC",
+            "RLIMIT_FSIZE",
+            "RLIMIT_NOFILE",
+            "RLIMIT_CORE",
+        )
+    }
     try:
         pid = os.fork()
         if pid == 0:
@@ -181,8 +192,11 @@ def _run(payload):
         if not isinstance(output, str):
             return {"ok": False, "output": None, "error": "repr did not return a string"}
         if len(output) > payload["max_output_chars"]:
-            return {"ok": False, "output": None,
-                    "error": f"output longer than {payload['max_output_chars']} characters"}
+            return {
+                "ok": False,
+                "output": None,
+                "error": f"output longer than {payload['max_output_chars']} characters",
+            }
         return {"ok": True, "output": output, "error": None}
     except SandboxTimeout:
         return {"ok": False, "output": None, "error": f"timeout after {payload['timeout_s']}s"}
@@ -213,7 +227,7 @@ def main():
     try:
         data = (json.dumps(result, ensure_ascii=False) + "\n").encode("utf-8", "replace")
         while data:
-            data = data[os.write(result_fd, data):]
+            data = data[os.write(result_fd, data) :]
     finally:
         os._exit(0)
 

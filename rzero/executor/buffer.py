@@ -29,8 +29,11 @@ class TaskBuffer:
 
     def add(self, task: CodeTask) -> bool:
         """Keep `task` unless it is already here; True when it was added."""
-        key = (("induction", task.program, task.message, repr(task.visible))
-               if task.kind == "induction" else ("triplet", task.program, task.input, ""))
+        key = (
+            ("induction", task.program, task.message, repr(task.visible))
+            if task.kind == "induction"
+            else ("triplet", task.program, task.input, "")
+        )
         if key in self._seen:
             return False
         self._seen.add(key)

@@ -18,39 +18,131 @@ import ast
 import warnings
 
 # modules a program may import; the sandbox child imports them before it is confined
-ALLOWED_MODULES: frozenset[str] = frozenset({
-    "abc", "array", "bisect", "cmath", "collections", "copy", "dataclasses", "datetime",
-    "decimal", "enum", "fractions", "functools", "heapq", "itertools", "json", "math",
-    "numbers", "operator", "random", "re", "statistics", "string", "textwrap", "time",
-    "typing", "unicodedata",
-})
+ALLOWED_MODULES: frozenset[str] = frozenset(
+    {
+        "abc",
+        "array",
+        "bisect",
+        "cmath",
+        "collections",
+        "copy",
+        "dataclasses",
+        "datetime",
+        "decimal",
+        "enum",
+        "fractions",
+        "functools",
+        "heapq",
+        "itertools",
+        "json",
+        "math",
+        "numbers",
+        "operator",
+        "random",
+        "re",
+        "statistics",
+        "string",
+        "textwrap",
+        "time",
+        "typing",
+        "unicodedata",
+    }
+)
 
 # named in the refusal so that a reader sees why, though anything outside ALLOWED_MODULES
 # is refused anyway
-FORBIDDEN_MODULES: frozenset[str] = frozenset({
-    "asyncio", "builtins", "ctypes", "fcntl", "gc", "glob", "importlib", "inspect", "io",
-    "marshal", "mmap", "multiprocessing", "os", "pathlib", "pickle", "posix", "pty", "resource",
-    "shelve", "shutil", "signal", "socket", "ssl", "subprocess", "sys", "tempfile", "threading",
-    "urllib", "http", "requests", "code", "codeop", "runpy", "sysconfig", "site", "_thread",
-})
+FORBIDDEN_MODULES: frozenset[str] = frozenset(
+    {
+        "asyncio",
+        "builtins",
+        "ctypes",
+        "fcntl",
+        "gc",
+        "glob",
+        "importlib",
+        "inspect",
+        "io",
+        "marshal",
+        "mmap",
+        "multiprocessing",
+        "os",
+        "pathlib",
+        "pickle",
+        "posix",
+        "pty",
+        "resource",
+        "shelve",
+        "shutil",
+        "signal",
+        "socket",
+        "ssl",
+        "subprocess",
+        "sys",
+        "tempfile",
+        "threading",
+        "urllib",
+        "http",
+        "requests",
+        "code",
+        "codeop",
+        "runpy",
+        "sysconfig",
+        "site",
+        "_thread",
+    }
+)
 
 # AZR refuses these in proposals: their results change from run to run
 NONDETERMINISTIC_MODULES: frozenset[str] = frozenset({"random", "time", "datetime"})
 
 # builtins removed from the child's namespace, and refused by name here
-FORBIDDEN_BUILTINS: frozenset[str] = frozenset({
-    "__import__", "breakpoint", "compile", "delattr", "dir", "eval", "exec", "exit", "getattr",
-    "globals", "help", "input", "locals", "memoryview", "open", "quit", "setattr", "vars",
-})
+FORBIDDEN_BUILTINS: frozenset[str] = frozenset(
+    {
+        "__import__",
+        "breakpoint",
+        "compile",
+        "delattr",
+        "dir",
+        "eval",
+        "exec",
+        "exit",
+        "getattr",
+        "globals",
+        "help",
+        "input",
+        "locals",
+        "memoryview",
+        "open",
+        "quit",
+        "setattr",
+        "vars",
+    }
+)
 
 # attributes that lead from an ordinary object to frames, code, globals or the type graph
-FORBIDDEN_ATTRIBUTES: frozenset[str] = frozenset({
-    "ag_code", "ag_frame", "co_code", "cr_code", "cr_frame", "f_back", "f_builtins", "f_code",
-    "f_globals", "f_locals", "gi_code", "gi_frame", "gi_yieldfrom", "tb_frame", "tb_next",
-    "mro",
-    # operator's getters take attribute names as strings, which the checks here cannot see
-    "attrgetter", "methodcaller",
-})
+FORBIDDEN_ATTRIBUTES: frozenset[str] = frozenset(
+    {
+        "ag_code",
+        "ag_frame",
+        "co_code",
+        "cr_code",
+        "cr_frame",
+        "f_back",
+        "f_builtins",
+        "f_code",
+        "f_globals",
+        "f_locals",
+        "gi_code",
+        "gi_frame",
+        "gi_yieldfrom",
+        "tb_frame",
+        "tb_next",
+        "mro",
+        # operator's getters take attribute names as strings, which the checks here cannot see
+        "attrgetter",
+        "methodcaller",
+    }
+)
 
 # dunder attributes that are harmless and common in small programs
 ALLOWED_DUNDERS: frozenset[str] = frozenset({"__init__", "__name__", "__doc__"})
@@ -109,14 +201,30 @@ def check_program(program: str, allowed_modules: frozenset[str] = ALLOWED_MODULE
             text = node.value
             if "__" in text and any(bad in text for bad in _DANGEROUS_STRINGS):
                 return "string constant names a forbidden attribute"
-        elif isinstance(node, ast.alias) and (_is_dunder(node.name)
-                                              or node.name in FORBIDDEN_ATTRIBUTES):
+        elif isinstance(node, ast.alias) and (
+            _is_dunder(node.name) or node.name in FORBIDDEN_ATTRIBUTES
+        ):
             return f"forbidden import name {node.name!r}"
     return None
 
 
 _DANGEROUS_STRINGS = (
-    "__subclasses__", "__globals__", "__builtins__", "__import__", "__class__", "__bases__",
-    "__base__", "__mro__", "__code__", "__closure__", "__dict__", "__getattribute__",
-    "__loader__", "__spec__", "__self__", "__func__", "__reduce__", "__reduce_ex__",
+    "__subclasses__",
+    "__globals__",
+    "__builtins__",
+    "__import__",
+    "__class__",
+    "__bases__",
+    "__base__",
+    "__mro__",
+    "__code__",
+    "__closure__",
+    "__dict__",
+    "__getattribute__",
+    "__loader__",
+    "__spec__",
+    "__self__",
+    "__func__",
+    "__reduce__",
+    "__reduce_ex__",
 )

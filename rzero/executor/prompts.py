@@ -18,16 +18,18 @@ from rzero.executor.tasks import CodeTask, call_text
 
 Messages = list[dict[str, str]]
 
-_RULES = ("The function must be named f, be deterministic, use only the standard library "
-          "(no os, sys, random, time, files or network) and return a value. Put the code in a "
-          "```python block and the input, a Python literal, between <input> and </input>; "
-          "write several arguments as a tuple, e.g. <input>(3, 'ab')</input>.")
+_RULES = (
+    "The function must be named f, be deterministic, use only the standard library "
+    "(no os, sys, random, time, files or network) and return a value. Put the code in a "
+    "```python block and the input, a Python literal, between <input> and </input>; "
+    "write several arguments as a tuple, e.g. <input>(3, 'ab')</input>."
+)
 
 _PROPOSE_GOAL = {
     "deduction": "Write a new Python function and one input for it, so that working out "
-                 "its output takes a few careful steps.",
+    "its output takes a few careful steps.",
     "abduction": "Write a new Python function and one input for it, so that the input is "
-                 "hard to guess from the output.",
+    "hard to guess from the output.",
 }
 
 # one argument: a 135M model mostly writes `def f(x)`, and copied a two-argument example's
@@ -42,12 +44,12 @@ def _show_triplet(task: CodeTask) -> str:
 
 def _propose_request(references: Sequence[CodeTask]) -> str:
     shown = "\n\n".join(_show_triplet(t) for t in references)
-    return (f"Reference puzzles:\n\n{shown}\n\n"
-            "Write one new puzzle, different from the references.")
+    return f"Reference puzzles:\n\n{shown}\n\nWrite one new puzzle, different from the references."
 
 
-def proposer_messages(kind: str, references: Sequence[CodeTask] = (), program: str = "",
-                      num_inputs: int = 6) -> Messages:
+def proposer_messages(
+    kind: str, references: Sequence[CodeTask] = (), program: str = "", num_inputs: int = 6
+) -> Messages:
     """The proposer's prompt.
 
     deduction/abduction: `references` are triplets from the buffer (AZR's K references);
@@ -55,26 +57,35 @@ def proposer_messages(kind: str, references: Sequence[CodeTask] = (), program: s
     """
     if kind in _PROPOSE_GOAL:
         system = f"{_PROPOSE_GOAL[kind]} {_RULES}"
-        example_refs = [CodeTask(kind=kind, program="def f(x):\n    return x",
-                                 input="'Hello World'")]
+        example_refs = [
+            CodeTask(kind=kind, program="def f(x):\n    return x", input="'Hello World'")
+        ]
         example_answer = f"```python\n{_EXAMPLE_PROGRAM}\n```\n<input>{_EXAMPLE_INPUT}</input>"
-        return [{"role": "system", "content": system},
-                {"role": "user", "content": _propose_request(example_refs)},
-                {"role": "assistant", "content": example_answer},
-                {"role": "user", "content": _propose_request(references)}]
+        return [
+            {"role": "system", "content": system},
+            {"role": "user", "content": _propose_request(example_refs)},
+            {"role": "assistant", "content": example_answer},
+            {"role": "user", "content": _propose_request(references)},
+        ]
     if kind == "induction":
-        system = (f"You are given a Python function f. Write {num_inputs} different inputs "
-                  "for it, each a Python literal between <input> and </input> (several "
-                  "arguments as a tuple), and one short sentence between <message> and "
-                  "</message> that hints what f does without showing the code.")
+        system = (
+            f"You are given a Python function f. Write {num_inputs} different inputs "
+            "for it, each a Python literal between <input> and </input> (several "
+            "arguments as a tuple), and one short sentence between <message> and "
+            "</message> that hints what f does without showing the code."
+        )
         example = "def f(s):\n    return s[::-1].upper()"
-        example_answer = ("<input>'abc'</input>\n<input>'level'</input>\n<input>''</input>\n"
-                          "<input>'a b'</input>\n<message>Reverse the text and capitalise "
-                          "it.</message>")
-        return [{"role": "system", "content": system},
-                {"role": "user", "content": f"```python\n{example}\n```"},
-                {"role": "assistant", "content": example_answer},
-                {"role": "user", "content": f"```python\n{program}\n```"}]
+        example_answer = (
+            "<input>'abc'</input>\n<input>'level'</input>\n<input>''</input>\n"
+            "<input>'a b'</input>\n<message>Reverse the text and capitalise "
+            "it.</message>"
+        )
+        return [
+            {"role": "system", "content": system},
+            {"role": "user", "content": f"```python\n{example}\n```"},
+            {"role": "assistant", "content": example_answer},
+            {"role": "user", "content": f"```python\n{program}\n```"},
+        ]
     raise ValueError(f"unknown task kind {kind!r}; expected deduction, abduction or induction")
 
 
@@ -83,8 +94,7 @@ def _deduction_request(task: CodeTask) -> str:
 
 
 def _abduction_request(task: CodeTask) -> str:
-    return (f"```python\n{task.program}\n```\nFind an input for which f returns "
-            f"{task.output}.")
+    return f"```python\n{task.program}\n```\nFind an input for which f returns {task.output}."
 
 
 def _induction_request(task: CodeTask) -> str:
@@ -96,32 +106,49 @@ _SOLVE = {
     "deduction": (
         "Work out what the Python function returns. Think step by step, then give the "
         "return value as a Python literal between <output> and </output>.",
-        CodeTask(kind="deduction", program="def f(a, b):\n    return [a * 2, b + '!']",
-                 input="(3, 'hi')", output="[6, 'hi!']"),
+        CodeTask(
+            kind="deduction",
+            program="def f(a, b):\n    return [a * 2, b + '!']",
+            input="(3, 'hi')",
+            output="[6, 'hi!']",
+        ),
         "a * 2 = 6 and b + '!' = 'hi!'.\n<output>[6, 'hi!']</output>",
-        _deduction_request),
+        _deduction_request,
+    ),
     "abduction": (
         "Find an input for which the Python function returns the given output. Think step "
         "by step, then give the input as a Python literal between <input> and </input>; "
         "write several arguments as a tuple.",
-        CodeTask(kind="abduction", program="def f(x, y):\n    return x * 3 - y",
-                 input="(4, 2)", output="10"),
+        CodeTask(
+            kind="abduction",
+            program="def f(x, y):\n    return x * 3 - y",
+            input="(4, 2)",
+            output="10",
+        ),
         "With y = 2 we need x * 3 = 12, so x = 4.\n<input>(4, 2)</input>",
-        _abduction_request),
+        _abduction_request,
+    ),
     "induction": (
         "Write a Python function named f that gives each output from its input. Put the code "
         "in a ```python block.",
-        CodeTask(kind="induction", program="def f(x):\n    return 2 * x", message="Double it.",
-                 visible=(("1", "2"), ("5", "10"))),
+        CodeTask(
+            kind="induction",
+            program="def f(x):\n    return 2 * x",
+            message="Double it.",
+            visible=(("1", "2"), ("5", "10")),
+        ),
         "```python\ndef f(x):\n    return 2 * x\n```",
-        _induction_request),
+        _induction_request,
+    ),
 }
 
 
 def solver_messages(task: CodeTask) -> Messages:
     """The solver's prompt for `task`; the induction program itself is never shown."""
     system, example, example_answer, request = _SOLVE[task.kind]
-    return [{"role": "system", "content": system},
-            {"role": "user", "content": request(example)},
-            {"role": "assistant", "content": example_answer},
-            {"role": "user", "content": request(task)}]
+    return [
+        {"role": "system", "content": system},
+        {"role": "user", "content": request(example)},
+        {"role": "assistant", "content": example_answer},
+        {"role": "user", "content": request(task)},
+    ]

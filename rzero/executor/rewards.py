@@ -80,24 +80,40 @@ class ExecutorSolverReward:
 
     __name__ = "code_solver"  # TRL names the logged reward column after this
 
-    def __init__(self, *, format_penalty: bool = False, timeout_s: float = DEFAULT_TIMEOUT_S,
-                 limits: Limits = DEFAULT_LIMITS, max_workers: int | None = None) -> None:
+    def __init__(
+        self,
+        *,
+        format_penalty: bool = False,
+        timeout_s: float = DEFAULT_TIMEOUT_S,
+        limits: Limits = DEFAULT_LIMITS,
+        max_workers: int | None = None,
+    ) -> None:
         self.format_penalty = format_penalty
         self.timeout_s = timeout_s
         self.limits = limits
         self.max_workers = max_workers
 
-    def __call__(self, prompts: list, completions: list, task: Sequence[str],
-                 **kwargs: Any) -> list[float | None]:
+    def __call__(
+        self, prompts: list, completions: list, task: Sequence[str], **kwargs: Any
+    ) -> list[float | None]:
         tasks = [CodeTask.from_json(t) for t in task]
-        answers = [parse_answer(t.kind, completion_text(c))
-                   for t, c in zip(tasks, completions, strict=True)]
-        verdicts = judge(tasks, answers, timeout_s=self.timeout_s, limits=self.limits,
-                         max_workers=self.max_workers)
+        answers = [
+            parse_answer(t.kind, completion_text(c))
+            for t, c in zip(tasks, completions, strict=True)
+        ]
+        verdicts = judge(
+            tasks,
+            answers,
+            timeout_s=self.timeout_s,
+            limits=self.limits,
+            max_workers=self.max_workers,
+        )
         if not self.format_penalty:
             return [solver_verdict(v) for v in verdicts]
-        return [format_reward(solver_verdict(v) if a is not None else None, False)
-                for v, a in zip(verdicts, answers, strict=True)]
+        return [
+            format_reward(solver_verdict(v) if a is not None else None, False)
+            for v, a in zip(verdicts, answers, strict=True)
+        ]
 
 
 class ExecutorProposerReward:
@@ -112,10 +128,17 @@ class ExecutorProposerReward:
 
     __name__ = "code_proposer"
 
-    def __init__(self, sample_solver: SolverSampler, *, num_samples: int = 8,
-                 buffer: TaskBuffer | None = None, format_penalty: bool = True,
-                 timeout_s: float = DEFAULT_TIMEOUT_S, limits: Limits = DEFAULT_LIMITS,
-                 max_workers: int | None = None) -> None:
+    def __init__(
+        self,
+        sample_solver: SolverSampler,
+        *,
+        num_samples: int = 8,
+        buffer: TaskBuffer | None = None,
+        format_penalty: bool = True,
+        timeout_s: float = DEFAULT_TIMEOUT_S,
+        limits: Limits = DEFAULT_LIMITS,
+        max_workers: int | None = None,
+    ) -> None:
         if num_samples < 1:
             raise ValueError(f"num_samples={num_samples} must be at least 1 (AZR uses 8)")
         self.sample_solver = sample_solver
@@ -127,8 +150,14 @@ class ExecutorProposerReward:
         self.max_workers = max_workers
         self.records: list[dict[str, Any]] = []
 
-    def __call__(self, prompts: list, completions: list, kind: Sequence[str],
-                 program: Sequence[str] | None = None, **kwargs: Any) -> list[float | None]:
+    def __call__(
+        self,
+        prompts: list,
+        completions: list,
+        kind: Sequence[str],
+        program: Sequence[str] | None = None,
+        **kwargs: Any,
+    ) -> list[float | None]:
         texts = [completion_text(c) for c in completions]
         programs = list(program) if program is not None else [""] * len(texts)
         checks, well_formed = self._validate(list(kind), texts, programs)
@@ -136,18 +165,30 @@ class ExecutorProposerReward:
         rewards: list[float | None] = []
         for ok_format, r_bar in zip(well_formed, r_bars, strict=True):
             role = learnability(r_bar) if r_bar is not None else None
-            rewards.append(format_reward(role, ok_format) if self.format_penalty
-                           else (role if role is not None else 0.0))
+            rewards.append(
+                format_reward(role, ok_format)
+                if self.format_penalty
+                else (role if role is not None else 0.0)
+            )
         valid = [c.task for c in checks if c.task is not None]
         if self.buffer is not None:
             self.buffer.add_all(valid)
-        self.records = [dict(kind=k, valid=c.task is not None, reason=c.reason, r_bar=r,
-                             reward=w, task=c.task.to_json() if c.task is not None else None)
-                        for k, c, r, w in zip(kind, checks, r_bars, rewards, strict=True)]
+        self.records = [
+            dict(
+                kind=k,
+                valid=c.task is not None,
+                reason=c.reason,
+                r_bar=r,
+                reward=w,
+                task=c.task.to_json() if c.task is not None else None,
+            )
+            for k, c, r, w in zip(kind, checks, r_bars, rewards, strict=True)
+        ]
         return rewards
 
-    def _validate(self, kinds: list[str], texts: list[str],
-                  programs: list[str]) -> tuple[list[ProposalCheck], list[bool]]:
+    def _validate(
+        self, kinds: list[str], texts: list[str], programs: list[str]
+    ) -> tuple[list[ProposalCheck], list[bool]]:
         opts = dict(timeout_s=self.timeout_s, limits=self.limits, max_workers=self.max_workers)
         checks: list[ProposalCheck] = [ProposalCheck(None, "unparsable")] * len(texts)
         well_formed = [False] * len(texts)
@@ -176,13 +217,25 @@ class ExecutorProposerReward:
             return [None] * len(tasks)
         samples = self.sample_solver([solver_messages(t) for t in valid], self.num_samples)
         if len(samples) != len(valid) or any(len(s) != self.num_samples for s in samples):
-            raise ValueError(f"the solver sampler returned {[len(s) for s in samples]} "
-                             f"samples for {len(valid)} prompts; expected {self.num_samples} each")
+            raise ValueError(
+                f"the solver sampler returned {[len(s) for s in samples]} "
+                f"samples for {len(valid)} prompts; expected {self.num_samples} each"
+            )
         flat_tasks = [t for t in valid for _ in range(self.num_samples)]
-        flat_answers = [parse_answer(t.kind, s) for t, group in zip(valid, samples, strict=True)
-                        for s in group]
-        verdicts = judge(flat_tasks, flat_answers, timeout_s=self.timeout_s, limits=self.limits,
-                         max_workers=self.max_workers)
-        rates = iter([sum(v is True for v in verdicts[j:j + self.num_samples]) / self.num_samples
-                      for j in range(0, len(verdicts), self.num_samples)])
+        flat_answers = [
+            parse_answer(t.kind, s) for t, group in zip(valid, samples, strict=True) for s in group
+        ]
+        verdicts = judge(
+            flat_tasks,
+            flat_answers,
+            timeout_s=self.timeout_s,
+            limits=self.limits,
+            max_workers=self.max_workers,
+        )
+        rates = iter(
+            [
+                sum(v is True for v in verdicts[j : j + self.num_samples]) / self.num_samples
+                for j in range(0, len(verdicts), self.num_samples)
+            ]
+        )
         return [next(rates) if t is not None else None for t in tasks]

@@ -69,8 +69,13 @@ from rzero.executor.codecheck import ALLOWED_MODULES, FORBIDDEN_BUILTINS, check_
 
 RUNNER = Path(__file__).with_name("_runner.py")
 DEFAULT_TIMEOUT_S = 5.0
-_ENV = {"PATH": "/usr/bin:/bin", "LC_ALL": "C.UTF-8", "PYTHONHASHSEED": "0",
-        "PYTHONIOENCODING": "utf-8", "PYTHONDONTWRITEBYTECODE": "1"}
+_ENV = {
+    "PATH": "/usr/bin:/bin",
+    "LC_ALL": "C.UTF-8",
+    "PYTHONHASHSEED": "0",
+    "PYTHONIOENCODING": "utf-8",
+    "PYTHONDONTWRITEBYTECODE": "1",
+}
 _SLOTS = 256  # concurrent calls per process; each gets its own uid
 _PID_BUCKETS = 4096
 
@@ -97,8 +102,10 @@ class Limits:
 
     def __post_init__(self) -> None:
         if self.memory_bytes < 64 * 2**20:
-            raise ValueError(f"Limits.memory_bytes={self.memory_bytes} is too small for the "
-                             "interpreter; use at least 64 MiB (67108864)")
+            raise ValueError(
+                f"Limits.memory_bytes={self.memory_bytes} is too small for the "
+                "interpreter; use at least 64 MiB (67108864)"
+            )
         for name in ("max_output_chars", "max_program_chars", "max_input_chars"):
             if getattr(self, name) < 1:
                 raise ValueError(f"Limits.{name}={getattr(self, name)} must be at least 1")
@@ -106,8 +113,10 @@ class Limits:
             raise ValueError(f"Limits.startup_grace_s={self.startup_grace_s} must be > 0")
         top = self.uid_base + _PID_BUCKETS * _SLOTS
         if not 1000 <= self.uid_base or top >= 2**32 - 1:
-            raise ValueError(f"Limits.uid_base={self.uid_base} must leave [base, base + "
-                             f"{_PID_BUCKETS * _SLOTS}) inside unprivileged uids (1000 .. 2**32-2)")
+            raise ValueError(
+                f"Limits.uid_base={self.uid_base} must leave [base, base + "
+                f"{_PID_BUCKETS * _SLOTS}) inside unprivileged uids (1000 .. 2**32-2)"
+            )
 
 
 DEFAULT_LIMITS = Limits()
@@ -117,8 +126,14 @@ for _slot in range(_SLOTS):
     _free_slots.put(_slot)
 
 
-def run_program(program: str, inputs: str, timeout_s: float = DEFAULT_TIMEOUT_S, *,
-                limits: Limits = DEFAULT_LIMITS, filter_code: bool = True) -> ExecResult:
+def run_program(
+    program: str,
+    inputs: str,
+    timeout_s: float = DEFAULT_TIMEOUT_S,
+    *,
+    limits: Limits = DEFAULT_LIMITS,
+    filter_code: bool = True,
+) -> ExecResult:
     """Run `f(*literal_eval(inputs))` from `program` in the sandbox.
 
     `filter_code=False` skips the `codecheck` filter and the child's restricted builtins; it
@@ -140,9 +155,14 @@ def run_program(program: str, inputs: str, timeout_s: float = DEFAULT_TIMEOUT_S,
     return _spawn(payload, float(timeout_s), limits)
 
 
-def run_many(jobs: Sequence[tuple[str, str]], timeout_s: float = DEFAULT_TIMEOUT_S, *,
-             max_workers: int | None = None, limits: Limits = DEFAULT_LIMITS,
-             filter_code: bool = True) -> list[ExecResult]:
+def run_many(
+    jobs: Sequence[tuple[str, str]],
+    timeout_s: float = DEFAULT_TIMEOUT_S,
+    *,
+    max_workers: int | None = None,
+    limits: Limits = DEFAULT_LIMITS,
+    filter_code: bool = True,
+) -> list[ExecResult]:
     """`run_program` on every (program, inputs) pair, at most `max_workers` at a time.
 
     Results come back in the order of `jobs`. The default concurrency is the CPU count
@@ -162,8 +182,14 @@ def run_many(jobs: Sequence[tuple[str, str]], timeout_s: float = DEFAULT_TIMEOUT
         return list(pool.map(one, jobs))
 
 
-def check_deterministic(program: str, inputs: str, timeout_s: float = DEFAULT_TIMEOUT_S, *,
-                        runs: int = 2, limits: Limits = DEFAULT_LIMITS) -> ExecResult:
+def check_deterministic(
+    program: str,
+    inputs: str,
+    timeout_s: float = DEFAULT_TIMEOUT_S,
+    *,
+    runs: int = 2,
+    limits: Limits = DEFAULT_LIMITS,
+) -> ExecResult:
     """Run `runs` times one after another (AZR: j = 2); ok only if every output is equal."""
     if runs < 2:
         raise ValueError(f"runs={runs} must be at least 2 to compare anything")
@@ -173,8 +199,9 @@ def check_deterministic(program: str, inputs: str, timeout_s: float = DEFAULT_TI
             return result
     outputs = {result.output for result in results}
     if len(outputs) > 1:
-        return ExecResult(False, None, f"nondeterministic: {len(outputs)} different outputs "
-                                       f"in {runs} runs")
+        return ExecResult(
+            False, None, f"nondeterministic: {len(outputs)} different outputs in {runs} runs"
+        )
     return results[0]
 
 
@@ -207,25 +234,40 @@ def _spawn(payload: dict[str, Any], timeout_s: float, limits: Limits) -> ExecRes
         _free_slots.put(slot)
 
 
-def _spawn_in(work: str, slot: int, payload: dict[str, Any], timeout_s: float,
-              limits: Limits) -> ExecResult:
+def _spawn_in(
+    work: str, slot: int, payload: dict[str, Any], timeout_s: float, limits: Limits
+) -> ExecResult:
     root = os.path.join(work, "root")
     os.mkdir(root)
     os.chmod(root, 0o555)  # empty and read-only: the program can write nothing here
     uid = limits.uid_base + (os.getpid() % _PID_BUCKETS) * _SLOTS + slot
-    payload = dict(payload, root=root if confined_as_root() else None, uid=uid, gid=uid,
-                   timeout_s=timeout_s, memory_bytes=limits.memory_bytes,
-                   max_output_chars=limits.max_output_chars, fsize_bytes=_result_bytes(limits),
-                   allowed_modules=sorted(ALLOWED_MODULES),
-                   forbidden_builtins=sorted(FORBIDDEN_BUILTINS))
+    payload = dict(
+        payload,
+        root=root if confined_as_root() else None,
+        uid=uid,
+        gid=uid,
+        timeout_s=timeout_s,
+        memory_bytes=limits.memory_bytes,
+        max_output_chars=limits.max_output_chars,
+        fsize_bytes=_result_bytes(limits),
+        allowed_modules=sorted(ALLOWED_MODULES),
+        forbidden_builtins=sorted(FORBIDDEN_BUILTINS),
+    )
     in_path, out_path = os.path.join(work, "payload.json"), os.path.join(work, "result.json")
     err_path = os.path.join(work, "stderr.txt")  # the runner's own failures, if any
     with open(in_path, "w", encoding="utf-8") as f:
         json.dump(payload, f)
     with open(in_path, "rb") as fin, open(out_path, "wb") as fout, open(err_path, "wb") as ferr:
         proc = subprocess.Popen(
-            [sys.executable, "-S", "-s", "-B", str(RUNNER)], stdin=fin, stdout=fout,
-            stderr=ferr, cwd=root, env=dict(_ENV), close_fds=True, start_new_session=True)
+            [sys.executable, "-S", "-s", "-B", str(RUNNER)],
+            stdin=fin,
+            stdout=fout,
+            stderr=ferr,
+            cwd=root,
+            env=dict(_ENV),
+            close_fds=True,
+            start_new_session=True,
+        )
     try:
         exited = _wait_unreaped(proc.pid, timeout_s + limits.startup_grace_s)
     finally:
@@ -269,8 +311,14 @@ def _kill_group(pgid: int) -> None:
         pass
 
 
-def _parse_result(raw: bytes, exited: bool, returncode: int | None, timeout_s: float,
-                  limits: Limits, stderr: str = "") -> ExecResult:
+def _parse_result(
+    raw: bytes,
+    exited: bool,
+    returncode: int | None,
+    timeout_s: float,
+    limits: Limits,
+    stderr: str = "",
+) -> ExecResult:
     if not exited:
         return ExecResult(False, None, f"timeout after {timeout_s}s (killed)")
     try:
@@ -282,8 +330,11 @@ def _parse_result(raw: bytes, exited: bool, returncode: int | None, timeout_s: f
                 name = signal.Signals(-returncode).name
             except ValueError:
                 name = f"signal {-returncode}"
-            why = {"SIGXCPU": "CPU time limit", "SIGKILL": "killed (memory or CPU limit)",
-                   "SIGSEGV": "crashed (stack overflow?)"}.get(name, "killed")
+            why = {
+                "SIGXCPU": "CPU time limit",
+                "SIGKILL": "killed (memory or CPU limit)",
+                "SIGSEGV": "crashed (stack overflow?)",
+            }.get(name, "killed")
             return ExecResult(False, None, f"{why}: {name}")
         tail = f": {stderr.splitlines()[-1][:300]}" if stderr else ""
         return ExecResult(False, None, f"no result from the sandbox (exit code {returncode}){tail}")

@@ -58,24 +58,43 @@ class CodeTask:
         return replace(self, kind=kind)
 
     def to_json(self) -> str:
-        return json.dumps({"kind": self.kind, "program": self.program, "input": self.input,
-                           "output": self.output, "message": self.message,
-                           "visible": self.visible, "hidden": self.hidden})
+        return json.dumps(
+            {
+                "kind": self.kind,
+                "program": self.program,
+                "input": self.input,
+                "output": self.output,
+                "message": self.message,
+                "visible": self.visible,
+                "hidden": self.hidden,
+            }
+        )
 
     @classmethod
     def from_json(cls, text: str) -> CodeTask:
         d = json.loads(text)
-        return cls(kind=d["kind"], program=d["program"], input=d["input"], output=d["output"],
-                   message=d["message"], visible=tuple(tuple(p) for p in d["visible"]),
-                   hidden=tuple(tuple(p) for p in d["hidden"]))
+        return cls(
+            kind=d["kind"],
+            program=d["program"],
+            input=d["input"],
+            output=d["output"],
+            message=d["message"],
+            visible=tuple(tuple(p) for p in d["visible"]),
+            hidden=tuple(tuple(p) for p in d["hidden"]),
+        )
 
 
 # AZR's seed: the identity function on 'Hello World'
-IDENTITY = CodeTask(kind="deduction", program="def f(x):\n    return x",
-                    input="'Hello World'", output="'Hello World'")
+IDENTITY = CodeTask(
+    kind="deduction",
+    program="def f(x):\n    return x",
+    input="'Hello World'",
+    output="'Hello World'",
+)
 
 
 # -- comparing values ------------------------------------------------------------------------
+
 
 def canonical(value_text: str) -> str:
     """The repr of `literal_eval(value_text)`, or the stripped text if it is not a literal."""
@@ -105,6 +124,7 @@ def call_text(inputs: str) -> str:
 
 # -- proposal validity (AZR §3.3.3) ----------------------------------------------------------
 
+
 @dataclass(frozen=True)
 class ProposalCheck:
     """A valid proposal's task, or why the proposal was refused."""
@@ -123,9 +143,13 @@ def program_reason(program: str) -> str | None:
     return f"nondeterministic module {banned[0]!r}" if banned else None
 
 
-def validate_triplets(proposals: Sequence[tuple[str, str, str]], *,
-                      timeout_s: float = DEFAULT_TIMEOUT_S, limits: Limits = DEFAULT_LIMITS,
-                      max_workers: int | None = None) -> list[ProposalCheck]:
+def validate_triplets(
+    proposals: Sequence[tuple[str, str, str]],
+    *,
+    timeout_s: float = DEFAULT_TIMEOUT_S,
+    limits: Limits = DEFAULT_LIMITS,
+    max_workers: int | None = None,
+) -> list[ProposalCheck]:
     """AZR's validity for deduction/abduction proposals (kind, program, input).
 
     Valid when the program passes `program_reason`, `f(*input)` runs within the limits, and
@@ -151,14 +175,26 @@ def validate_triplets(proposals: Sequence[tuple[str, str, str]], *,
         elif first.output != second.output:
             out.append(ProposalCheck(None, "nondeterministic: two runs differ"))
         else:
-            out.append(ProposalCheck(CodeTask(kind=kind, program=program, input=inputs.strip(),
-                                              output=first.output or ""), None))
+            out.append(
+                ProposalCheck(
+                    CodeTask(
+                        kind=kind, program=program, input=inputs.strip(), output=first.output or ""
+                    ),
+                    None,
+                )
+            )
     return out
 
 
-def validate_induction(program: str, inputs: Sequence[str], message: str, *,
-                       timeout_s: float = DEFAULT_TIMEOUT_S, limits: Limits = DEFAULT_LIMITS,
-                       max_workers: int | None = None) -> ProposalCheck:
+def validate_induction(
+    program: str,
+    inputs: Sequence[str],
+    message: str,
+    *,
+    timeout_s: float = DEFAULT_TIMEOUT_S,
+    limits: Limits = DEFAULT_LIMITS,
+    max_workers: int | None = None,
+) -> ProposalCheck:
     """AZR's validity for an induction proposal: inputs for a given program, and a message.
 
     Each distinct input is run twice; those that run and agree give the pairs. Valid with at
@@ -168,24 +204,42 @@ def validate_induction(program: str, inputs: Sequence[str], message: str, *,
     if not message.strip():
         return ProposalCheck(None, "empty message")
     distinct = list(dict.fromkeys(i.strip() for i in inputs if i.strip()))
-    checks = validate_triplets([("induction", program, i) for i in distinct],
-                               timeout_s=timeout_s, limits=limits, max_workers=max_workers)
+    checks = validate_triplets(
+        [("induction", program, i) for i in distinct],
+        timeout_s=timeout_s,
+        limits=limits,
+        max_workers=max_workers,
+    )
     pairs = tuple((c.task.input, c.task.output) for c in checks if c.task is not None)
     if len(pairs) < MIN_INDUCTION_PAIRS:
         reasons = [c.reason for c in checks if c.reason]
-        return ProposalCheck(None, f"{len(pairs)} valid inputs, need {MIN_INDUCTION_PAIRS}"
-                                   + (f" ({reasons[0]})" if reasons else ""))
+        return ProposalCheck(
+            None,
+            f"{len(pairs)} valid inputs, need {MIN_INDUCTION_PAIRS}"
+            + (f" ({reasons[0]})" if reasons else ""),
+        )
     shown = (len(pairs) + 1) // 2
-    task = CodeTask(kind="induction", program=program, message=message.strip(),
-                    visible=pairs[:shown], hidden=pairs[shown:])
+    task = CodeTask(
+        kind="induction",
+        program=program,
+        message=message.strip(),
+        visible=pairs[:shown],
+        hidden=pairs[shown:],
+    )
     return ProposalCheck(task, None)
 
 
 # -- judging the solver ------------------------------------------------------------------------
 
-def judge(tasks: Sequence[CodeTask], answers: Sequence[str | None], *,
-          timeout_s: float = DEFAULT_TIMEOUT_S, limits: Limits = DEFAULT_LIMITS,
-          max_workers: int | None = None) -> list[bool | None]:
+
+def judge(
+    tasks: Sequence[CodeTask],
+    answers: Sequence[str | None],
+    *,
+    timeout_s: float = DEFAULT_TIMEOUT_S,
+    limits: Limits = DEFAULT_LIMITS,
+    max_workers: int | None = None,
+) -> list[bool | None]:
     """The executor's verdict on each answer: True/False, or None when there is no answer.
 
     deduction: `outputs_equal(answer, output)`; abduction: the program run on the proposed
@@ -214,6 +268,8 @@ def judge(tasks: Sequence[CodeTask], answers: Sequence[str | None], *,
     for k, outputs in enumerate(wanted):
         if outputs:
             runs = [next(results) for _ in outputs]
-            verdicts[k] = all(r.ok and r.output is not None and outputs_equal(r.output, o)
-                              for r, o in zip(runs, outputs, strict=True))
+            verdicts[k] = all(
+                r.ok and r.output is not None and outputs_equal(r.output, o)
+                for r, o in zip(runs, outputs, strict=True)
+            )
     return verdicts

@@ -160,5 +160,3 @@ def _squeeze_spaces(s: str) -> str:
             out.append(" ")
         out.append(part)
     return "".join(out)
-
-

@@ -22,11 +22,7 @@ BAND_EPSILON = 1e-9
 
 
 def in_band(
-    p_hat: float,
-    delta: float = 0.25,
-    *,
-    low: float | None = None,
-    high: float | None = None,
+    p_hat: float, delta: float = 0.25, *, low: float | None = None, high: float | None = None
 ) -> bool:
     """Whether vote share `p_hat` is informative: |p̂ − ½| ≤ δ (R-Zero paper).
 
@@ -48,11 +44,7 @@ def in_band(
 
 
 def keep_question(
-    votes: Votes,
-    delta: float = 0.25,
-    *,
-    low: float | None = None,
-    high: float | None = None,
+    votes: Votes, delta: float = 0.25, *, low: float | None = None, high: float | None = None
 ) -> bool:
     """A question is kept when it has a label and its p̂ is `in_band`."""
     return votes.label is not None and in_band(votes.p_hat, delta, low=low, high=high)
@@ -64,8 +56,9 @@ def label_key(label: object) -> str:
     return str(label).strip()
 
 
-def cap_label_share(labels: Sequence[str | None], p_hats: Sequence[float],
-                    kept: Sequence[bool], share: float) -> list[bool]:
+def cap_label_share(
+    labels: Sequence[str | None], p_hats: Sequence[float], kept: Sequence[bool], share: float
+) -> list[bool]:
     """The kept flags after at most max(1, ⌊share · n⌋) of the n kept questions may carry any
     one pseudo-label; of a label's questions, those with p̂ nearest ½ stay (ties: pool order).
 

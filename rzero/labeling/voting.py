@@ -29,8 +29,14 @@ from rzero.labeling.equivalence import EquivalenceChecker, get_checker
 from rzero.prompts import generator
 from rzero.prompts.chat import Prompt
 
-__all__ = ["FrozenSolver", "Votes", "majority_vote", "majority_vote_many", "sample_and_vote",
-           "vote_params"]
+__all__ = [
+    "FrozenSolver",
+    "Votes",
+    "majority_vote",
+    "majority_vote_many",
+    "sample_and_vote",
+    "vote_params",
+]
 
 
 @dataclass(frozen=True)
@@ -193,9 +199,13 @@ def sample_and_vote(
 
 def vote_params(labeling: LabelingConfig, seed: int) -> generator.SamplingParams:
     """How the frozen solver samples its m votes (paper: temperature 1.0, top_k 40)."""
-    return generator.SamplingParams(temperature=labeling.temperature, top_p=labeling.top_p,
-                                     top_k=labeling.top_k,
-                                     max_new_tokens=labeling.max_new_tokens, seed=seed)
+    return generator.SamplingParams(
+        temperature=labeling.temperature,
+        top_p=labeling.top_p,
+        top_k=labeling.top_k,
+        max_new_tokens=labeling.max_new_tokens,
+        seed=seed,
+    )
 
 
 @dataclass(frozen=True)
@@ -208,10 +218,15 @@ class FrozenSolver:
     prompt: Callable[[str], Prompt]
     labeling: LabelingConfig
 
-    def vote(self, questions: Sequence[str],
-             seed: int) -> tuple[list[list[str | None]], list[Votes]]:
+    def vote(
+        self, questions: Sequence[str], seed: int
+    ) -> tuple[list[list[str | None]], list[Votes]]:
         """m answers per question and their votes (`sample_and_vote`)."""
         lab = self.labeling
-        return sample_and_vote(self.generator, [self.prompt(q) for q in questions],
-                               lab.num_votes, vote_params(lab, seed),
-                               budget_s=lab.vote_budget_s)
+        return sample_and_vote(
+            self.generator,
+            [self.prompt(q) for q in questions],
+            lab.num_votes,
+            vote_params(lab, seed),
+            budget_s=lab.vote_budget_s,
+        )

@@ -59,5 +59,12 @@ VARIANTS: dict[str, list[str]] = {
     "no_band_filter": ["roles.shared=false", "labeling.filter=false"],
 }
 
-SYSTEM = System(layout=LAYOUT, iterate=iterate, plan=plan, rebuild=rebuild, variants=VARIANTS,
-                default_variants=("separate", "shared"), launcher=True)
+SYSTEM = System(
+    layout=LAYOUT,
+    iterate=iterate,
+    plan=plan,
+    rebuild=rebuild,
+    variants=VARIANTS,
+    default_variants=("separate", "shared"),
+    launcher=True,
+)

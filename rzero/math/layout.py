@@ -8,11 +8,19 @@ from rzero.rundir.folder import Layout
 # crossplay is committed under the last iteration, once, at the end of the run
 LAYOUT = Layout(
     name="math",
-    phases=("challenger", "pool", "labelling", "solver", "eval", "audit", "coerror",
-            "crossplay"),
-    outputs={"challenger": ("challenger", "challenger_steps.jsonl"), "pool": ("pool.jsonl",),
-             "labelling": ("labelled.jsonl",), "solver": ("solver",), "eval": ("eval",),
-             "audit": (), "coerror": ("coerror.json",), "crossplay": ("crossplay.json",)},
+    phases=("challenger", "pool", "labelling", "solver", "eval", "audit", "coerror", "crossplay"),
+    outputs={
+        "challenger": ("challenger", "challenger_steps.jsonl"),
+        "pool": ("pool.jsonl",),
+        "labelling": ("labelled.jsonl",),
+        "solver": ("solver",),
+        "eval": ("eval",),
+        "audit": (),
+        "coerror": ("coerror.json",),
+        "crossplay": ("crossplay.json",),
+    },
     rows=("challenger_steps", "pool", "labelled"),
-    training=("challenger", "solver"), pushed=("challenger", "solver"),
-    torn_tail=("challenger_steps",))
+    training=("challenger", "solver"),
+    pushed=("challenger", "solver"),
+    torn_tail=("challenger_steps",),
+)

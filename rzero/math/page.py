@@ -48,10 +48,22 @@ def _challenger_panels(run: RunDir, cfg: RZeroConfig) -> list[Panel]:
         x = [(k - 1) * cfg.challenger.steps + int(s["step"]) for s in steps]
         reward.append(Series(f"iteration {k}", x, [s["mean_reward"] for s in steps]))
         valid.append(Series(f"iteration {k}", x, [s["valid_rate"] for s in steps]))
-    return [Panel("challenger: mean reward per GRPO step", "global step", "mean reward",
-                  reward, ylim=(0, 1)),
-            Panel("challenger: well-formed rate per GRPO step", "global step",
-                  "well-formed completions", valid, ylim=(0, 1))]
+    return [
+        Panel(
+            "challenger: mean reward per GRPO step",
+            "global step",
+            "mean reward",
+            reward,
+            ylim=(0, 1),
+        ),
+        Panel(
+            "challenger: well-formed rate per GRPO step",
+            "global step",
+            "well-formed completions",
+            valid,
+            ylim=(0, 1),
+        ),
+    ]
 
 
 def _pool_panels(run: RunDir, cfg: RZeroConfig) -> list[Panel]:
@@ -63,14 +75,31 @@ def _pool_panels(run: RunDir, cfg: RZeroConfig) -> list[Panel]:
             continue
         counts = lab.get("p_hat_histogram", {})
         total = sum(counts.values()) or 1
-        hist.append(Series(f"iteration {k}", [int(v) / m for v in counts],
-                           [c / total for c in counts.values()]))
+        hist.append(
+            Series(
+                f"iteration {k}", [int(v) / m for v in counts], [c / total for c in counts.values()]
+            )
+        )
         ks.append(k)
         kept.append(lab["metrics"]["kept_fraction"])
-    return [Panel("labelled pool: vote share p̂ of the largest group", "p̂",
-                  "share of questions", hist, ylim=(0, 1)),
-            Panel("labelled pool: kept fraction (in the band)", "iteration", "kept",
-                  [Series("kept", ks, kept)], ylim=(0, 1), xticks=ks, width=0.6)]
+    return [
+        Panel(
+            "labelled pool: vote share p̂ of the largest group",
+            "p̂",
+            "share of questions",
+            hist,
+            ylim=(0, 1),
+        ),
+        Panel(
+            "labelled pool: kept fraction (in the band)",
+            "iteration",
+            "kept",
+            [Series("kept", ks, kept)],
+            ylim=(0, 1),
+            xticks=ks,
+            width=0.6,
+        ),
+    ]
 
 
 def _solver_panel(run: RunDir, cfg: RZeroConfig) -> Panel:
@@ -82,11 +111,22 @@ def _solver_panel(run: RunDir, cfg: RZeroConfig) -> Panel:
         x = [(k - 1) * per_iteration + i + 1 for i in range(len(log))]
         series.append(Series(f"iteration {k}", x, [r["reward"] for r in log]))
         if any("frac_reward_zero_std" in r for r in log):
-            series.append(Series(f"iteration {k}: groups with no reward variance", x,
-                                 [r.get("frac_reward_zero_std", 0.0) for r in log], fmt="x:"))
-    return Panel("solver: training reward per update (agreement with the pseudo-label)",
-                 "update", "mean reward / share", series, ylim=(0, 1),
-                 empty_text="the solver did not train")
+            series.append(
+                Series(
+                    f"iteration {k}: groups with no reward variance",
+                    x,
+                    [r.get("frac_reward_zero_std", 0.0) for r in log],
+                    fmt="x:",
+                )
+            )
+    return Panel(
+        "solver: training reward per update (agreement with the pseudo-label)",
+        "update",
+        "mean reward / share",
+        series,
+        ylim=(0, 1),
+        empty_text="the solver did not train",
+    )
 
 
 def eval_table(run: RunDir, cfg: RZeroConfig) -> dict[str, list[tuple[int, float, int]]]:
@@ -104,13 +144,26 @@ def eval_table(run: RunDir, cfg: RZeroConfig) -> dict[str, list[tuple[int, float
 def _eval_panel(run: RunDir, cfg: RZeroConfig) -> Panel:
     series = []
     for name, rows in eval_table(run, cfg).items():
-        lows, highs = zip(*(wilson_interval(round(p * n), n) if n else (p, p)
-                            for _, p, n in rows), strict=True) if rows else ((), ())
-        series.append(Series(name, [k for k, _, _ in rows], [p for _, p, _ in rows],
-                             list(lows), list(highs)))
+        lows, highs = (
+            zip(
+                *(wilson_interval(round(p * n), n) if n else (p, p) for _, p, n in rows),
+                strict=True,
+            )
+            if rows
+            else ((), ())
+        )
+        series.append(
+            Series(name, [k for k, _, _ in rows], [p for _, p, _ in rows], list(lows), list(highs))
+        )
     ticks = list(range(0, cfg.run.iterations + 1))  # the axis of the whole run, as planned
-    return Panel("evaluation: pass@1 with 95 % Wilson intervals (0 = base model)", "iteration",
-                 "pass@1", series, ylim=(0, 1), xticks=ticks)
+    return Panel(
+        "evaluation: pass@1 with 95 % Wilson intervals (0 = base model)",
+        "iteration",
+        "pass@1",
+        series,
+        ylim=(0, 1),
+        xticks=ticks,
+    )
 
 
 def _questions(run: RunDir, cfg: RZeroConfig) -> list[Html]:
@@ -120,11 +173,22 @@ def _questions(run: RunDir, cfg: RZeroConfig) -> list[Html]:
             continue
         rows = run.rows(k, "labelled")[:SAMPLE_QUESTIONS]
         parts.append(heading(f"Iteration {k}: the first {len(rows)} labelled questions", 3))
-        parts.append(html_table(
-            ["question", "votes (answer: count)", "label", "p̂", "kept"],
-            [[preformatted(r["question"]),
-              ", ".join(f"{a}: {c}" for a, c in r.get("groups", {}).items()) or "no answer",
-              r["label"], f"{r['p_hat']:.2f}", "yes" if r["kept"] else "no"] for r in rows]))
+        parts.append(
+            html_table(
+                ["question", "votes (answer: count)", "label", "p̂", "kept"],
+                [
+                    [
+                        preformatted(r["question"]),
+                        ", ".join(f"{a}: {c}" for a, c in r.get("groups", {}).items())
+                        or "no answer",
+                        r["label"],
+                        f"{r['p_hat']:.2f}",
+                        "yes" if r["kept"] else "no",
+                    ]
+                    for r in rows
+                ],
+            )
+        )
     return parts
 
 
@@ -143,28 +207,38 @@ def _increment_panel(run: RunDir, cfg: RZeroConfig) -> Panel:
     if len(series) == 2:  # one benchmark: its average is itself, drawn over it
         series.pop("average", None)
     ticks = list(range(1, cfg.run.iterations + 1))  # the axis of the whole run, as planned
-    return Panel("increment curve: pass@1 minus the base's, paired 95 % intervals", "iteration",
-                 "change against the base",
-                 [Series(name, *v, fmt="s--" if name == "average" else "o-")
-                  for name, v in series.items()], xticks=ticks,
-                 empty_text="needs the base and a trained solver evaluated")
+    return Panel(
+        "increment curve: pass@1 minus the base's, paired 95 % intervals",
+        "iteration",
+        "change against the base",
+        [Series(name, *v, fmt="s--" if name == "average" else "o-") for name, v in series.items()],
+        xticks=ticks,
+        empty_text="needs the base and a trained solver evaluated",
+    )
 
 
 def _audit_parts(run: RunDir, cfg: RZeroConfig) -> list[Any]:
 
     parts: list[Any] = []
     if trend := sections.trend_lines(run, cfg):
-        parts += [heading("Challenger trend (slope per GRPO step, 95 % interval)", 2),
-                  bullets([line.removeprefix("- ") for line in trend])]
+        parts += [
+            heading("Challenger trend (slope per GRPO step, 95 % interval)", 2),
+            bullets([line.removeprefix("- ") for line in trend]),
+        ]
     header, rows, flags = sections.eval_rows(run, cfg)
     if rows:
-        parts += [heading("Evaluation and the increment curve", 2),
-                  paragraph("pass@1 with its 95 % Wilson interval; changes against the previous "
-                            "iteration and the base on the same items, paired bootstrap 95 % "
-                            "intervals, exact McNemar p against the base."),
-                  html_table(header, rows)]
-        parts.append(bullets(flags) if flags else
-                     paragraph("No falling or negative increment flagged."))
+        parts += [
+            heading("Evaluation and the increment curve", 2),
+            paragraph(
+                "pass@1 with its 95 % Wilson interval; changes against the previous "
+                "iteration and the base on the same items, paired bootstrap 95 % "
+                "intervals, exact McNemar p against the base."
+            ),
+            html_table(header, rows),
+        ]
+        parts.append(
+            bullets(flags) if flags else paragraph("No falling or negative increment flagged.")
+        )
     header, rows, notes = sections.coerror_rows(run, cfg)
     if rows or notes:
         parts.append(heading("Role co-error on known answers (seed §6.2)", 2))
@@ -173,12 +247,18 @@ def _audit_parts(run: RunDir, cfg: RZeroConfig) -> list[Any]:
         if notes:
             parts.append(bullets(notes))
     if (matrix := sections.crossplay(run, cfg)) is not None:
-        parts += [heading("Cross-iteration matrix", 2),
-                  paragraph("Solver i (0 = base) against pool j's labels: share of sampled "
-                            "questions whose majority answer matches (pool j was labelled by "
-                            "solver j − 1)."),
-                  figure(heatmap_png(matrix, title="agreement with each pool's label"),
-                         "solver x pool agreement")]
+        parts += [
+            heading("Cross-iteration matrix", 2),
+            paragraph(
+                "Solver i (0 = base) against pool j's labels: share of sampled "
+                "questions whose majority answer matches (pool j was labelled by "
+                "solver j − 1)."
+            ),
+            figure(
+                heatmap_png(matrix, title="agreement with each pool's label"),
+                "solver x pool agreement",
+            ),
+        ]
         if matrix["flags"]:
             parts.append(bullets(matrix["flags"]))
     header, rows, lines, warnings = sections.collapse_rows(run, cfg)
@@ -210,10 +290,11 @@ def render_html(run: RunDir, cfg: RZeroConfig, summary: list[Any]) -> str:
         html_table(header, rows),
         figure(errorbar_png(_challenger_panels(run, cfg)), "Challenger GRPO steps"),
         figure(errorbar_png(_pool_panels(run, cfg)), "Labelled pools"),
-        figure(errorbar_png([_solver_panel(run, cfg), _eval_panel(run, cfg)]),
-               "Solver training and evaluation"),
-        figure(errorbar_png([_increment_panel(run, cfg)], size=(7.0, 4.2)),
-               "Increment curve"),
+        figure(
+            errorbar_png([_solver_panel(run, cfg), _eval_panel(run, cfg)]),
+            "Solver training and evaluation",
+        ),
+        figure(errorbar_png([_increment_panel(run, cfg)], size=(7.0, 4.2)), "Increment curve"),
         *_audit_parts(run, cfg),
         heading("What the challenger wrote and the solver voted", 2),
         *_questions(run, cfg),

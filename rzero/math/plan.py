@@ -27,12 +27,16 @@ from rzero.config.schedule import RoleSchedule, role_schedule
 # actor global_batch_size 16 / 128 prompts, 5 / 15 steps; the frozen solver's vLLM server
 # samples 10 answers per question in the challenger reward, labelling keeps 0.3..0.8 of 9.
 OFFICIAL = {
-    "challenger": {"steps": 5, "group_size": 4, "prompts_per_step": 512,
-                   "prompts_per_update": 16, "votes": 10},
+    "challenger": {
+        "steps": 5,
+        "group_size": 4,
+        "prompts_per_step": 512,
+        "prompts_per_update": 16,
+        "votes": 10,
+    },
     "pool": {"questions": 8000},
     "labelling": {"votes": 9},
-    "solver": {"steps": 15, "group_size": 5, "prompts_per_step": 512,
-               "prompts_per_update": 128},
+    "solver": {"steps": 15, "group_size": 5, "prompts_per_step": 512, "prompts_per_update": 128},
 }
 
 
@@ -64,36 +68,72 @@ def plan_rows(cfg: RZeroConfig) -> list[PlanRow]:
         sch = role_schedule(role, procs)
         g = role.group_size
         add(name, "steps", "GRPO steps (rollouts)", sch.steps, _n(sch.steps), ref["steps"])
-        add(name, "prompts", "prompts sampled", sch.prompts,
+        add(
+            name,
+            "prompts",
+            "prompts sampled",
+            sch.prompts,
             f"{_n(sch.prompts)} ({_n(sch.prompts_per_step)} per step)",
-            ref["steps"] * ref["prompts_per_step"])
-        add(name, "completions", "completions", sch.completions,
+            ref["steps"] * ref["prompts_per_step"],
+        )
+        add(
+            name,
+            "completions",
+            "completions",
+            sch.completions,
             f"{_n(sch.completions)} (G = {g})",
-            ref["steps"] * ref["prompts_per_step"] * ref["group_size"])
-        add(name, "updates", "optimiser updates", sch.updates,
+            ref["steps"] * ref["prompts_per_step"] * ref["group_size"],
+        )
+        add(
+            name,
+            "updates",
+            "optimiser updates",
+            sch.updates,
             f"{_n(sch.updates)} ({sch.updates_per_step} per step, each "
             f"{_n(sch.prompts_per_update)} prompts x {g} = {_n(sch.update_sequences)} sequences)",
-            ref["steps"] * ref["prompts_per_step"] // ref["prompts_per_update"])
-        add(name, "micro_batch", "sequences per micro-batch and process", sch.micro_batch,
+            ref["steps"] * ref["prompts_per_step"] // ref["prompts_per_update"],
+        )
+        add(
+            name,
+            "micro_batch",
+            "sequences per micro-batch and process",
+            sch.micro_batch,
             f"{sch.micro_batch} on each of {procs} process(es); {sch.accumulation} "
-            f"micro-batch(es) per update, {sch.steps_per_generation} per rollout")
+            f"micro-batch(es) per update, {sch.steps_per_generation} per rollout",
+        )
         return sch
 
     if cfg.roles.train_challenger:  # else the base challenger writes the pool untrained
         c = role_rows("challenger", cfg.challenger, OFFICIAL["challenger"])
         ref = OFFICIAL["challenger"]
         b = c.rollout_sequences
-        add("challenger", "B", "repetition penalty B (questions clustered together)", b,
-            _n(b), ref["prompts_per_step"] * ref["group_size"])
+        add(
+            "challenger",
+            "B",
+            "repetition penalty B (questions clustered together)",
+            b,
+            _n(b),
+            ref["prompts_per_step"] * ref["group_size"],
+        )
         votes = c.completions * m
-        add("challenger", "solver_generations", "frozen-solver generations", votes,
+        add(
+            "challenger",
+            "solver_generations",
+            "frozen-solver generations",
+            votes,
             f"≤ {_n(votes)} (m = {m} per well-formed question)",
-            ref["steps"] * ref["prompts_per_step"] * ref["group_size"] * ref["votes"])
+            ref["steps"] * ref["prompts_per_step"] * ref["group_size"] * ref["votes"],
+        )
     n = cfg.challenger.pool_size
     add("pool", "questions", "questions sampled (N)", n, _n(n), OFFICIAL["pool"]["questions"])
-    add("labelling", "solver_generations", "frozen-solver generations", n * m,
+    add(
+        "labelling",
+        "solver_generations",
+        "frozen-solver generations",
+        n * m,
         f"≤ {_n(n * m)} (m = {m} per well-formed, distinct pool question)",
-        OFFICIAL["pool"]["questions"] * OFFICIAL["labelling"]["votes"])
+        OFFICIAL["pool"]["questions"] * OFFICIAL["labelling"]["votes"],
+    )
     role_rows("solver", cfg.solver, OFFICIAL["solver"])
     return rows
 
@@ -108,9 +148,13 @@ def plan_markdown(cfg: RZeroConfig, source: str | None = None) -> str:
     rows = plan_rows(cfg)
     claim = cfg.run.reference_schedule
     what = f"`{source}`" if source else "this config"
-    lines = [f"Plan of {what}: per iteration ({cfg.run.iterations} iterations), "
-             f"{cfg.run.training_processes} training process(es)"
-             + ("; beside it, the official R-Zero code's numbers" if claim else "") + ".", ""]
+    lines = [
+        f"Plan of {what}: per iteration ({cfg.run.iterations} iterations), "
+        f"{cfg.run.training_processes} training process(es)"
+        + ("; beside it, the official R-Zero code's numbers" if claim else "")
+        + ".",
+        "",
+    ]
     if claim:
         lines += ["| phase | quantity | this recipe | official code |", "|---|---|---|---|"]
     else:

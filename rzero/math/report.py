@@ -28,8 +28,10 @@ def prompt_files(cfg: RZeroConfig) -> list[str]:
     """One line per role: the prompt file it used and the SHA-256 prefix of its text."""
     shipped = template_path(None, "solver.txt").parent
     lines = []
-    for role, path, default in (("challenger", cfg.challenger.prompt_file, "challenger.txt"),
-                                ("solver", cfg.solver.prompt_file, "solver.txt")):
+    for role, path, default in (
+        ("challenger", cfg.challenger.prompt_file, "challenger.txt"),
+        ("solver", cfg.solver.prompt_file, "solver.txt"),
+    ):
         try:
             file = template_path(path, default)
         except FileNotFoundError:
@@ -37,14 +39,26 @@ def prompt_files(cfg: RZeroConfig) -> list[str]:
             continue
         where = f"`{file.name}` (rzero/prompts/)" if file.parent == shipped else f"`{file}`"
         digest = hashlib.sha256(file.read_bytes()).hexdigest()[:12]
-        lines.append(f"- {role} prompt: {where}, sha256 {digest}"
-                     + (", the built-in few-shot default" if path is None else ""))
+        lines.append(
+            f"- {role} prompt: {where}, sha256 {digest}"
+            + (", the built-in few-shot default" if path is None else "")
+        )
     return lines
 
 
-SUMMARY_HEADER = ["iter", "valid questions (GRPO)", "mean challenger reward",
-                  "mean p_hat (GRPO)", "pool valid", "pool kept", "labelled mean p_hat",
-                  "kept fraction", "solver reward", "eval avg", "time (s)"]
+SUMMARY_HEADER = [
+    "iter",
+    "valid questions (GRPO)",
+    "mean challenger reward",
+    "mean p_hat (GRPO)",
+    "pool valid",
+    "pool kept",
+    "labelled mean p_hat",
+    "kept fraction",
+    "solver reward",
+    "eval avg",
+    "time (s)",
+]
 
 
 def summary_table(run: RunDir, cfg: RZeroConfig) -> tuple[list[str], list[list[str]]]:
@@ -53,8 +67,9 @@ def summary_table(run: RunDir, cfg: RZeroConfig) -> tuple[list[str], list[list[s
     rows = []
     base = run.marker(0, "eval")
     if base is not None:
-        rows.append(["0 (base)", *[""] * 8, f"{base['metrics']['average']:.3f}",
-                     f"{base['seconds']:.0f}"])
+        rows.append(
+            ["0 (base)", *[""] * 8, f"{base['metrics']['average']:.3f}", f"{base['seconds']:.0f}"]
+        )
     for k in run.trained_iterations():
         m = {p: run.marker(k, p) for p in LAYOUT.phases}
         if not any(m.values()):
@@ -64,27 +79,45 @@ def summary_table(run: RunDir, cfg: RZeroConfig) -> tuple[list[str], list[list[s
             v = (m[phase] or {}).get("metrics", {}).get(key)
             return fmt.format(v) if isinstance(v, (int, float)) else "–"
 
-        rows.append([str(k), g("challenger", "valid_rate"), g("challenger", "mean_reward"),
-                     g("challenger", "mean_p_hat"), g("pool", "valid_rate"),
-                     g("pool", "kept", "{}"), g("labelling", "mean_p_hat"),
-                     g("labelling", "kept_fraction"), g("solver", "mean_reward"),
-                     g("eval", "average"), f"{sum(x['seconds'] for x in m.values() if x):.0f}"])
+        rows.append(
+            [
+                str(k),
+                g("challenger", "valid_rate"),
+                g("challenger", "mean_reward"),
+                g("challenger", "mean_p_hat"),
+                g("pool", "valid_rate"),
+                g("pool", "kept", "{}"),
+                g("labelling", "mean_p_hat"),
+                g("labelling", "kept_fraction"),
+                g("solver", "mean_reward"),
+                g("eval", "average"),
+                f"{sum(x['seconds'] for x in m.values() if x):.0f}",
+            ]
+        )
     return SUMMARY_HEADER, rows
 
 
 def compute_line(run: RunDir, cfg: RZeroConfig) -> str:
     """The dtypes the run computed in, as its phase markers recorded them (the config's
     "auto" resolved on the machine that ran the phase)."""
-    seen = [m["compute"] for k in run.iterations() for p in LAYOUT.phases
-            if (m := run.marker(k, p)) is not None and "compute" in m]
+    seen = [
+        m["compute"]
+        for k in run.iterations()
+        for p in LAYOUT.phases
+        if (m := run.marker(k, p)) is not None and "compute" in m
+    ]
     if not seen:
         return "- compute: no phase recorded yet"
     distinct = {tuple(sorted(c.items())) for c in seen}
-    parts = [f"generation {c['generation']}, training {c['training']} over {c['weights']} "
-             f"weights" for c in (dict(d) for d in sorted(distinct))]
+    parts = [
+        f"generation {c['generation']}, training {c['training']} over {c['weights']} weights"
+        for c in (dict(d) for d in sorted(distinct))
+    ]
     note = "" if len(distinct) == 1 else " (phases differ: resumed on another machine?)"
-    return (f"- compute (model.generation_dtype {cfg.model.generation_dtype}, "
-            f"model.train_compute {cfg.model.train_compute}): {'; '.join(parts)}{note}")
+    return (
+        f"- compute (model.generation_dtype {cfg.model.generation_dtype}, "
+        f"model.train_compute {cfg.model.train_compute}): {'; '.join(parts)}{note}"
+    )
 
 
 def render_report(run: RunDir, cfg: RZeroConfig) -> str:
@@ -92,38 +125,61 @@ def render_report(run: RunDir, cfg: RZeroConfig) -> str:
     run_dir = run.path
     mode = "shared weights (Single-R-Zero)" if cfg.roles.shared else "separate weights (R-Zero)"
     lab = cfg.labeling
-    band = (f"{lab.band_low} <= p_hat <= {lab.band_high}" if lab.band_low is not None
-            else f"|p_hat - 1/2| <= {lab.delta}")
+    band = (
+        f"{lab.band_low} <= p_hat <= {lab.band_high}"
+        if lab.band_low is not None
+        else f"|p_hat - 1/2| <= {lab.delta}"
+    )
     card_header, card = sections.science_card(run, cfg)
-    lines = [f"# R-Zero run: {run_dir.name}", "", "## Science card", "",
-             markdown_table(card_header, card).rstrip(), ""]
+    lines = [
+        f"# R-Zero run: {run_dir.name}",
+        "",
+        "## Science card",
+        "",
+        markdown_table(card_header, card).rstrip(),
+        "",
+    ]
     if (stop := sections.stop_line(run, cfg)) is not None:
         lines += ["## Stopped", "", stop, ""]
-    lines += [plan_markdown(cfg, "config.yaml"),
-             f"- model: `{cfg.model.name}`; {mode}; iterations: {cfg.run.iterations}",
-             compute_line(run, cfg),
-             f"- labelling: m={lab.num_votes} votes, band {band}"
-             + ("" if lab.filter else " (filter off)"),
-             *prompt_files(cfg), ""]
+    lines += [
+        plan_markdown(cfg, "config.yaml"),
+        f"- model: `{cfg.model.name}`; {mode}; iterations: {cfg.run.iterations}",
+        compute_line(run, cfg),
+        f"- labelling: m={lab.num_votes} votes, band {band}"
+        + ("" if lab.filter else " (filter off)"),
+        *prompt_files(cfg),
+        "",
+    ]
     header, rows = summary_table(run, cfg)
     lines.append(markdown_table(header, rows))
-    warnings = [x["warning"] for k in run.trained_iterations() for p in LAYOUT.phases
-                if (x := run.marker(k, p)) and x.get("warning")]
+    warnings = [
+        x["warning"]
+        for k in run.trained_iterations()
+        for p in LAYOUT.phases
+        if (x := run.marker(k, p)) and x.get("warning")
+    ]
     lines += ["", "Phase times (s) and peak resident memory:", ""]
     for k in run.iterations():
-        parts = [f"{p} {m['seconds']:.0f}"
-                 + (f" ({m['peak_rss_gib']:.1f} GiB peak)" if m.get("peak_rss_gib") else "")
-                 for p in LAYOUT.phases if (m := run.marker(k, p)) is not None]
+        parts = [
+            f"{p} {m['seconds']:.0f}"
+            + (f" ({m['peak_rss_gib']:.1f} GiB peak)" if m.get("peak_rss_gib") else "")
+            for p in LAYOUT.phases
+            if (m := run.marker(k, p)) is not None
+        ]
         if parts:
             lines.append(f"- iteration {k}: " + ", ".join(parts))
     if warnings:
         lines += ["", "## Warnings", ""] + [f"- {w}" for w in warnings]
     lines += audit_sections(run, cfg)
-    lines += ["", "Files: `iter_KK/challenger_steps.jsonl` (every GRPO question with its votes), "
-              "`iter_KK/pool.jsonl`, `iter_KK/labelled.jsonl`, `iter_KK/challenger/` and "
-              "`iter_KK/solver/` (Hugging Face checkpoints), `iter_KK/eval/increments.json`, "
-              "`iter_KK/coerror.json`, `iter_KK/crossplay.json` (last iteration), "
-              "`best.json`, `metrics.jsonl`, `tensorboard/`.", ""]
+    lines += [
+        "",
+        "Files: `iter_KK/challenger_steps.jsonl` (every GRPO question with its votes), "
+        "`iter_KK/pool.jsonl`, `iter_KK/labelled.jsonl`, `iter_KK/challenger/` and "
+        "`iter_KK/solver/` (Hugging Face checkpoints), `iter_KK/eval/increments.json`, "
+        "`iter_KK/coerror.json`, `iter_KK/crossplay.json` (last iteration), "
+        "`best.json`, `metrics.jsonl`, `tensorboard/`.",
+        "",
+    ]
     return "\n".join(lines)
 
 
@@ -149,37 +205,60 @@ def audit_sections(run: RunDir, cfg: RZeroConfig) -> list[str]:
 
     out: list[str] = []
     if trend := sections.trend_lines(run, cfg):
-        out += ["", "## Challenger trend", "",
-                "Least-squares slope against the global GRPO step, with its 95 % t interval "
-                "(SPEC §7: both should rise; steps are not independent, so read the interval "
-                "as a rough guide):", ""] + trend
+        out += [
+            "",
+            "## Challenger trend",
+            "",
+            "Least-squares slope against the global GRPO step, with its 95 % t interval "
+            "(SPEC §7: both should rise; steps are not independent, so read the interval "
+            "as a rough guide):",
+            "",
+        ] + trend
     header, rows, flags = sections.eval_rows(run, cfg)
     if rows:
-        out += ["", "## Evaluation and the increment curve", "",
-                "pass@1 per benchmark with its 95 % Wilson interval; for each iteration after "
-                "0, the change against the previous iteration and against the base on the same "
-                "items (paired bootstrap 95 % interval; the average's is stratified by "
-                "benchmark), with the exact McNemar p against the base beside it.", "",
-                markdown_table(header, rows, align="llrllll").rstrip()]
-        out += [""] + [f"- {f}" for f in flags] if flags else ["", "No falling or negative "
-                                                              "increment flagged."]
+        out += [
+            "",
+            "## Evaluation and the increment curve",
+            "",
+            "pass@1 per benchmark with its 95 % Wilson interval; for each iteration after "
+            "0, the change against the previous iteration and against the base on the same "
+            "items (paired bootstrap 95 % interval; the average's is stratified by "
+            "benchmark), with the exact McNemar p against the base beside it.",
+            "",
+            markdown_table(header, rows, align="llrllll").rstrip(),
+        ]
+        out += (
+            [""] + [f"- {f}" for f in flags]
+            if flags
+            else ["", "No falling or negative increment flagged."]
+        )
     out += collapse_watch(run, cfg)
     header, rows, notes = sections.coerror_rows(run, cfg)
     if rows or notes:
-        out += ["", "## Role co-error", "",
-                "The challenger model and the solver model answer the same calibration items "
-                "with known answers (greedy, the solver prompt); both wrong, against what "
-                "independent errors would give, and the correlation phi of their errors "
-                "(seed §6.2).", ""]
+        out += [
+            "",
+            "## Role co-error",
+            "",
+            "The challenger model and the solver model answer the same calibration items "
+            "with known answers (greedy, the solver prompt); both wrong, against what "
+            "independent errors would give, and the correlation phi of their errors "
+            "(seed §6.2).",
+            "",
+        ]
         if rows:
             out.append(markdown_table(header, rows, align="llrlllrl").rstrip())
         out += [""] + [f"- {n}" for n in notes] if notes else []
     if (matrix := sections.crossplay(run, cfg)) is not None:
-        out += ["", "## Cross-iteration matrix", "",
-                "Solver i (0 = base) votes on a sample of pool j's labelled questions; a cell "
-                "is the share whose majority answer matches pool j's label, with its Wilson "
-                "interval and n. Pool j was labelled by solver j - 1.", "",
-                cross_matrix_markdown(matrix).rstrip()]
+        out += [
+            "",
+            "## Cross-iteration matrix",
+            "",
+            "Solver i (0 = base) votes on a sample of pool j's labelled questions; a cell "
+            "is the share whose majority answer matches pool j's label, with its Wilson "
+            "interval and n. Pool j was labelled by solver j - 1.",
+            "",
+            cross_matrix_markdown(matrix).rstrip(),
+        ]
         out += [""] + [f"- {f}" for f in matrix["flags"]] if matrix["flags"] else []
     if (best := sections.best_line(run, cfg)) is not None:
         out += ["", "## Best solver", "", best]

@@ -43,12 +43,7 @@ from rzero.challenger.train import sample_pool, train_challenger
 from rzero.config import RZeroConfig
 from rzero.engine.generation import make_generator
 from rzero.engine.replicas import frozen_solver as serve_frozen
-from rzero.evaluation import (
-    evaluate,
-    evaluation_phase,
-    load_benchmark,
-    load_benchmarks,
-)
+from rzero.evaluation import evaluate, evaluation_phase, load_benchmark, load_benchmarks
 from rzero.io import write_json_atomic, write_jsonl_atomic
 from rzero.labeling.voting import FrozenSolver
 from rzero.math import report
@@ -80,12 +75,16 @@ class MathRun(Run):
 
     def held_out(self) -> list[str]:  # every evaluation item (not only eval.limit's)
         e = self.cfg.eval
-        return [i["problem"] for items in load_benchmarks(e.benchmarks).values()
-                for i in items] if e.enabled else []
+        return (
+            [i["problem"] for items in load_benchmarks(e.benchmarks).values() for i in items]
+            if e.enabled
+            else []
+        )
 
     def frozen(self, generator) -> FrozenSolver:
-        return FrozenSolver(generator, partial(solver_chat, path=self.cfg.solver.prompt_file),
-                            self.cfg.labeling)
+        return FrozenSolver(
+            generator, partial(solver_chat, path=self.cfg.solver.prompt_file), self.cfg.labeling
+        )
 
     # ------------------------------------------------------------ the phases
 
@@ -97,22 +96,38 @@ class MathRun(Run):
             # only the main process scores the challenger's steps, so only it holds S_{k-1}
             # (its replicas may run on every machine)
             solver = stack.enter_context(
-                serve_frozen(self.cfg, self.rundir.resolve(frozen_solver), it))
+                serve_frozen(self.cfg, self.rundir.resolve(frozen_solver), it)
+            )
             frozen = None
             if solver is not None:
                 frozen = self.frozen(self.phases.track(solver))
-            result = train_challenger(model, tokenizer, self.cfg, frozen, k, it / "challenger",
-                                      it / "challenger_steps.jsonl")
+            result = train_challenger(
+                model,
+                tokenizer,
+                self.cfg,
+                frozen,
+                k,
+                it / "challenger",
+                it / "challenger_steps.jsonl",
+            )
         self.timing.optimizer += result.stats.seconds_optimizer - result.reward_seconds
-        return {"checkpoint": self.rundir.relative(it / "challenger"), "steps": result.steps,
-                "start": self.rundir.relative(start), "metrics": result.metrics(),
-                "updates": result.stats.log,
-                "frozen_solver": self.rundir.relative(frozen_solver)}
+        return {
+            "checkpoint": self.rundir.relative(it / "challenger"),
+            "steps": result.steps,
+            "start": self.rundir.relative(start),
+            "metrics": result.metrics(),
+            "updates": result.stats.log,
+            "frozen_solver": self.rundir.relative(frozen_solver),
+        }
 
     def pool_phase(self, k: int, challenger: str) -> dict:
 
-        pool, counts = sample_pool(self.generator(challenger), self.cfg,
-                                   self.cfg.run.seed * 7919 + k, held_out=self.held_out())
+        pool, counts = sample_pool(
+            self.generator(challenger),
+            self.cfg,
+            self.cfg.run.seed * 7919 + k,
+            held_out=self.held_out(),
+        )
         write_jsonl_atomic(self.rundir.iter_dir(k) / "pool.jsonl", pool)
         counts["valid_rate"] = (counts["sampled"] - counts["malformed"]) / max(1, counts["sampled"])
         return {"challenger": self.rundir.relative(challenger), "metrics": counts}
@@ -120,46 +135,71 @@ class MathRun(Run):
     def labelling_phase(self, k: int, solver: str) -> dict:
 
         questions = [r["question"] for r in self.rundir.rows(k, "pool")]
-        rows = label_pool(self.frozen(self.generator(solver)), questions,
-                          seed=self.cfg.run.seed * 104729 + k)
+        rows = label_pool(
+            self.frozen(self.generator(solver)), questions, seed=self.cfg.run.seed * 104729 + k
+        )
         write_jsonl_atomic(self.rundir.iter_dir(k) / "labelled.jsonl", rows)
         kept = sum(r["kept"] for r in rows)
-        return {"solver": self.rundir.relative(solver),
-                "metrics": {"questions": len(rows), "kept": kept,
-                            "kept_fraction": kept / len(rows) if rows else 0.0,
-                            "mean_p_hat": mean([r["p_hat"] for r in rows]),
-                            "mean_parse_rate": mean([r["parse_rate"] for r in rows])},
-                "p_hat_histogram": p_hat_histogram(rows, self.cfg.labeling.num_votes)}
+        return {
+            "solver": self.rundir.relative(solver),
+            "metrics": {
+                "questions": len(rows),
+                "kept": kept,
+                "kept_fraction": kept / len(rows) if rows else 0.0,
+                "mean_p_hat": mean([r["p_hat"] for r in rows]),
+                "mean_parse_rate": mean([r["parse_rate"] for r in rows]),
+            },
+            "p_hat_histogram": p_hat_histogram(rows, self.cfg.labeling.num_votes),
+        }
 
     def solver_phase(self, k: int, start: str) -> dict:
 
         kept = [r for r in self.rundir.rows(k, "labelled") if r["kept"]]
         if not kept:
-            return {"checkpoint": self.rundir.relative(start), "start": self.rundir.relative(start),
-                    "skipped": True,
-                    "warning": f"iteration {k}: no pooled question fell in the band; the "
-                               f"solver phase was skipped and the solver carried over",
-                    "metrics": {"train_questions": 0}}
+            return {
+                "checkpoint": self.rundir.relative(start),
+                "start": self.rundir.relative(start),
+                "skipped": True,
+                "warning": f"iteration {k}: no pooled question fell in the band; the "
+                f"solver phase was skipped and the solver carried over",
+                "metrics": {"train_questions": 0},
+            }
         out = self.rundir.iter_dir(k) / "solver"
         stats = train_solver(*self.load(start), self.cfg, kept, k, out)
         self.timing.optimizer += stats.seconds_optimizer
-        return {"checkpoint": self.rundir.relative(out), "start": self.rundir.relative(start),
-                "updates": stats.log,
-                "metrics": {"train_questions": len(kept),
-                            "mean_reward": mean([r["reward"] for r in stats.log])}}
+        return {
+            "checkpoint": self.rundir.relative(out),
+            "start": self.rundir.relative(start),
+            "updates": stats.log,
+            "metrics": {
+                "train_questions": len(kept),
+                "mean_reward": mean([r["reward"] for r in stats.log]),
+            },
+        }
 
     def eval_phase(self, k: int, solver: str) -> dict:
-        return evaluation_phase(self.generator(solver), self.cfg,
-                                self.rundir.iter_dir(k) / "eval",
-                                prompt_path=self.cfg.solver.prompt_file) | {
-            "checkpoint": self.rundir.relative(solver)}
+        return evaluation_phase(
+            self.generator(solver),
+            self.cfg,
+            self.rundir.iter_dir(k) / "eval",
+            prompt_path=self.cfg.solver.prompt_file,
+        ) | {"checkpoint": self.rundir.relative(solver)}
 
     def audit_phase(self, k: int) -> dict:
 
-        report = audit_run(self.rundir, self.cfg.audit, model_spec=self.cfg.model.name,
-                           direction=self.cfg.labeling.equivalence)
-        return {"metrics": {key: v for key, v in report.get("summary", {}).items()
-                            if isinstance(v, (int, float))}}
+        report = audit_run(
+            self.rundir,
+            self.cfg.audit,
+            model_spec=self.cfg.model.name,
+            direction=self.cfg.labeling.equivalence,
+        )
+        return {
+            "metrics": {
+                key: v
+                for key, v in report.get("summary", {}).items()
+                if isinstance(v, (int, float))
+            }
+        }
 
     # ------------------------------------------------------------ the self-play audit's phases
 
@@ -177,15 +217,21 @@ class MathRun(Run):
             del gen
             release_memory()
 
-
     def _answers(self, checkpoint: str, name: str, items: list[dict]) -> dict[str, bool]:
         """Item id -> right or wrong, for one model answering greedily with the solver prompt."""
         cfg = self.cfg
-        res = self._with_model(checkpoint, lambda gen: evaluate(
-            gen, {name: items}, max_new_tokens=cfg.eval.max_new_tokens, seed=cfg.run.seed,
-            prompt_path=cfg.solver.prompt_file, direction=cfg.labeling.equivalence))
+        res = self._with_model(
+            checkpoint,
+            lambda gen: evaluate(
+                gen,
+                {name: items},
+                max_new_tokens=cfg.eval.max_new_tokens,
+                seed=cfg.run.seed,
+                prompt_path=cfg.solver.prompt_file,
+                direction=cfg.labeling.equivalence,
+            ),
+        )
         return {r["id"]: bool(r["correct"][0]) for r in res["items"]}
-
 
     def _from_eval(self, k: int, name: str, ids: list[str]) -> dict[str, bool] | None:
         """The solver's verdicts on `ids` from iteration k's eval.json when it scored all of them
@@ -197,10 +243,12 @@ class MathRun(Run):
         s = res.get("settings", {})
         if s.get("num_samples") != 1 or s.get("max_new_tokens") != self.cfg.eval.max_new_tokens:
             return None
-        found = {r["id"]: bool(r["correct"][0]) for r in res["items"]
-                 if r["benchmark"] == name and len(r["correct"]) == 1}
+        found = {
+            r["id"]: bool(r["correct"][0])
+            for r in res["items"]
+            if r["benchmark"] == name and len(r["correct"]) == 1
+        }
         return found if all(i in found for i in ids) else None
-
 
     def coerror_phase(self, k: int, challenger: str, solver: str) -> dict[str, Any]:
         """Role co-error of iteration k (seed §6.2): Q_k and S_k answer the first
@@ -209,7 +257,7 @@ class MathRun(Run):
         those items the same way."""
         w = self.cfg.watch
         name, items = load_benchmark(w.coerror_benchmark)
-        items = items[:w.coerror_items]
+        items = items[: w.coerror_items]
         ids = [i["id"] for i in items]
         a = self._answers(challenger, name, items)
         b = self._from_eval(k, name, ids)
@@ -217,18 +265,33 @@ class MathRun(Run):
         b = b if b is not None else self._answers(solver, name, items)
         kinds = [str(i.get("kind", name)) for i in items]
         result = role_co_error([a[i] for i in ids], [b[i] for i in ids], kinds)
-        write_json_atomic(self.rundir.iter_dir(k) / "coerror.json",
-                          {**result, "benchmark": name, "items": [
-                              {"id": i, "kind": kind, "challenger_correct": a[i],
-                               "solver_correct": b[i]} for i, kind in zip(ids, kinds, strict=True)]})
+        write_json_atomic(
+            self.rundir.iter_dir(k) / "coerror.json",
+            {
+                **result,
+                "benchmark": name,
+                "items": [
+                    {"id": i, "kind": kind, "challenger_correct": a[i], "solver_correct": b[i]}
+                    for i, kind in zip(ids, kinds, strict=True)
+                ],
+            },
+        )
         o = result["overall"]
-        return {"benchmark": name, "challenger": self.rundir.relative(challenger),
-                "solver": self.rundir.relative(solver), "solver_from_eval": reused,
-                "coerror": {key: result[key] for key in ("overall", "by_kind", "flags")},
-                "metrics": {"n": o["n"], "challenger_accuracy": o["challenger_accuracy"],
-                            "solver_accuracy": o["solver_accuracy"], "joint_error": o["joint_error"],
-                            "independent": o["independent"]} | result["watch"]}
-
+        return {
+            "benchmark": name,
+            "challenger": self.rundir.relative(challenger),
+            "solver": self.rundir.relative(solver),
+            "solver_from_eval": reused,
+            "coerror": {key: result[key] for key in ("overall", "by_kind", "flags")},
+            "metrics": {
+                "n": o["n"],
+                "challenger_accuracy": o["challenger_accuracy"],
+                "solver_accuracy": o["solver_accuracy"],
+                "joint_error": o["joint_error"],
+                "independent": o["independent"],
+            }
+            | result["watch"],
+        }
 
     def crossplay_phase(self, k: int) -> dict[str, Any]:
         """The cross-iteration matrix at the end of the run: solvers S_0 (the base) .. S_K each
@@ -236,8 +299,11 @@ class MathRun(Run):
         sampled from every pool j; cell (i, j) is the share whose majority answer is equivalent
         to pool j's label."""
         cfg, rd = self.cfg, self.rundir
-        solvers = {0: self.base} | {i: rd.resolve(m["checkpoint"]) for i in range(1, k + 1)
-                                  if (m := rd.marker(i, "solver")) is not None}
+        solvers = {0: self.base} | {
+            i: rd.resolve(m["checkpoint"])
+            for i in range(1, k + 1)
+            if (m := rd.marker(i, "solver")) is not None
+        }
         pools: dict[int, list[dict[str, Any]]] = {}
         for j in range(1, k + 1):
             if rd.marker(j, "labelling") is None:
@@ -248,22 +314,43 @@ class MathRun(Run):
         questions = [r["question"] for j in pools for r in pools[j]]
         answers: dict[tuple[int, int], list[str | None]] = {}
         for i, checkpoint in solvers.items():
-            _, votes = self._with_model(checkpoint, lambda gen, i=i: self.frozen(gen).vote(
-                questions, cfg.run.seed * 7 + 1_000 * i))
+            _, votes = self._with_model(
+                checkpoint,
+                lambda gen, i=i: self.frozen(gen).vote(questions, cfg.run.seed * 7 + 1_000 * i),
+            )
             labels = iter(v.label for v in votes)
             for j in pools:
                 answers[(i, j)] = [next(labels) for _ in pools[j]]
-        matrix = cross_iteration_matrix(answers, {j: [r["label"] for r in rows]
-                                                  for j, rows in pools.items()})
-        write_json_atomic(rd.iter_dir(k) / "crossplay.json", {
-            "matrix": matrix, "solvers": {str(i): rd.relative(c) for i, c in solvers.items()},
-            "pools": {str(j): [{"question": r["question"], "label": r["label"],
-                                "answers": {str(i): answers[(i, j)][n] for i in solvers}}
-                               for n, r in enumerate(rows)] for j, rows in pools.items()}})
+        matrix = cross_iteration_matrix(
+            answers, {j: [r["label"] for r in rows] for j, rows in pools.items()}
+        )
+        write_json_atomic(
+            rd.iter_dir(k) / "crossplay.json",
+            {
+                "matrix": matrix,
+                "solvers": {str(i): rd.relative(c) for i, c in solvers.items()},
+                "pools": {
+                    str(j): [
+                        {
+                            "question": r["question"],
+                            "label": r["label"],
+                            "answers": {str(i): answers[(i, j)][n] for i in solvers},
+                        }
+                        for n, r in enumerate(rows)
+                    ]
+                    for j, rows in pools.items()
+                },
+            },
+        )
         cells = [c for row in matrix["agreement"] for c in row if c is not None and c["n"]]
-        return {"crossplay": matrix, "metrics": {
-            "cells": len(cells), "questions": len(questions),
-            "mean_agreement": sum(c["rate"] for c in cells) / len(cells) if cells else 0.0}}
+        return {
+            "crossplay": matrix,
+            "metrics": {
+                "cells": len(cells),
+                "questions": len(questions),
+                "mean_agreement": sum(c["rate"] for c in cells) / len(cells) if cells else 0.0,
+            },
+        }
 
     # ------------------------------------------------------------ the algorithm
 
@@ -277,8 +364,9 @@ class MathRun(Run):
             # -- challenger phase: train Q_k against the frozen solver
             if cfg.roles.train_challenger:
                 start = solver if cfg.roles.shared else challenger
-                challenger = run_phase(k, "challenger", self.challenger_phase,
-                                             start, solver)["checkpoint"]
+                challenger = run_phase(k, "challenger", self.challenger_phase, start, solver)[
+                    "checkpoint"
+                ]
             # -- question pool from the (trained) challenger
             run_phase(k, "pool", self.pool_phase, challenger)
             # -- labelling by the current solver (shared: the one model, as it is now)

@@ -45,8 +45,7 @@ def _delta(d: dict[str, Any] | None) -> str:
 
 
 def _evals(run: RunDir, cfg: RZeroConfig) -> dict[int, dict[str, Any]]:
-    return {k: m for k in run.iterations()
-            if (m := run.marker(k, "eval")) is not None}
+    return {k: m for k in run.iterations() if (m := run.marker(k, "eval")) is not None}
 
 
 # ---------------------------------------------------------------- the science card
@@ -87,8 +86,7 @@ def _increment_verdict(run: RunDir, cfg: RZeroConfig) -> str:
     if not cfg.eval.enabled:
         return "none: evaluation is off (eval.enabled), so there is no increment curve"
     if last is None:
-        return ("not yet: it needs the base (iteration 0) and at least one trained solver "
-                "evaluated")
+        return "not yet: it needs the base (iteration 0) and at least one trained solver evaluated"
     d = evals[last]["increment"]["vs_base"]["average"]
     if d["ci_low"] == d["ci_high"] == 0:
         word = "no item's score changed from the base's"
@@ -99,53 +97,71 @@ def _increment_verdict(run: RunDir, cfg: RZeroConfig) -> str:
     else:
         word = "not distinguishable from the base: the paired 95 % interval includes 0"
     flags = sum(len(m.get("increment_flags", [])) for m in evals.values())
-    return (f"iteration {last} vs base, average pass@1 {_delta(d)} over {d['n']} items: "
-            f"{word}" + (f"; {flags} flag(s) below" if flags else "")
-            + " (see Evaluation and the increment curve)")
+    return (
+        f"iteration {last} vs base, average pass@1 {_delta(d)} over {d['n']} items: "
+        f"{word}"
+        + (f"; {flags} flag(s) below" if flags else "")
+        + " (see Evaluation and the increment curve)"
+    )
 
 
 def _judge(run: RunDir, cfg: RZeroConfig) -> str:
-    audits = [(k, m) for k in run.trained_iterations()
-              if (m := run.marker(k, "audit")) is not None]
+    audits = [(k, m) for k in run.trained_iterations() if (m := run.marker(k, "audit")) is not None]
     if not audits:
-        return ("no judge: the pseudo-labels were not audited (audit.enabled is off), so their "
-                "accuracy is unknown; `rzero audit RUN_DIR` audits them afterwards")
+        return (
+            "no judge: the pseudo-labels were not audited (audit.enabled is off), so their "
+            "accuracy is unknown; `rzero audit RUN_DIR` audits them afterwards"
+        )
     k, m = audits[-1]
     s = m.get("metrics", {})
     judge = "a judge"
     report = run.path / "audit" / "report.json"
     if report.is_file():
         info = json.loads(report.read_text()).get("judge", {})
-        judge = f"judge {info.get('model')}" + (" (the base model itself: machinery, not "
-                                                  "truth)" if info.get("embedded") else "")
+        judge = f"judge {info.get('model')}" + (
+            " (the base model itself: machinery, not truth)" if info.get("embedded") else ""
+        )
     acc = s.get("label_accuracy")
     if acc is None:
         return f"{judge}: no label judged yet"
-    return (f"{judge}: label accuracy {acc:.2f} "
-            f"{_ci(s.get('label_accuracy_ci_low'), s.get('label_accuracy_ci_high'))} over "
-            f"{s.get('n_judged')} judged labels ({s.get('n_unjudged')} unjudged), to "
-            f"iteration {k}")
+    return (
+        f"{judge}: label accuracy {acc:.2f} "
+        f"{_ci(s.get('label_accuracy_ci_low'), s.get('label_accuracy_ci_high'))} over "
+        f"{s.get('n_judged')} judged labels ({s.get('n_unjudged')} unjudged), to "
+        f"iteration {k}"
+    )
 
 
 def _independence(run: RunDir, cfg: RZeroConfig) -> str:
     if cfg.roles.shared:
-        return ("none: shared weights, one model plays both roles, so their errors coincide "
-                "by construction and co-error is not measured")
-    text = (f"separate weights, both from the same base model {cfg.model.name} (shared "
-            f"pretraining, tokenizer and architecture), both trained on labels from one "
-            f"majority vote")
-    co = [(k, m) for k in run.trained_iterations()
-          if (m := run.marker(k, "coerror")) is not None]
+        return (
+            "none: shared weights, one model plays both roles, so their errors coincide "
+            "by construction and co-error is not measured"
+        )
+    text = (
+        f"separate weights, both from the same base model {cfg.model.name} (shared "
+        f"pretraining, tokenizer and architecture), both trained on labels from one "
+        f"majority vote"
+    )
+    co = [(k, m) for k in run.trained_iterations() if (m := run.marker(k, "coerror")) is not None]
     if not co:
-        return text + ("; co-error not measured (watch.coerror is off)" if not cfg.watch.coerror
-                       else "; co-error not measured yet")
+        return text + (
+            "; co-error not measured (watch.coerror is off)"
+            if not cfg.watch.coerror
+            else "; co-error not measured yet"
+        )
     k, m = co[-1]
     o = m["coerror"]["overall"]
-    phi = "undefined (a role made no error, or every one)" if o["phi"] is None else \
-        f"{o['phi']:.2f} {_ci(*o['phi_ci'])}"
-    return (text + f"; iteration {k} co-error on {o['n']} {m['benchmark']} items: both wrong "
-            f"{o['joint_error']:.2f} against {o['independent']:.2f} if independent, "
-            f"phi {phi}")
+    phi = (
+        "undefined (a role made no error, or every one)"
+        if o["phi"] is None
+        else f"{o['phi']:.2f} {_ci(*o['phi_ci'])}"
+    )
+    return (
+        text + f"; iteration {k} co-error on {o['n']} {m['benchmark']} items: both wrong "
+        f"{o['joint_error']:.2f} against {o['independent']:.2f} if independent, "
+        f"phi {phi}"
+    )
 
 
 def _side_effects(cfg: RZeroConfig) -> str:
@@ -154,10 +170,12 @@ def _side_effects(cfg: RZeroConfig) -> str:
     e = cfg.eval
     limit = f"the first {e.limit} items of each" if e.limit else "every item"
     decoding = "greedy" if e.num_samples == 1 else f"{e.num_samples} samples"
-    return (f"held-out evaluation only: {', '.join(e.benchmarks)} ({limit}, {decoding}, "
-            f"{e.max_new_tokens} new tokens); not checked: other domains, answer style "
-            f"beyond the final box, and behaviour learnt to win (format games, ambiguous "
-            f"questions that split votes; the collapse watch below counts the latter)")
+    return (
+        f"held-out evaluation only: {', '.join(e.benchmarks)} ({limit}, {decoding}, "
+        f"{e.max_new_tokens} new tokens); not checked: other domains, answer style "
+        f"beyond the final box, and behaviour learnt to win (format games, ambiguous "
+        f"questions that split votes; the collapse watch below counts the latter)"
+    )
 
 
 def science_card(run: RunDir, cfg: RZeroConfig) -> Table:
@@ -166,9 +184,15 @@ def science_card(run: RunDir, cfg: RZeroConfig) -> Table:
     variant, siblings = controls(run, cfg)
     present = ["the base model's evaluation (iteration 0)"] if run.marker(0, "eval") else []
     present.append(f"this run: {variant}")
-    missing = [v for v in ("separate weights (R-Zero)", "shared weights (Single-R-Zero)",
-                           "untrained challenger")
-               if v != variant and not any(s.startswith(v) for s in siblings)]
+    missing = [
+        v
+        for v in (
+            "separate weights (R-Zero)",
+            "shared weights (Single-R-Zero)",
+            "untrained challenger",
+        )
+        if v != variant and not any(s.startswith(v) for s in siblings)
+    ]
     ctrl = "; ".join(present + [f"beside it: {s}" for s in siblings])
     if missing:
         ctrl += f"; not run: {', '.join(missing)} (`rzero ablate --variants ...`)"
@@ -176,8 +200,11 @@ def science_card(run: RunDir, cfg: RZeroConfig) -> Table:
     if cfg.audit.enabled:
         external += "; a judge audits a sample of labels, read-only (never trains)"
     rows = [
-        ["anchor", f"the frozen solver's own majority vote over m = {lab.num_votes} samples "
-                   f"(no executor, no judge): the reference moves with the solver"],
+        [
+            "anchor",
+            f"the frozen solver's own majority vote over m = {lab.num_votes} samples "
+            f"(no executor, no judge): the reference moves with the solver",
+        ],
         ["external signal", external],
         ["controls", ctrl],
         ["increment curve", _increment_verdict(run, cfg)],
@@ -198,10 +225,13 @@ def stop_line(run: RunDir, cfg: RZeroConfig) -> str | None:
         for phase in LAYOUT.phases:
             m = run.marker(k, phase)
             if m is not None and (reasons := stop_of(m, cfg.run)):
-                return (f"The run stopped after iteration {k}'s {phase} phase, because "
-                        f"run.stop_on = {list(cfg.run.stop_on)} names: "
-                        + " / ".join(reasons) + ". Everything up to there is committed; "
-                        "rerunning stops here again unless run.stop_on changes.")
+                return (
+                    f"The run stopped after iteration {k}'s {phase} phase, because "
+                    f"run.stop_on = {list(cfg.run.stop_on)} names: "
+                    + " / ".join(reasons)
+                    + ". Everything up to there is committed; "
+                    "rerunning stops here again unless run.stop_on changes."
+                )
     return None
 
 
@@ -230,16 +260,25 @@ def trend_lines(run: RunDir, cfg: RZeroConfig) -> list[str]:
         else:
             verdict = "no trend the interval can tell from 0"
         ci = _ci(fit.ci_low, fit.ci_high, "{:+.4f}")
-        lines.append(f"- {what}: slope {fit.slope:+.4f} per step{' ' + ci if ci else ''} over "
-                     f"{fit.n} steps: {verdict}")
+        lines.append(
+            f"- {what}: slope {fit.slope:+.4f} per step{' ' + ci if ci else ''} over "
+            f"{fit.n} steps: {verdict}"
+        )
     return lines
 
 
 # ---------------------------------------------------------------- evaluation
 
 
-EVAL_HEADER = ["iter", "benchmark", "n", "pass@1 [95 % Wilson]", "vs previous [paired 95 %]",
-               "vs base [paired 95 %]", "McNemar p vs base"]
+EVAL_HEADER = [
+    "iter",
+    "benchmark",
+    "n",
+    "pass@1 [95 % Wilson]",
+    "vs previous [paired 95 %]",
+    "vs base [paired 95 %]",
+    "McNemar p vs base",
+]
 
 
 def eval_rows(run: RunDir, cfg: RZeroConfig) -> tuple[list[str], list[list[str]], list[str]]:
@@ -254,17 +293,28 @@ def eval_rows(run: RunDir, cfg: RZeroConfig) -> tuple[list[str], list[list[str]]
         names = [key[: -len("/pass@1")] for key in metrics if key.endswith("/pass@1")]
         for name in names + ["average"]:
             if name == "average":
-                p, n, wil = metrics.get("average"), sum(int(metrics.get(f"{x}/n", 0))
-                                                       for x in names), ""
+                p, n, wil = (
+                    metrics.get("average"),
+                    sum(int(metrics.get(f"{x}/n", 0)) for x in names),
+                    "",
+                )
             else:
                 p, n = metrics[f"{name}/pass@1"], int(metrics.get(f"{name}/n", 0))
                 wil = _ci(*wilson_interval(round(p * n), n), "{:.3f}") if n else ""
             prev = inc.get("vs_previous", {}).get(name)
             base = inc.get("vs_base", {}).get(name)
             mc = base.get("mcnemar_p") if base else None
-            rows.append([str(k), name, str(n), f"{p:.3f} {wil}".strip() if p is not None
-                         else "–", _delta(prev) if k else "", _delta(base) if k else "",
-                         f"{mc:.3g}" if mc is not None else ("" if not k else "–")])
+            rows.append(
+                [
+                    str(k),
+                    name,
+                    str(n),
+                    f"{p:.3f} {wil}".strip() if p is not None else "–",
+                    _delta(prev) if k else "",
+                    _delta(base) if k else "",
+                    f"{mc:.3g}" if mc is not None else ("" if not k else "–"),
+                ]
+            )
         flags += m.get("increment_flags", [])
         if m.get("increment_note"):
             flags.append(f"iteration {k}: {m['increment_note']}")
@@ -274,19 +324,28 @@ def eval_rows(run: RunDir, cfg: RZeroConfig) -> tuple[list[str], list[list[str]]
 # ---------------------------------------------------------------- co-error
 
 
-COERROR_HEADER = ["iter", "group", "n", "challenger right [95 %]", "solver right [95 %]",
-                  "both wrong [95 %]", "if independent", "phi [95 %]"]
+COERROR_HEADER = [
+    "iter",
+    "group",
+    "n",
+    "challenger right [95 %]",
+    "solver right [95 %]",
+    "both wrong [95 %]",
+    "if independent",
+    "phi [95 %]",
+]
 
 
 def coerror_rows(run: RunDir, cfg: RZeroConfig) -> tuple[list[str], list[list[str]], list[str]]:
     """(header, rows, notes): per iteration the overall co-error; each item kind's for the
     last iteration measured."""
     rows, notes = [], []
-    last = max((k for k in run.trained_iterations() if run.marker(k, "coerror")),
-               default=None)
+    last = max((k for k in run.trained_iterations() if run.marker(k, "coerror")), default=None)
     if cfg.roles.shared:
-        notes.append("Shared weights: the challenger and the solver are one model, so their "
-                     "errors coincide by construction; co-error is not measured.")
+        notes.append(
+            "Shared weights: the challenger and the solver are one model, so their "
+            "errors coincide by construction; co-error is not measured."
+        )
     for k in run.trained_iterations():
         m = run.marker(k, "coerror")
         if m is None:
@@ -296,30 +355,42 @@ def coerror_rows(run: RunDir, cfg: RZeroConfig) -> tuple[list[str], list[list[st
             groups += [(f"kind {kind}", c) for kind, c in m["coerror"]["by_kind"].items()]
         for group, c in groups:
             phi = "–" if c["phi"] is None else f"{c['phi']:.2f} {_ci(*c['phi_ci'])}".strip()
-            rows.append([str(k), group, str(c["n"]),
-                         f"{c['challenger_accuracy']:.2f} {_ci(*c['challenger_ci'])}",
-                         f"{c['solver_accuracy']:.2f} {_ci(*c['solver_ci'])}",
-                         f"{c['joint_error']:.2f} {_ci(*c['joint_error_ci'])}",
-                         f"{c['independent']:.2f}", phi])
+            rows.append(
+                [
+                    str(k),
+                    group,
+                    str(c["n"]),
+                    f"{c['challenger_accuracy']:.2f} {_ci(*c['challenger_ci'])}",
+                    f"{c['solver_accuracy']:.2f} {_ci(*c['solver_ci'])}",
+                    f"{c['joint_error']:.2f} {_ci(*c['joint_error_ci'])}",
+                    f"{c['independent']:.2f}",
+                    phi,
+                ]
+            )
         notes += [f"iteration {k}: {f}" for f in m["coerror"]["flags"]]
         if m.get("solver_from_eval"):
-            notes.append(f"iteration {k}: the solver's answers are its evaluation's "
-                         f"({m['benchmark']}, same items and budget)")
+            notes.append(
+                f"iteration {k}: the solver's answers are its evaluation's "
+                f"({m['benchmark']}, same items and budget)"
+            )
     return COERROR_HEADER, rows, notes
 
 
 # ---------------------------------------------------------------- cross-play and best
 
 
-COLLAPSE_INTRO = ("Diversity of the challenger's well-formed questions: BLEU clusters per "
-                  "question (the repetition penalty's clustering), distinct-2, and structures "
-                  "per question (numbers masked, so a template restated with new numbers counts "
-                  "once). Falling ratios mean the challenger is narrowing.")
+COLLAPSE_INTRO = (
+    "Diversity of the challenger's well-formed questions: BLEU clusters per "
+    "question (the repetition penalty's clustering), distinct-2, and structures "
+    "per question (numbers masked, so a template restated with new numbers counts "
+    "once). Falling ratios mean the challenger is narrowing."
+)
 WARNINGS_INTRO = "Warnings (the name before the colon is what `run.stop_on` lists):"
 
 
-def collapse_rows(run: RunDir,
-                  cfg: RZeroConfig) -> tuple[list[str], list[list[Any]], list[str], list[str]]:
+def collapse_rows(
+    run: RunDir, cfg: RZeroConfig
+) -> tuple[list[str], list[list[Any]], list[str], list[str]]:
     """The collapse watch (`rzero.selfplay.collapse`) from the markers: (header, rows) of
     diversity per challenger GRPO step (the markers' ``steps``) and per pool; one line per
     pool (answer types) and per labelled pool (fragmentation and label concentration); and
@@ -341,27 +412,52 @@ def collapse_rows(run: RunDir,
                 found.append(("pool", m.get("metrics", {})))
             for where, d in found:
                 if "cluster_ratio" in d:
-                    rows.append([k, where, num(d, "questions", "{}"), num(d, "valid_rate"),
-                                 num(d, "cluster_ratio"), num(d, "distinct_2"),
-                                 num(d, "structure_ratio")])
+                    rows.append(
+                        [
+                            k,
+                            where,
+                            num(d, "questions", "{}"),
+                            num(d, "valid_rate"),
+                            num(d, "cluster_ratio"),
+                            num(d, "distinct_2"),
+                            num(d, "structure_ratio"),
+                        ]
+                    )
             d = m.get("metrics", {})
             if phase == "pool" and m.get("answer_types"):
                 t = m["answer_types"]
                 counts = ", ".join(f"{name} {n}" for name, n in t["counts"].items() if n)
-                lines.append(f"iteration {k} pool: answer types {counts or 'none'}; "
-                             f"the most common is {num(t, 'top_share')} of them")
+                lines.append(
+                    f"iteration {k} pool: answer types {counts or 'none'}; "
+                    f"the most common is {num(t, 'top_share')} of them"
+                )
             if phase == "labelling" and "groups_per_vote" in d:
                 lines.append(
                     f"iteration {k} labelling: {num(d, 'mean_num_groups')} answer groups per "
                     f"question ({num(d, 'groups_per_vote')} per vote), top-2 margin "
                     f"{num(d, 'mean_top2_margin')}, parse rate {num(d, 'mean_parse_rate')}"
-                    + (f"; of the {d['kept_questions']} questions kept for training, "
-                       f"{d['top_label_count']} carry the label {d['top_label']}"
-                       if d.get("kept_questions") else "")
-                    + (f"; the label cap (labeling.cap_label_share) dropped "
-                       f"{d['capped_questions']} more" if d.get("capped_questions") else ""))
-    header = ["iter", "where", "questions", "well-formed", "clusters / question", "distinct-2",
-              "structures / question"]
+                    + (
+                        f"; of the {d['kept_questions']} questions kept for training, "
+                        f"{d['top_label_count']} carry the label {d['top_label']}"
+                        if d.get("kept_questions")
+                        else ""
+                    )
+                    + (
+                        f"; the label cap (labeling.cap_label_share) dropped "
+                        f"{d['capped_questions']} more"
+                        if d.get("capped_questions")
+                        else ""
+                    )
+                )
+    header = [
+        "iter",
+        "where",
+        "questions",
+        "well-formed",
+        "clusters / question",
+        "distinct-2",
+        "structures / question",
+    ]
     return header, rows, lines, warnings
 
 
@@ -377,7 +473,9 @@ def best_line(run: RunDir, cfg: RZeroConfig) -> str | None:
         return None
     k = best["iteration"]
     who = "the base model" if k == 0 else f"the solver of iteration {k}"
-    return (f"Best solver by held-out evaluation average: {who}, average pass@1 "
-            f"{best['average']:.3f}, `{run.resolve(best['checkpoint'])}` (`rzero best RUN_DIR` "
-            f"prints it; also in best.json). Chosen on the evaluation items themselves, so the "
-            f"pick is optimistic by the noise of those items.")
+    return (
+        f"Best solver by held-out evaluation average: {who}, average pass@1 "
+        f"{best['average']:.3f}, `{run.resolve(best['checkpoint'])}` (`rzero best RUN_DIR` "
+        f"prints it; also in best.json). Chosen on the evaluation items themselves, so the "
+        f"pick is optimistic by the noise of those items."
+    )

@@ -30,6 +30,7 @@ class SamplingParams:
 @dataclass
 class GenerationStats:
     """Wall time spent inside the model and tokens produced, for overhead accounting."""
+
     seconds: float = 0.0
     new_tokens: int = 0
     calls: int = 0
@@ -48,7 +49,7 @@ def cut_at_stop(text: str, stops: Sequence[str] = (), boxed: bool = False) -> st
     ends = [i + len(s) for s in stops if (i := text.find(s)) >= 0]
     if boxed and (end := first_box_end(text)) is not None:
         ends.append(end)
-    return text[:min(ends)] if ends else text
+    return text[: min(ends)] if ends else text
 
 
 class GenerationError(RuntimeError):
@@ -59,8 +60,9 @@ class Generator(Protocol):
     stats: GenerationStats
     engine: str  # what samples: "hf", "vllm", "openai", or the servers behind the URLs
 
-    def generate(self, prompts: Sequence[Prompt], n: int,
-                 params: SamplingParams) -> list[list[str]]: ...
+    def generate(
+        self, prompts: Sequence[Prompt], n: int, params: SamplingParams
+    ) -> list[list[str]]: ...
 
     def close(self) -> None:
         """Release what the backend holds outside this process (an engine's processes)."""

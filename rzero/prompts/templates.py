@@ -35,8 +35,10 @@ def template_path(path: str | None, default: str) -> Path:
         return Path(str(shipped.joinpath(str(path))))
     p = Path(path)
     if not p.is_file():
-        raise FileNotFoundError(f"prompt file {str(path)!r} not found (a bare name is looked up "
-                                f"in rzero/prompts/ first)")
+        raise FileNotFoundError(
+            f"prompt file {str(path)!r} not found (a bare name is looked up "
+            f"in rzero/prompts/ first)"
+        )
     return p
 
 

@@ -53,17 +53,25 @@ def eval_table(run: RunDir, phases: Sequence[str]) -> Table:
     if curve:
         for entry in curve["iterations"]:
             for name in curve["benchmarks"]:
-                rows.append([entry["iteration"], name, num(entry["pass@1"][name]),
-                             paired(entry.get("vs_previous", {}).get(name)),
-                             paired(entry.get("vs_base", {}).get(name))])
+                rows.append(
+                    [
+                        entry["iteration"],
+                        name,
+                        num(entry["pass@1"][name]),
+                        paired(entry.get("vs_previous", {}).get(name)),
+                        paired(entry.get("vs_base", {}).get(name)),
+                    ]
+                )
     else:
         for k, m in committed(run, phases).items():
             for key, v in m.get("eval", {}).get("metrics", {}).items():
                 if key.endswith("/pass@1"):
                     rows.append([k, key[: -len("/pass@1")], num(v), "–", "–"])
-    return ("Evaluation (paired against the previous iteration and the base)",
-            ["iteration", "benchmark", "pass@1", "vs previous Δ [95 %]", "vs base Δ [95 %]"],
-            rows)
+    return (
+        "Evaluation (paired against the previous iteration and the base)",
+        ["iteration", "benchmark", "pass@1", "vs previous Δ [95 %]", "vs base Δ [95 %]"],
+        rows,
+    )
 
 
 def audit_link(run: RunDir) -> list[Html]:
@@ -71,5 +79,9 @@ def audit_link(run: RunDir) -> list[Html]:
     item) once `rzero audit` or the loop's audit phase wrote it; nothing before."""
     if not (run.path / "audit" / "report.html").is_file():
         return []
-    return [Html(f"<p>Label audit by the judge, every judged item: "
-                 f"{link('audit/report.html', 'audit/report.html')}</p>")]
+    return [
+        Html(
+            f"<p>Label audit by the judge, every judged item: "
+            f"{link('audit/report.html', 'audit/report.html')}</p>"
+        )
+    ]

@@ -56,11 +56,12 @@ def paired_eval(a: dict[str, Any], b: dict[str, Any], seed: int = 0) -> dict[str
     aligned = align_eval_items([a, b])
     if not aligned:
         return None
-    per = paired_scores({name: (rows[0], rows[1]) for name, rows in aligned.items()},
-                        seed=seed)
+    per = paired_scores({name: (rows[0], rows[1]) for name, rows in aligned.items()}, seed=seed)
     average = per.pop("average")
-    return {"average": average.to_dict(),
-            "benchmarks": {name: d.to_dict() for name, d in per.items()}}
+    return {
+        "average": average.to_dict(),
+        "benchmarks": {name: d.to_dict() for name, d in per.items()},
+    }
 
 
 def side(d: dict[str, Any]) -> str:
@@ -83,13 +84,16 @@ def _base_check(ref: dict[str, Any] | None, other: dict[str, Any] | None) -> dic
         return {"missing": True}
     keys = [{(r["benchmark"], r["id"]) for r in ev["items"]} for ev in (ref, other)]
     aligned = align_eval_items([ref, other])
-    return {"missing": False, "unshared": len(keys[0] ^ keys[1]),
-            "differing": sum(x != y for a, b in aligned.values()
-                             for x, y in zip(a, b, strict=True))}
+    return {
+        "missing": False,
+        "unshared": len(keys[0] ^ keys[1]),
+        "differing": sum(x != y for a, b in aligned.values() for x, y in zip(a, b, strict=True)),
+    }
 
 
-def variant_contrasts(runs: list[tuple[str, RunDir]], iterations: int,
-                      seed: int = 0) -> dict[str, Any]:
+def variant_contrasts(
+    runs: list[tuple[str, RunDir]], iterations: int, seed: int = 0
+) -> dict[str, Any]:
     """The differences described above for `runs` [(name, run dir)], the first the
     reference: ``{"reference", "base_check": {name: _base_check}, "rows": [{"iteration",
     "variant", "vs_reference", "vs_base"}], "sentences"}``; a difference whose evaluations
@@ -102,11 +106,11 @@ def variant_contrasts(runs: list[tuple[str, RunDir]], iterations: int,
         ref_k = _eval(ref, k)
         for name, run in runs:
             ev = _eval(run, k)
-            vs_ref = (paired_eval(ref_k, ev, seed) if name != ref_name and ev and ref_k
-                      else None)
+            vs_ref = paired_eval(ref_k, ev, seed) if name != ref_name and ev and ref_k else None
             vs_base = paired_eval(bases[name], ev, seed) if ev and bases[name] else None
-            rows.append({"iteration": k, "variant": name, "vs_reference": vs_ref,
-                         "vs_base": vs_base})
+            rows.append(
+                {"iteration": k, "variant": name, "vs_reference": vs_ref, "vs_base": vs_base}
+            )
     out = {"reference": ref_name, "base_check": checks, "rows": rows}
     out["sentences"] = sentences(out)
     return out
@@ -121,14 +125,14 @@ def difference_words(d: dict[str, Any]) -> str:
     return text
 
 
-VERDICT = {"above": "outside the evaluation noise, above: the whole paired 95 % interval is "
-                    "above 0",
-           "below": "outside the evaluation noise, below: the whole paired 95 % interval is "
-                    "below 0",
-           "borderline": "borderline: the bootstrap interval excludes 0 but McNemar's exact "
-                         "test does not reject at 5 %, so too few items differ to tell",
-           "within": "within the evaluation noise: the paired 95 % interval includes 0",
-           "none": "no item's score differs"}
+VERDICT = {
+    "above": "outside the evaluation noise, above: the whole paired 95 % interval is above 0",
+    "below": "outside the evaluation noise, below: the whole paired 95 % interval is below 0",
+    "borderline": "borderline: the bootstrap interval excludes 0 but McNemar's exact "
+    "test does not reject at 5 %, so too few items differ to tell",
+    "within": "within the evaluation noise: the paired 95 % interval includes 0",
+    "none": "no item's score differs",
+}
 RANK = {"above": 0, "below": 0, "borderline": 1, "within": 2, "none": 2}
 
 
@@ -139,39 +143,59 @@ def sentences(contrasts: dict[str, Any]) -> list[str]:
     said: list[tuple[str, str]] = []
     for row in contrasts["rows"]:
         k, name = row["iteration"], row["variant"]
-        for what, d in ((f"{name} minus {ref}", row["vs_reference"]),
-                        (f"{name} minus iteration 0 (the base model)", row["vs_base"])):
+        for what, d in (
+            (f"{name} minus {ref}", row["vs_reference"]),
+            (f"{name} minus iteration 0 (the base model)", row["vs_base"]),
+        ):
             if d is not None:
                 where = side(d["average"])
-                said.append((where, f"iteration {k}, {what}: pass@1 "
-                                    f"{difference_words(d['average'])}: {VERDICT[where]}."))
+                said.append(
+                    (
+                        where,
+                        f"iteration {k}, {what}: pass@1 "
+                        f"{difference_words(d['average'])}: {VERDICT[where]}.",
+                    )
+                )
     out = [text for _, text in sorted(said, key=lambda t: RANK[t[0]])]
     tested = sum(1 for where, _ in said if where != "none")
     outside = sum(1 for where, _ in said if RANK[where] == 0)
     if tested:
-        out.append(f"{tested} differences with items that changed, {outside} outside the "
-                   f"evaluation noise; with no real difference anywhere about "
-                   f"{tested * ALPHA:.1f} would fall outside by chance. Each variant is one "
-                   "training run: the intervals hold the trained models fixed and do not "
-                   "cover how much a variant moves with its seed (replicate runs, run.seed).")
+        out.append(
+            f"{tested} differences with items that changed, {outside} outside the "
+            f"evaluation noise; with no real difference anywhere about "
+            f"{tested * ALPHA:.1f} would fall outside by chance. Each variant is one "
+            "training run: the intervals hold the trained models fixed and do not "
+            "cover how much a variant moves with its seed (replicate runs, run.seed)."
+        )
     for name, check in contrasts["base_check"].items():
         if check["missing"]:
-            out.append(f"The base evaluation (iteration 0) of {ref} or {name} is missing, so "
-                       "whether they started from the same scores is not known.")
+            out.append(
+                f"The base evaluation (iteration 0) of {ref} or {name} is missing, so "
+                "whether they started from the same scores is not known."
+            )
         elif check["differing"] or check["unshared"]:
-            out.append(f"The base evaluations of {ref} and {name} differ: "
-                       f"{check['differing']} items scored differently and "
-                       f"{check['unshared']} items scored by only one of them (different "
-                       "eval settings, or nondeterministic decoding).")
+            out.append(
+                f"The base evaluations of {ref} and {name} differ: "
+                f"{check['differing']} items scored differently and "
+                f"{check['unshared']} items scored by only one of them (different "
+                "eval settings, or nondeterministic decoding)."
+            )
     return out
 
 
-CONTRAST_HEADER = ["iter", "variant", "vs reference: Δ pass@1 [paired 95 %]", "McNemar p",
-                   "vs iteration 0 (base model): Δ pass@1 [paired 95 %]", "McNemar p"]
+CONTRAST_HEADER = [
+    "iter",
+    "variant",
+    "vs reference: Δ pass@1 [paired 95 %]",
+    "McNemar p",
+    "vs iteration 0 (base model): Δ pass@1 [paired 95 %]",
+    "McNemar p",
+]
 
 
 def contrast_table(contrasts: dict[str, Any]) -> tuple[list[str], list[list[str]]]:
     """(header, rows) of the average's differences; "–" where one is missing."""
+
     def cells(d: dict[str, Any] | None) -> list[str]:
         if d is None:
             return ["–", "–"]
@@ -181,8 +205,17 @@ def contrast_table(contrasts: dict[str, Any]) -> tuple[list[str], list[list[str]
 
     header = list(CONTRAST_HEADER)
     header[2] = f"vs {contrasts['reference']}: Δ pass@1 [paired 95 %]"
-    rows = [[str(r["iteration"]), r["variant"],
-             *(cells(r["vs_reference"]) if r["variant"] != contrasts["reference"]
-               else ["(the reference)", ""]),
-             *cells(r["vs_base"])] for r in contrasts["rows"]]
+    rows = [
+        [
+            str(r["iteration"]),
+            r["variant"],
+            *(
+                cells(r["vs_reference"])
+                if r["variant"] != contrasts["reference"]
+                else ["(the reference)", ""]
+            ),
+            *cells(r["vs_base"]),
+        ]
+        for r in contrasts["rows"]
+    ]
     return header, rows

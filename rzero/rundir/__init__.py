@@ -22,6 +22,18 @@ from rzero.rundir.phases import (
 )
 from rzero.rundir.run import Run, StopRun, check_stop, stop_of
 
-__all__ = ["Layout", "PhaseRunner", "Run", "RunDir", "RunDirConflict", "StopRun", "Timing",
-           "TrackerLog", "check_stop", "peak_rss_gib", "release_memory", "reset_peak_rss",
-           "stop_of"]
+__all__ = [
+    "Layout",
+    "PhaseRunner",
+    "Run",
+    "RunDir",
+    "RunDirConflict",
+    "StopRun",
+    "Timing",
+    "TrackerLog",
+    "check_stop",
+    "peak_rss_gib",
+    "release_memory",
+    "reset_peak_rss",
+    "stop_of",
+]

@@ -32,12 +32,7 @@ from typing import Any
 import yaml
 
 from rzero.config import ConfigError, RZeroConfig, config_from_dict, fingerprinted
-from rzero.io import (
-    DamagedFileError,
-    read_jsonl,
-    write_json_atomic,
-    write_text_atomic,
-)
+from rzero.io import DamagedFileError, read_jsonl, write_json_atomic, write_text_atomic
 
 # the JSONL row files of an iteration a RunDir with no layout reads (a report, the audit)
 ROW_NAME = re.compile(r"^[a-z][a-z0-9_]*$")
@@ -54,6 +49,7 @@ class Layout:
     pushed    the phases whose checkpoint `run.push_to_hub` pushes
     torn_tail the row files appended to during a phase, so a kill may leave a torn last line
     """
+
     name: str
     phases: tuple[str, ...]
     outputs: Mapping[str, tuple[str, ...]]
@@ -86,8 +82,10 @@ class RunDir:
     @property
     def layout(self) -> Layout:
         if self._layout is None:
-            raise TypeError(f"RunDir({str(self.path)!r}) was opened without its system's "
-                            "layout: it can read markers and rows, not commit or verify")
+            raise TypeError(
+                f"RunDir({str(self.path)!r}) was opened without its system's "
+                "layout: it can read markers and rows, not commit or verify"
+            )
         return self._layout
 
     # ------------------------------------------------------------ layout
@@ -102,7 +100,7 @@ class RunDir:
         """Every k >= 0 with an iter_KK folder, sorted."""
         found = []
         for d in self.path.glob("iter_*"):
-            suffix = d.name[len("iter_"):]
+            suffix = d.name[len("iter_") :]
             if d.is_dir() and suffix.isdigit():
                 found.append(int(suffix))
         return sorted(found)
@@ -122,7 +120,7 @@ class RunDir:
     def resolve(self, stored: str) -> str:
         """A path read from a marker, resolved against this RUN_DIR."""
         if stored.startswith(RUN_PREFIX):
-            return str(self.path / stored[len(RUN_PREFIX):])
+            return str(self.path / stored[len(RUN_PREFIX) :])
         return stored
 
     # ------------------------------------------------------------ reading
@@ -136,11 +134,15 @@ class RunDir:
         try:
             marker = json.loads(path.read_text())
         except (json.JSONDecodeError, UnicodeDecodeError) as exc:
-            raise DamagedFileError(f"{path}: damaged phase marker ({exc}); delete it to redo "
-                                   f"that phase, or rerun with --fresh") from None
+            raise DamagedFileError(
+                f"{path}: damaged phase marker ({exc}); delete it to redo "
+                f"that phase, or rerun with --fresh"
+            ) from None
         if not isinstance(marker, dict):
-            raise DamagedFileError(f"{path}: damaged phase marker (not a JSON object); delete "
-                                   "it to redo that phase, or rerun with --fresh")
+            raise DamagedFileError(
+                f"{path}: damaged phase marker (not a JSON object); delete "
+                "it to redo that phase, or rerun with --fresh"
+            )
         return marker
 
     def rows(self, k: int, name: str) -> list[dict[str, Any]]:
@@ -148,8 +150,10 @@ class RunDir:
         (`rzero.io.read_jsonl`); a row file appended to during its phase may end torn."""
         layout = self._layout
         if layout is not None and name not in layout.rows:
-            raise ValueError(f"{name!r}: the JSONL files of a {layout.name} iteration are "
-                             f"{', '.join(layout.rows)}")
+            raise ValueError(
+                f"{name!r}: the JSONL files of a {layout.name} iteration are "
+                f"{', '.join(layout.rows)}"
+            )
         if not ROW_NAME.match(name):
             raise ValueError(f"{name!r}: not the name of an iteration's JSONL file")
         torn = name in layout.torn_tail if layout is not None else name.endswith("_steps")
@@ -162,8 +166,9 @@ class RunDir:
         try:
             raw = yaml.safe_load(saved.read_text())
         except yaml.YAMLError as exc:
-            raise ConfigError(f"{saved}: not valid YAML ({exc}); restore it or rerun with "
-                              "--fresh") from None
+            raise ConfigError(
+                f"{saved}: not valid YAML ({exc}); restore it or rerun with --fresh"
+            ) from None
         try:
             return config_from_dict(raw)
         except ConfigError as exc:
@@ -180,12 +185,17 @@ class RunDir:
         if saved.is_file():
             old = self.config()
             if old.fingerprint() != cfg.fingerprint():
-                changed = [f"{s}.{k}" for s, sec in cfg.to_dict().items() for k, v in sec.items()
-                           if old.to_dict()[s][k] != v and fingerprinted(f"{s}.{k}")]
+                changed = [
+                    f"{s}.{k}"
+                    for s, sec in cfg.to_dict().items()
+                    for k, v in sec.items()
+                    if old.to_dict()[s][k] != v and fingerprinted(f"{s}.{k}")
+                ]
                 raise RunDirConflict(
                     f"{self.path} holds a run made with a different config (changed: "
                     f"{', '.join(changed) or 'unknown'}); use another RUN_DIR, or pass "
-                    f"--fresh to delete it and start over")
+                    f"--fresh to delete it and start over"
+                )
         for k in self.iterations():
             for phase in self.layout.phases:
                 m = self.marker(k, phase)
@@ -193,12 +203,14 @@ class RunDir:
                     raise RunDirConflict(
                         f"{self.marker_path(k, phase)} was committed by a run with a different "
                         f"config (fingerprint {m['fingerprint']}, this config "
-                        f"{cfg.fingerprint()}); use another RUN_DIR, or pass --fresh")
+                        f"{cfg.fingerprint()}); use another RUN_DIR, or pass --fresh"
+                    )
         self.path.mkdir(parents=True, exist_ok=True)
         write_text_atomic(saved, cfg.to_yaml())
 
-    def commit(self, cfg: RZeroConfig, k: int, phase: str, info: dict[str, Any],
-               seconds: float) -> dict[str, Any]:
+    def commit(
+        self, cfg: RZeroConfig, k: int, phase: str, info: dict[str, Any], seconds: float
+    ) -> dict[str, Any]:
         """Write the phase's marker (the commit point), and nothing else: the phase runner
         (`rzero.rundir.phases`) calls the loop's hooks after it. The marker records the
         size and SHA-256 of every file the phase wrote (the layout's `outputs`), so a resume can tell
@@ -208,8 +220,14 @@ class RunDir:
             for f in sorted(out.rglob("*")) if out.is_dir() else [out]:
                 if f.is_file():
                     files[self.relative(f)] = {"size": f.stat().st_size, "sha256": sha256(f)}
-        info = {"phase": phase, "iteration": k, "seconds": round(seconds, 3),
-                "fingerprint": cfg.fingerprint(), **info, "outputs": files}
+        info = {
+            "phase": phase,
+            "iteration": k,
+            "seconds": round(seconds, 3),
+            "fingerprint": cfg.fingerprint(),
+            **info,
+            "outputs": files,
+        }
         write_json_atomic(self.marker_path(k, phase), info)
         return info
 
@@ -239,8 +257,10 @@ class RunDir:
             redo = [(kk, pp) for kk, pp in order[n:] if self.marker_path(kk, pp).is_file()]
             for kk, pp in redo:
                 self.marker_path(kk, pp).unlink()
-            line = (f"{problem}: redoing iteration {k} {phase} and the "
-                    f"{len(redo) - 1} committed phase(s) after it")
+            line = (
+                f"{problem}: redoing iteration {k} {phase} and the "
+                f"{len(redo) - 1} committed phase(s) after it"
+            )
             print(f"warning: {line}", file=sys.stderr, flush=True)
             return [line]
         return []
@@ -255,13 +275,18 @@ class RunDir:
             if m is None or "average" not in m.get("metrics", {}):
                 continue
             if best is None or m["metrics"]["average"] > best["average"]:
-                best = {"iteration": k, "checkpoint": m["checkpoint"],
-                        "average": m["metrics"]["average"],
-                        "benchmarks": {key[: -len("/pass@1")]: v
-                                       for key, v in m["metrics"].items()
-                                       if key.endswith("/pass@1")},
-                        "chosen_by": "held-out evaluation average (eval.benchmarks), "
-                                     "highest; ties go to the earlier iteration"}
+                best = {
+                    "iteration": k,
+                    "checkpoint": m["checkpoint"],
+                    "average": m["metrics"]["average"],
+                    "benchmarks": {
+                        key[: -len("/pass@1")]: v
+                        for key, v in m["metrics"].items()
+                        if key.endswith("/pass@1")
+                    },
+                    "chosen_by": "held-out evaluation average (eval.benchmarks), "
+                    "highest; ties go to the earlier iteration",
+                }
         return best
 
 

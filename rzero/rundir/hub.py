@@ -43,7 +43,7 @@ def _science_card(run: RunDir) -> str:
     if start < 0:
         return ""
     end = text.find("\n## ", start + 1)
-    return text[start:end if end > 0 else len(text)].strip()
+    return text[start : end if end > 0 else len(text)].strip()
 
 
 def model_card(cfg: RZeroConfig, run: RunDir, revisions: list[dict[str, Any]]) -> str:
@@ -55,29 +55,56 @@ def model_card(cfg: RZeroConfig, run: RunDir, revisions: list[dict[str, Any]]) -
     rows = []
     for r in revisions:
         marker = run.marker(r["iteration"], r["phase"]) or {}
-        numbers = [(key, value) for key, value in marker.get("metrics", {}).items()
-                   if isinstance(value, (int, float)) and not isinstance(value, bool)]
+        numbers = [
+            (key, value)
+            for key, value in marker.get("metrics", {}).items()
+            if isinstance(value, (int, float)) and not isinstance(value, bool)
+        ]
         shown = ", ".join(f"{key} {value:.4g}" for key, value in numbers[:CARD_METRICS])
         evaluation = run.marker(r["iteration"], "eval")
-        average = (f"{evaluation['metrics']['average']:.3f}" if evaluation and
-                   "average" in evaluation.get("metrics", {}) else "–")
-        rows.append(f"| `{r['revision']}` | {r['iteration']} | {r['phase']} | {average} | "
-                    f"{shown or '–'} |")
-    lines = ["---", yaml.safe_dump(front, sort_keys=False).strip(), "---", "",
-             f"# {cfg.run.hub_model_id}", "",
-             f"Self-play run `{run.path.name}` of rzero (system `{run.layout.name}`, "
-             f"{cfg.run.iterations} iterations) from the base model `{base}`. Every trained "
-             "phase's checkpoint is a branch of this repository:", "",
-             "```python", "from transformers import AutoModelForCausalLM",
-             f'AutoModelForCausalLM.from_pretrained("{cfg.run.hub_model_id}", '
-             f'revision="{revisions[-1]["revision"] if revisions else "iter-01-solver"}")',
-             "```", "",
-             "| revision | iteration | phase | evaluation average after the iteration | "
-             "the phase's numbers |", "|---|---|---|---|---|", *rows, ""]
+        average = (
+            f"{evaluation['metrics']['average']:.3f}"
+            if evaluation and "average" in evaluation.get("metrics", {})
+            else "–"
+        )
+        rows.append(
+            f"| `{r['revision']}` | {r['iteration']} | {r['phase']} | {average} | {shown or '–'} |"
+        )
+    lines = [
+        "---",
+        yaml.safe_dump(front, sort_keys=False).strip(),
+        "---",
+        "",
+        f"# {cfg.run.hub_model_id}",
+        "",
+        f"Self-play run `{run.path.name}` of rzero (system `{run.layout.name}`, "
+        f"{cfg.run.iterations} iterations) from the base model `{base}`. Every trained "
+        "phase's checkpoint is a branch of this repository:",
+        "",
+        "```python",
+        "from transformers import AutoModelForCausalLM",
+        f'AutoModelForCausalLM.from_pretrained("{cfg.run.hub_model_id}", '
+        f'revision="{revisions[-1]["revision"] if revisions else "iter-01-solver"}")',
+        "```",
+        "",
+        "| revision | iteration | phase | evaluation average after the iteration | "
+        "the phase's numbers |",
+        "|---|---|---|---|---|",
+        *rows,
+        "",
+    ]
     if card := _science_card(run):
         lines += [card, ""]
-    lines += ["## Recipe", "", "```yaml", (run.path / "config.yaml").read_text().strip()
-              if (run.path / "config.yaml").is_file() else "", "```", ""]
+    lines += [
+        "## Recipe",
+        "",
+        "```yaml",
+        (run.path / "config.yaml").read_text().strip()
+        if (run.path / "config.yaml").is_file()
+        else "",
+        "```",
+        "",
+    ]
     return "\n".join(lines)
 
 
@@ -96,8 +123,12 @@ class HubPush:
         for k in self.run.iterations():
             for phase in self.run.layout.phases:
                 marker = self.run.marker(k, phase)
-                if (phase in self.run.layout.pushed and marker and marker.get("checkpoint")
-                        and revision_name(k, phase) not in done):
+                if (
+                    phase in self.run.layout.pushed
+                    and marker
+                    and marker.get("checkpoint")
+                    and revision_name(k, phase) not in done
+                ):
                     out.append((k, phase, self.run.resolve(marker["checkpoint"])))
         return out
 
@@ -108,12 +139,22 @@ class HubPush:
             entry = {"revision": revision, "iteration": k_due, "phase": phase_due}
             card = model_card(self.cfg, self.run, [*revisions, entry])
             try:
-                commit = push_checkpoint(self.cfg.run.hub_model_id, Path(checkpoint), revision,
-                                         card, private=self.cfg.run.hub_private)
+                commit = push_checkpoint(
+                    self.cfg.run.hub_model_id,
+                    Path(checkpoint),
+                    revision,
+                    card,
+                    private=self.cfg.run.hub_private,
+                )
             except Exception as exc:  # the network, a token, the hub: retried next commit
-                log.warning("run.push_to_hub: %s of %s not pushed (%s: %s); the next commit "
-                            "or a rerun retries", revision, self.cfg.run.hub_model_id,
-                            type(exc).__name__, str(exc).splitlines()[0] if str(exc) else "")
+                log.warning(
+                    "run.push_to_hub: %s of %s not pushed (%s: %s); the next commit "
+                    "or a rerun retries",
+                    revision,
+                    self.cfg.run.hub_model_id,
+                    type(exc).__name__,
+                    str(exc).splitlines()[0] if str(exc) else "",
+                )
                 return
             revisions.append({**entry, "commit": commit})
             write_json_atomic(self.run.path / "hub.json", revisions)

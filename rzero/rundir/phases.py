@@ -38,9 +38,15 @@ log = logging.getLogger(__name__)
 class PhaseRunner:
     """Resume-or-run, timing, peak memory, generator lifetimes and commit hooks of one run."""
 
-    def __init__(self, cfg: RZeroConfig, rundir: RunDir, *,
-                 before_commit: Sequence[Hook] = (), after_commit: Sequence[Hook] = (),
-                 on_marker: Sequence[Callable[[dict[str, Any]], None]] = ()):
+    def __init__(
+        self,
+        cfg: RZeroConfig,
+        rundir: RunDir,
+        *,
+        before_commit: Sequence[Hook] = (),
+        after_commit: Sequence[Hook] = (),
+        on_marker: Sequence[Callable[[dict[str, Any]], None]] = (),
+    ):
         self.cfg = cfg
         self.rundir = rundir
         self.before_commit = list(before_commit)  # (k, phase, info) -> info
@@ -59,8 +65,9 @@ class PhaseRunner:
         self._generators.append(gen)
         return gen
 
-    def run(self, k: int, phase: str, fn: Callable[..., dict[str, Any]],
-            *args: Any) -> dict[str, Any]:
+    def run(
+        self, k: int, phase: str, fn: Callable[..., dict[str, Any]], *args: Any
+    ) -> dict[str, Any]:
         """Skip a committed phase; else run it, measure it and commit its marker. Returns
         the marker with its checkpoint resolved against the run directory."""
         done = distributed.on_main(self.rundir.marker, k, phase)
@@ -72,19 +79,20 @@ class PhaseRunner:
                 log.info("%s", where)
             if phase in self.rundir.layout.training:
                 # every training process trains; the main one commits, the others get it
-                done = distributed.on_main(self._commit, k, phase, *self._work(k, phase, fn,
-                                                                               args))
+                done = distributed.on_main(self._commit, k, phase, *self._work(k, phase, fn, args))
             else:
-                done = distributed.on_main(lambda: self._commit(k, phase,
-                                                                *self._work(k, phase, fn, args)))
+                done = distributed.on_main(
+                    lambda: self._commit(k, phase, *self._work(k, phase, fn, args))
+                )
         for hook in self.on_marker:
             hook(done)
         if "checkpoint" in done:
             done = {**done, "checkpoint": self.rundir.resolve(done["checkpoint"])}
         return done
 
-    def _work(self, k: int, phase: str, fn: Callable[..., dict[str, Any]],
-              args: tuple) -> tuple[dict[str, Any], float]:
+    def _work(
+        self, k: int, phase: str, fn: Callable[..., dict[str, Any]], args: tuple
+    ) -> tuple[dict[str, Any], float]:
         reset_peak_rss()
         trackers.enter_phase(self.rundir.path, k, phase, self.cfg.run.report_to)
         self._generators = []
@@ -106,15 +114,13 @@ class PhaseRunner:
             info["peak_rss_gib"] = round(peak, 3)
         return info, time.perf_counter() - t0
 
-    def _commit(self, k: int, phase: str, info: dict[str, Any],
-                seconds: float) -> dict[str, Any]:
+    def _commit(self, k: int, phase: str, info: dict[str, Any], seconds: float) -> dict[str, Any]:
         crash_point(f"{phase}:commit")
         for hook in self.before_commit:
             info = hook(k, phase, info)
         self.timing.record(f"{k}/{phase}", seconds, info.get("peak_rss_gib"))
         marker = self.rundir.commit(self.cfg, k, phase, info, seconds)
-        log.info("iteration %d/%d · %s: done in %.0f s", k, self.cfg.run.iterations, phase,
-                 seconds)
+        log.info("iteration %d/%d · %s: done in %.0f s", k, self.cfg.run.iterations, phase, seconds)
         for hook in self.after_commit:
             hook(k, phase, marker)
         return marker
@@ -131,12 +137,19 @@ class TrackerLog:
 
     def __call__(self, k: int, phase: str, info: dict[str, Any]) -> None:
         t = self.trackers
-        t.scalars({f"{phase}/{key}": v for key, v in info.get("metrics", {}).items()}
-                  | {"watch/warnings": len(info.get("warnings", []))}, k, "iteration")
+        t.scalars(
+            {f"{phase}/{key}": v for key, v in info.get("metrics", {}).items()}
+            | {"watch/warnings": len(info.get("warnings", []))},
+            k,
+            "iteration",
+        )
         for row in info.get("steps", []):
             gstep = (k - 1) * self.cfg.challenger.steps + int(row["step"])
-            t.scalars({f"challenger_step/{key}": v for key, v in row.items() if key != "step"},
-                      gstep, "global_step")
+            t.scalars(
+                {f"challenger_step/{key}": v for key, v in row.items() if key != "step"},
+                gstep,
+                "global_step",
+            )
         lines = list(info.get("warnings", [])) + ([info["warning"]] if info.get("warning") else [])
         t.text(f"warnings/{phase}", lines, k)
         t.flush()
@@ -151,6 +164,7 @@ class TrackerLog:
 @dataclass
 class Timing:
     """Where the wall time went, for the overhead ratio of bench/iteration.py."""
+
     generation: float = 0.0  # inside model.generate (rollouts, votes, pool, eval)
     optimizer: float = 0.0  # GRPO steps minus their reward calls
     phases: dict[str, float] = field(default_factory=dict)

@@ -65,8 +65,10 @@ def check_stop(marker: dict[str, Any], run: RunConfig) -> None:
     """Raise `StopRun` after a phase whose warnings `run.stop_on` names."""
     reasons = stop_of(marker, run)
     if reasons:
-        raise StopRun(f"after iteration {marker.get('iteration')} {marker.get('phase')}, "
-                      f"because run.stop_on lists {warning_name(reasons[0])}: {reasons[0]}")
+        raise StopRun(
+            f"after iteration {marker.get('iteration')} {marker.get('phase')}, "
+            f"because run.stop_on lists {warning_name(reasons[0])}: {reasons[0]}"
+        )
 
 
 # ---------------------------------------------------------------- the base
@@ -88,8 +90,7 @@ class Run:
         distributed.on_main(self.rundir.prepare, cfg, fresh)
         distributed.on_main(self.rundir.verify, cfg, full=cfg.run.verify == "full")
         # one grader (labeling.equivalence) for votes, rewards and evaluation
-        use_settings(timeout_s=cfg.labeling.equivalence_timeout,
-                     direction=cfg.labeling.equivalence)
+        use_settings(timeout_s=cfg.labeling.equivalence_timeout, direction=cfg.labeling.equivalence)
         # the main process converts the embedded model once; the others then find it cached
         distributed.on_main(resolve_model, cfg.model.name)
         self.base = resolve_model(cfg.model.name)
@@ -98,9 +99,12 @@ class Run:
         # the hub push comes after the report: the model card quotes its science card
         pushes = [HubPush(cfg, self.rundir)] if cfg.run.push_to_hub else []
         self.phases = PhaseRunner(
-            cfg, self.rundir, before_commit=self.before_commit(),
+            cfg,
+            self.rundir,
+            before_commit=self.before_commit(),
             after_commit=[self.trackers, lambda k, phase, marker: self.rebuild(), *pushes],
-            on_marker=[lambda marker: check_stop(marker, cfg.run)])
+            on_marker=[lambda marker: check_stop(marker, cfg.run)],
+        )
         self.timing = self.phases.timing
 
     # ------------------------------------------------------------ what a system writes
@@ -168,6 +172,7 @@ class System:
     launcher          whether `rzero iterate` may start it under `accelerate launch` (several
                       training processes); the others run in one process
     """
+
     layout: Layout
     iterate: Callable[..., Run]
     plan: Callable[[RZeroConfig, str | None], str]

@@ -22,20 +22,25 @@ __all__ = ["co_error", "role_co_error"]
 MIN_ITEMS = 20  # below this many items a group's numbers are reported with a caveat
 
 
-def co_error(a_correct: Sequence[bool], b_correct: Sequence[bool],
-             names: tuple[str, str] = ("challenger", "solver")) -> dict[str, Any]:
+def co_error(
+    a_correct: Sequence[bool],
+    b_correct: Sequence[bool],
+    names: tuple[str, str] = ("challenger", "solver"),
+) -> dict[str, Any]:
     """Co-error numbers of one group of items (95 % intervals):
 
-        accuracy of each role (Wilson),
-        joint_error  = P(E_A and E_B)            (Wilson),
-        independent  = P(E_A) · P(E_B)           (what independence predicts),
-        excess       = joint_error − independent (= cov(E_A, E_B)),
-        ratio        = joint_error / independent (None when a role makes no error),
-        phi          = corr(E_A, E_B), Fisher-z interval (`rzero.stats.phi_coefficient`).
+    accuracy of each role (Wilson),
+    joint_error  = P(E_A and E_B)            (Wilson),
+    independent  = P(E_A) · P(E_B)           (what independence predicts),
+    excess       = joint_error − independent (= cov(E_A, E_B)),
+    ratio        = joint_error / independent (None when a role makes no error),
+    phi          = corr(E_A, E_B), Fisher-z interval (`rzero.stats.phi_coefficient`).
     """
     if len(a_correct) != len(b_correct):
-        raise ValueError(f"{len(a_correct)} results for {names[0]} but {len(b_correct)} for "
-                         f"{names[1]}; both must answer the same items")
+        raise ValueError(
+            f"{len(a_correct)} results for {names[0]} but {len(b_correct)} for "
+            f"{names[1]}; both must answer the same items"
+        )
     n = len(a_correct)
     err_a = [not bool(x) for x in a_correct]
     err_b = [not bool(x) for x in b_correct]
@@ -55,7 +60,8 @@ def co_error(a_correct: Sequence[bool], b_correct: Sequence[bool],
         "independent": independent if n else None,
         "excess": joint / n - independent if n else None,
         "ratio": (joint / n) / independent if n and independent > 0 else None,
-        "phi": phi.phi, "phi_ci": [phi.ci_low, phi.ci_high],
+        "phi": phi.phi,
+        "phi_ci": [phi.ci_low, phi.ci_high],
         "caveat": (f"only {n} items: read these numbers as rough" if n < MIN_ITEMS else None),
     }
     return out
@@ -67,15 +73,21 @@ def _words(group: str, c: dict[str, Any], names: tuple[str, str]) -> str | None:
     if c["phi"] is None or low is None or low <= 0:
         return None
     ratio = f" ({c['ratio']:.1f}x)" if c["ratio"] is not None else ""
-    return (f"{group}: {names[0]} and {names[1]} are both wrong on {c['joint_error']:.1%} of "
-            f"{c['n']} items, against {c['independent']:.1%} if their errors were "
-            f"independent{ratio}; phi = {c['phi']:.2f} [{c['phi_ci'][0]:.2f}, "
-            f"{c['phi_ci'][1]:.2f}]: the second role catches few of the first one's mistakes")
+    return (
+        f"{group}: {names[0]} and {names[1]} are both wrong on {c['joint_error']:.1%} of "
+        f"{c['n']} items, against {c['independent']:.1%} if their errors were "
+        f"independent{ratio}; phi = {c['phi']:.2f} [{c['phi_ci'][0]:.2f}, "
+        f"{c['phi_ci'][1]:.2f}]: the second role catches few of the first one's mistakes"
+    )
 
 
-def role_co_error(a_correct: Sequence[bool], b_correct: Sequence[bool],
-                  kinds: Sequence[str] | None = None, *,
-                  names: tuple[str, str] = ("challenger", "solver")) -> dict[str, Any]:
+def role_co_error(
+    a_correct: Sequence[bool],
+    b_correct: Sequence[bool],
+    kinds: Sequence[str] | None = None,
+    *,
+    names: tuple[str, str] = ("challenger", "solver"),
+) -> dict[str, Any]:
     """Co-error of two roles answering the same calibration items with known answers.
 
     `a_correct[i]`, `b_correct[i]`: whether role A (the challenger model answering) and role
@@ -91,9 +103,17 @@ def role_co_error(a_correct: Sequence[bool], b_correct: Sequence[bool],
     by_kind: dict[str, dict[str, Any]] = {}
     for kind in sorted(set(kinds or [])):
         idx = [i for i, k in enumerate(kinds or []) if k == kind]
-        by_kind[kind] = co_error([a_correct[i] for i in idx], [b_correct[i] for i in idx],
-                                 names)
-    flags = [w for w in [_words("overall", overall, names)]
-             + [_words(f"kind {k}", c, names) for k, c in by_kind.items()] if w]
-    return {"names": list(names), "overall": overall, "by_kind": by_kind, "flags": flags,
-            "watch": {"co_error_phi": overall["phi"], "co_error_ci_low": overall["phi_ci"][0]}}
+        by_kind[kind] = co_error([a_correct[i] for i in idx], [b_correct[i] for i in idx], names)
+    flags = [
+        w
+        for w in [_words("overall", overall, names)]
+        + [_words(f"kind {k}", c, names) for k, c in by_kind.items()]
+        if w
+    ]
+    return {
+        "names": list(names),
+        "overall": overall,
+        "by_kind": by_kind,
+        "flags": flags,
+        "watch": {"co_error_phi": overall["phi"], "co_error_ci_low": overall["phi_ci"][0]},
+    }

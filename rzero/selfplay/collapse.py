@@ -70,13 +70,30 @@ __all__ = [
 ]
 
 # The names a warning starts with ("diversity: ..."), which `run.stop_on` lists.
-WARNINGS = ("diversity", "structure", "wording", "well_formed", "parse", "fragmentation",
-            "band", "label_mode", "label_accuracy", "co_error", "increment")
+WARNINGS = (
+    "diversity",
+    "structure",
+    "wording",
+    "well_formed",
+    "parse",
+    "fragmentation",
+    "band",
+    "label_mode",
+    "label_accuracy",
+    "co_error",
+    "increment",
+)
 ANSWER_TYPES = ("integer", "fraction", "decimal", "expression", "text", "none")
 
-def question_diversity(questions: Sequence[str], *, tau: float = 0.5,
-                       variant: BleuVariant = "sacrebleu", sample: int | None = 2048,
-                       seed: int = 0) -> dict[str, Any]:
+
+def question_diversity(
+    questions: Sequence[str],
+    *,
+    tau: float = 0.5,
+    variant: BleuVariant = "sacrebleu",
+    sample: int | None = 2048,
+    seed: int = 0,
+) -> dict[str, Any]:
     """Diversity numbers of one batch of questions (see the module docstring).
 
     Returns ``questions`` (n), ``clusters``, ``cluster_ratio`` (clusters / questions of the
@@ -88,11 +105,17 @@ def question_diversity(questions: Sequence[str], *, tau: float = 0.5,
     use every question. No questions: every ratio is 0.
     """
     n = len(questions)
-    out: dict[str, Any] = {"questions": n, "clusters": 0, "cluster_ratio": 0.0,
-                           "distinct_1": distinct_n(questions, 1),
-                           "distinct_2": distinct_n(questions, 2), "mean_bleu_distance": 0.0,
-                           "structures": structure_count(questions), "structure_ratio": 0.0,
-                           "bleu_sample": 0}
+    out: dict[str, Any] = {
+        "questions": n,
+        "clusters": 0,
+        "cluster_ratio": 0.0,
+        "distinct_1": distinct_n(questions, 1),
+        "distinct_2": distinct_n(questions, 2),
+        "mean_bleu_distance": 0.0,
+        "structures": structure_count(questions),
+        "structure_ratio": 0.0,
+        "bleu_sample": 0,
+    }
     if n == 0:
         return out
     out["structure_ratio"] = out["structures"] / n
@@ -132,8 +155,18 @@ def answer_type(answer: str | None) -> str:
     if answer is None:
         return "none"
     text = answer.strip().strip("$").strip()
-    for junk in ("\\!", "\\,", "\\;", "{,}", "\\%", "%", "^\\circ", "^{\\circ}", "\\left",
-                 "\\right"):
+    for junk in (
+        "\\!",
+        "\\,",
+        "\\;",
+        "{,}",
+        "\\%",
+        "%",
+        "^\\circ",
+        "^{\\circ}",
+        "\\left",
+        "\\right",
+    ):
         text = text.replace(junk, "," if junk == "{,}" else "")
     text = text.replace(" ", "")
     if not text:
@@ -158,8 +191,12 @@ def answer_types(answers: Sequence[str | None]) -> dict[str, Any]:
     typed = {t: counts[t] for t in ANSWER_TYPES if t != "none" and counts[t]}
     total = sum(typed.values())
     top = max(typed, key=lambda t: typed[t]) if typed else None
-    return {"counts": {t: counts[t] for t in ANSWER_TYPES}, "types": len(typed),
-            "top_type": top, "top_share": typed[top] / total if top else 0.0}
+    return {
+        "counts": {t: counts[t] for t in ANSWER_TYPES},
+        "types": len(typed),
+        "top_type": top,
+        "top_share": typed[top] / total if top else 0.0,
+    }
 
 
 def answer_fragmentation(rows: Sequence[Mapping[str, Any]]) -> dict[str, float]:
@@ -171,17 +208,22 @@ def answer_fragmentation(rows: Sequence[Mapping[str, Any]]) -> dict[str, float]:
     no rows: every mean is 0."""
     voted = [r for r in rows if r.get("parse_rate") is not None]
 
-    return {"rows": len(voted),
-            "mean_num_groups": mean([r["num_groups"] for r in voted]),
-            "groups_per_vote": mean([r["num_groups"] / len(r["answers"]) for r in voted
-                                     if r.get("answers")]),
-            "mean_top2_margin": mean([r["top2_margin"] for r in voted
-                                      if r.get("top2_margin") is not None]),
-            "mean_parse_rate": mean([r["parse_rate"] for r in voted])}
+    return {
+        "rows": len(voted),
+        "mean_num_groups": mean([r["num_groups"] for r in voted]),
+        "groups_per_vote": mean(
+            [r["num_groups"] / len(r["answers"]) for r in voted if r.get("answers")]
+        ),
+        "mean_top2_margin": mean(
+            [r["top2_margin"] for r in voted if r.get("top2_margin") is not None]
+        ),
+        "mean_parse_rate": mean([r["parse_rate"] for r in voted]),
+    }
 
 
-def label_concentration(rows: Sequence[Mapping[str, Any]],
-                        min_questions: int = 5) -> dict[str, Any]:
+def label_concentration(
+    rows: Sequence[Mapping[str, Any]], min_questions: int = 5
+) -> dict[str, Any]:
     """The most common pseudo-label among the questions the solver trains on
     (``labelled.jsonl`` rows with ``kept`` true, or every row without the key; rows with no
     label skipped):
@@ -190,16 +232,27 @@ def label_concentration(rows: Sequence[Mapping[str, Any]],
     stripped). The share is None under `min_questions` kept questions, where 2 of 3 says
     little; ``capped_questions`` counts the band's questions that `labeling.cap_label_share`
     dropped. None of this is in the paper; it is the audit of one way self-play collapses."""
-    labels = [label_key(r["label"]) for r in rows
-              if r.get("kept", True) and r.get("label") is not None]
+    labels = [
+        label_key(r["label"]) for r in rows if r.get("kept", True) and r.get("label") is not None
+    ]
     capped = sum(bool(r.get("capped")) for r in rows)  # in the band, dropped by the label cap
     if not labels:
-        return {"kept_questions": 0, "top_label": None, "top_label_count": 0,
-                "top_label_share": None, "capped_questions": capped}
+        return {
+            "kept_questions": 0,
+            "top_label": None,
+            "top_label_count": 0,
+            "top_label_share": None,
+            "capped_questions": capped,
+        }
     top, count = Counter(labels).most_common(1)[0]
     share = count / len(labels) if len(labels) >= min_questions else None
-    return {"kept_questions": len(labels), "top_label": top, "top_label_count": count,
-            "top_label_share": share, "capped_questions": capped}
+    return {
+        "kept_questions": len(labels),
+        "top_label": top,
+        "top_label_count": count,
+        "top_label_share": share,
+        "capped_questions": capped,
+    }
 
 
 # ---------------------------------------------------------------- warnings
@@ -209,8 +262,9 @@ def _fmt(x: float) -> str:
     return f"{x:.2f}"
 
 
-def collapse_warnings(metrics: Mapping[str, Any], thresholds: WatchConfig, *,
-                      where: str = "") -> list[str]:
+def collapse_warnings(
+    metrics: Mapping[str, Any], thresholds: WatchConfig, *, where: str = ""
+) -> list[str]:
     """Plain-English warnings for the watched numbers in `metrics` that cross `thresholds`
     (the run's ``watch:`` section; a threshold of None is off). Each warning starts with its
     name from `WARNINGS` and a colon, which is what ``run.stop_on`` matches; `where` (e.g.
@@ -239,57 +293,107 @@ def collapse_warnings(metrics: Mapping[str, Any], thresholds: WatchConfig, *,
 
     diverse = value("questions") is None or value("questions") >= 2
     if diverse:
-        low("cluster_ratio", t.min_cluster_ratio, "diversity", "min_cluster_ratio",
-            "BLEU clusters per question", "many questions are rewordings of each other")
-        low("structure_ratio", t.min_structure_ratio, "structure", "min_structure_ratio",
+        low(
+            "cluster_ratio",
+            t.min_cluster_ratio,
+            "diversity",
+            "min_cluster_ratio",
+            "BLEU clusters per question",
+            "many questions are rewordings of each other",
+        )
+        low(
+            "structure_ratio",
+            t.min_structure_ratio,
+            "structure",
+            "min_structure_ratio",
             "structures per question (numbers masked)",
-            "the challenger restates a few templates with new numbers")
-        low("distinct_2", t.min_distinct_2, "wording", "min_distinct_2", "distinct-2",
-            "the questions share most of their word pairs")
-    low("valid_rate", t.min_valid_rate, "well_formed", "min_valid_rate", "well-formed rate",
-        "most completions have no <question> or no boxed answer")
-    low("mean_parse_rate", t.min_parse_rate, "parse", "min_parse_rate",
-        "solver parse rate", "the solver's votes often have no boxed answer, so p_hat "
-        "measures format failure as much as difficulty")
+            "the challenger restates a few templates with new numbers",
+        )
+        low(
+            "distinct_2",
+            t.min_distinct_2,
+            "wording",
+            "min_distinct_2",
+            "distinct-2",
+            "the questions share most of their word pairs",
+        )
+    low(
+        "valid_rate",
+        t.min_valid_rate,
+        "well_formed",
+        "min_valid_rate",
+        "well-formed rate",
+        "most completions have no <question> or no boxed answer",
+    )
+    low(
+        "mean_parse_rate",
+        t.min_parse_rate,
+        "parse",
+        "min_parse_rate",
+        "solver parse rate",
+        "the solver's votes often have no boxed answer, so p_hat "
+        "measures format failure as much as difficulty",
+    )
     gpv = value("groups_per_vote")
     if t.max_groups_per_vote is not None and gpv is not None and gpv > t.max_groups_per_vote:
-        out.append(f"fragmentation: {at}answer groups per vote {_fmt(gpv)} is above "
-                   f"watch.max_groups_per_vote = {t.max_groups_per_vote}; the votes scatter "
-                   f"over many answers, so a majority label is a weak guess (ambiguous or "
-                   f"ill-posed questions read as hard ones)")
-    low("kept_fraction", t.min_kept_fraction, "band", "min_kept_fraction",
-        "share of the pool in the band", "the challenger's questions are too easy or too "
-        "hard for the solver to train on")
+        out.append(
+            f"fragmentation: {at}answer groups per vote {_fmt(gpv)} is above "
+            f"watch.max_groups_per_vote = {t.max_groups_per_vote}; the votes scatter "
+            f"over many answers, so a majority label is a weak guess (ambiguous or "
+            f"ill-posed questions read as hard ones)"
+        )
+    low(
+        "kept_fraction",
+        t.min_kept_fraction,
+        "band",
+        "min_kept_fraction",
+        "share of the pool in the band",
+        "the challenger's questions are too easy or too hard for the solver to train on",
+    )
     share = value("top_label_share")
     if t.max_label_share is not None and share is not None and share > t.max_label_share:
-        label, count, kept = (metrics.get("top_label"), value("top_label_count"),
-                              value("kept_questions"))
-        counted = (f"{count:.0f} of {kept:.0f} questions the solver trains on carry the label {label}"
-                   if count is not None and kept is not None else "one label dominates the training set")
-        out.append(f"label_mode: {at}{counted} ({_fmt(share)}), above watch.max_label_share = "
-                   f"{t.max_label_share}; trained on them, the solver learns to give that "
-                   f"answer whatever is asked")
+        label, count, kept = (
+            metrics.get("top_label"),
+            value("top_label_count"),
+            value("kept_questions"),
+        )
+        counted = (
+            f"{count:.0f} of {kept:.0f} questions the solver trains on carry the label {label}"
+            if count is not None and kept is not None
+            else "one label dominates the training set"
+        )
+        out.append(
+            f"label_mode: {at}{counted} ({_fmt(share)}), above watch.max_label_share = "
+            f"{t.max_label_share}; trained on them, the solver learns to give that "
+            f"answer whatever is asked"
+        )
     acc = value("label_accuracy")
     if t.min_label_accuracy is not None and acc is not None and acc < t.min_label_accuracy:
         lo, hi = value("label_accuracy_ci_low"), value("label_accuracy_ci_high")
         ci = f" [{_fmt(lo)}, {_fmt(hi)}]" if lo is not None and hi is not None else ""
-        out.append(f"label_accuracy: {at}pseudo-label accuracy {_fmt(acc)}{ci} is below "
-                   f"watch.min_label_accuracy = {t.min_label_accuracy}; the solver trains on "
-                   f"wrong labels about as often as on right ones")
+        out.append(
+            f"label_accuracy: {at}pseudo-label accuracy {_fmt(acc)}{ci} is below "
+            f"watch.min_label_accuracy = {t.min_label_accuracy}; the solver trains on "
+            f"wrong labels about as often as on right ones"
+        )
     phi = value("co_error_phi")
     if t.max_co_error_phi is not None and phi is not None and phi > t.max_co_error_phi:
         ci = value("co_error_ci_low")
-        out.append(f"co_error: {at}the two roles' errors correlate with phi {_fmt(phi)}"
-                   + (f" (lower bound {_fmt(ci)})" if ci is not None else "")
-                   + f", above watch.max_co_error_phi = {t.max_co_error_phi}; one role "
-                   f"catches few of the other's mistakes")
+        out.append(
+            f"co_error: {at}the two roles' errors correlate with phi {_fmt(phi)}"
+            + (f" (lower bound {_fmt(ci)})" if ci is not None else "")
+            + f", above watch.max_co_error_phi = {t.max_co_error_phi}; one role "
+            f"catches few of the other's mistakes"
+        )
     inc, hi = value("increment"), value("increment_ci_high")
     if inc is not None and hi is not None and hi < 0:
         lo = value("increment_ci_low")
-        out.append(f"increment: {at}average pass@1 fell {inc:+.3f}"
-                   + (f" [{lo:+.3f}, {hi:+.3f}]" if lo is not None else "")
-                   + " against the previous iteration, and the whole paired 95 % interval "
-                   "is below 0")
+        out.append(
+            f"increment: {at}average pass@1 fell {inc:+.3f}"
+            + (f" [{lo:+.3f}, {hi:+.3f}]" if lo is not None else "")
+            + " against the previous iteration, and the whole paired 95 % interval "
+            "is below 0"
+        )
     return out
 
 

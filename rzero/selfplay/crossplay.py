@@ -36,7 +36,8 @@ def _cell(verdicts: list[bool]) -> dict[str, Any]:
 def cross_iteration_matrix(
     solver_answers: Mapping[tuple[int, int], Sequence[str | None]],
     pool_labels: Mapping[int, Sequence[str | None]],
-    truth: Mapping[int, Sequence[str | None]] | None = None, *,
+    truth: Mapping[int, Sequence[str | None]] | None = None,
+    *,
     equivalent: Equivalent | None = None,
 ) -> dict[str, Any]:
     """Agreement (and accuracy where truth is known) of solver i on pool j, for every (i, j)
@@ -61,11 +62,14 @@ def cross_iteration_matrix(
         if j not in pool_labels:
             raise ValueError(f"solver {i} answered pool {j}, which has no labels")
         if len(answers) != len(pool_labels[j]):
-            raise ValueError(f"solver {i} gave {len(answers)} answers to pool {j}'s "
-                             f"{len(pool_labels[j])} questions")
+            raise ValueError(
+                f"solver {i} gave {len(answers)} answers to pool {j}'s "
+                f"{len(pool_labels[j])} questions"
+            )
         if j in truth and len(truth[j]) != len(pool_labels[j]):
-            raise ValueError(f"pool {j}: {len(truth[j])} known answers for "
-                             f"{len(pool_labels[j])} questions")
+            raise ValueError(
+                f"pool {j}: {len(truth[j])} known answers for {len(pool_labels[j])} questions"
+            )
     # one batch of checks for every cell: (answer, label) pairs, then (answer, truth) pairs
     pairs: list[tuple[str | None, str | None]] = []
     slots: list[tuple[str, int, int]] = []
@@ -77,19 +81,29 @@ def cross_iteration_matrix(
             if j in truth and truth[j][q] is not None:
                 pairs.append((answer, truth[j][q]))
                 slots.append(("accuracy", i, j))
-    verdicts = [bool(v) and a is not None
-                for v, (a, _) in zip(equivalent(pairs) if pairs else [], pairs, strict=True)]
+    verdicts = [
+        bool(v) and a is not None
+        for v, (a, _) in zip(equivalent(pairs) if pairs else [], pairs, strict=True)
+    ]
     found: dict[tuple[str, int, int], list[bool]] = {}
     for slot, v in zip(slots, verdicts, strict=True):
         found.setdefault(slot, []).append(v)
 
     def matrix(metric: str) -> list[list[dict[str, Any] | None]]:
-        return [[_cell(found.get((metric, i, j), [])) if (i, j) in solver_answers else None
-                 for j in pools] for i in solvers]
+        return [
+            [
+                _cell(found.get((metric, i, j), [])) if (i, j) in solver_answers else None
+                for j in pools
+            ]
+            for i in solvers
+        ]
 
-    out: dict[str, Any] = {"solvers": solvers, "pools": pools,
-                           "agreement": matrix("agreement"),
-                           "accuracy": matrix("accuracy") if truth else None}
+    out: dict[str, Any] = {
+        "solvers": solvers,
+        "pools": pools,
+        "agreement": matrix("agreement"),
+        "accuracy": matrix("accuracy") if truth else None,
+    }
     out["flags"] = _forgetting(out)
     return out
 
@@ -101,17 +115,22 @@ def _forgetting(m: dict[str, Any]) -> list[str]:
         return []
     flags = []
     for col, j in enumerate(m["pools"]):
-        cells = [(i, m["accuracy"][row][col]) for row, i in enumerate(m["solvers"])
-                 if m["accuracy"][row][col] is not None and m["accuracy"][row][col]["n"]]
+        cells = [
+            (i, m["accuracy"][row][col])
+            for row, i in enumerate(m["solvers"])
+            if m["accuracy"][row][col] is not None and m["accuracy"][row][col]["n"]
+        ]
         if len(cells) < 2:
             continue
         last_i, last = cells[-1]
         best_i, best = max(cells[:-1], key=lambda c: c[1]["rate"])
         if last["ci_high"] < best["ci_low"]:
-            flags.append(f"pool {j}: solver {last_i} answers {last['rate']:.1%} "
-                         f"[{last['ci_low']:.1%}, {last['ci_high']:.1%}] correctly, below "
-                         f"solver {best_i}'s {best['rate']:.1%} [{best['ci_low']:.1%}, "
-                         f"{best['ci_high']:.1%}]: later training lost what pool {j} asks")
+            flags.append(
+                f"pool {j}: solver {last_i} answers {last['rate']:.1%} "
+                f"[{last['ci_low']:.1%}, {last['ci_high']:.1%}] correctly, below "
+                f"solver {best_i}'s {best['rate']:.1%} [{best['ci_low']:.1%}, "
+                f"{best['ci_high']:.1%}]: later training lost what pool {j} asks"
+            )
     return flags
 
 
@@ -128,8 +147,9 @@ def cross_matrix_markdown(m: dict[str, Any], metric: str = "agreement") -> str:
         return f"{c['rate']:.2f} [{c['ci_low']:.2f}, {c['ci_high']:.2f}] ({c['n']})"
 
     header = [f"solver \\ pool ({metric})"] + [f"pool {j}" for j in m["pools"]]
-    rows = [[f"solver {i}"] + [text(c) for c in row] for i, row in zip(m["solvers"], cells,
-                                                                         strict=True)]
+    rows = [
+        [f"solver {i}"] + [text(c) for c in row] for i, row in zip(m["solvers"], cells, strict=True)
+    ]
     return markdown_table(header, rows, align="l" + "r" * len(m["pools"]))
 
 
@@ -144,19 +164,32 @@ def heatmap_png(m: dict[str, Any], metric: str = "agreement", title: str | None 
     cells = m[metric]
     if cells is None:
         raise ValueError(f"no {metric} in this matrix (no known answers)")
-    rates = np.array([[c["rate"] if c is not None and c["rate"] is not None else np.nan
-                       for c in row] for row in cells], dtype=float).reshape(
-        len(m["solvers"]), len(m["pools"]))  # [solvers, pools]
-    fig = Figure(figsize=(1.2 + 1.1 * max(1, len(m["pools"])),
-                          1.0 + 0.8 * max(1, len(m["solvers"]))), layout="constrained")
+    rates = np.array(
+        [
+            [c["rate"] if c is not None and c["rate"] is not None else np.nan for c in row]
+            for row in cells
+        ],
+        dtype=float,
+    ).reshape(len(m["solvers"]), len(m["pools"]))  # [solvers, pools]
+    fig = Figure(
+        figsize=(1.2 + 1.1 * max(1, len(m["pools"])), 1.0 + 0.8 * max(1, len(m["solvers"]))),
+        layout="constrained",
+    )
     FigureCanvasAgg(fig)
     ax = fig.subplots()
     image = ax.imshow(rates, vmin=0.0, vmax=1.0, cmap="viridis", aspect="auto")
     for r, row in enumerate(cells):
         for c, cell in enumerate(row):
             if cell is not None and cell["rate"] is not None:
-                ax.text(c, r, f"{cell['rate']:.2f}\nn={cell['n']}", ha="center", va="center",
-                        fontsize=8, color="white" if cell["rate"] < 0.6 else "black")
+                ax.text(
+                    c,
+                    r,
+                    f"{cell['rate']:.2f}\nn={cell['n']}",
+                    ha="center",
+                    va="center",
+                    fontsize=8,
+                    color="white" if cell["rate"] < 0.6 else "black",
+                )
     ax.set_xticks(range(len(m["pools"])), [f"pool {j}" for j in m["pools"]])
     ax.set_yticks(range(len(m["solvers"])), [f"solver {i}" for i in m["solvers"]])
     ax.set_xlabel("question pool (labelled by solver j - 1)")

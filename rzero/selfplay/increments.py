@@ -14,18 +14,14 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from rzero.stats import (
-    PairedDifference,
-    mean,
-    paired_difference,
-    stratified_paired_difference,
-)
+from rzero.stats import PairedDifference, mean, paired_difference, stratified_paired_difference
 
 __all__ = ["align_eval_items", "increment_curve", "paired_scores"]
 
 
-def increment_curve(correct: Mapping[str, Sequence[Sequence[float]]], *, n_boot: int = 10_000,
-                    seed: int = 0) -> dict[str, Any]:
+def increment_curve(
+    correct: Mapping[str, Sequence[Sequence[float]]], *, n_boot: int = 10_000, seed: int = 0
+) -> dict[str, Any]:
     """Per-iteration changes with paired intervals, and flags in words.
 
     `correct[benchmark][k]` is iteration k's per-item score on that benchmark (0/1 for
@@ -50,9 +46,11 @@ def increment_curve(correct: Mapping[str, Sequence[Sequence[float]]], *, n_boot:
     num = counts[names[0]]
     if num < 1:
         raise ValueError("increment_curve: no iterations (need at least the base, k = 0)")
+
     def compare(j: int, k: int) -> dict[str, PairedDifference]:
-        return paired_scores({name: (correct[name][j], correct[name][k]) for name in names},
-                             n_boot=n_boot, seed=seed)
+        return paired_scores(
+            {name: (correct[name][j], correct[name][k]) for name in names}, n_boot=n_boot, seed=seed
+        )
 
     iterations: list[dict[str, Any]] = []
     flags: list[str] = []
@@ -66,8 +64,11 @@ def increment_curve(correct: Mapping[str, Sequence[Sequence[float]]], *, n_boot:
             gain = prev["average"]
             entry["vs_previous"] = {n: d.to_dict() for n, d in prev.items()}
             entry["vs_base"] = {n: d.to_dict() for n, d in base.items()}
-            entry["watch"] = {"increment": gain.delta, "increment_ci_low": gain.ci_low,
-                              "increment_ci_high": gain.ci_high}
+            entry["watch"] = {
+                "increment": gain.delta,
+                "increment_ci_low": gain.ci_low,
+                "increment_ci_high": gain.ci_high,
+            }
             entry["flags"] = _flags(k, prev, base, previous_gain)
             flags += entry["flags"]
             previous_gain = gain
@@ -75,19 +76,26 @@ def increment_curve(correct: Mapping[str, Sequence[Sequence[float]]], *, n_boot:
     return {"benchmarks": names, "iterations": iterations, "flags": flags}
 
 
-def paired_scores(pairs: Mapping[str, tuple[Sequence[float], Sequence[float]]], *,
-                  n_boot: int = 10_000, seed: int = 0) -> dict[str, PairedDifference]:
+def paired_scores(
+    pairs: Mapping[str, tuple[Sequence[float], Sequence[float]]],
+    *,
+    n_boot: int = 10_000,
+    seed: int = 0,
+) -> dict[str, PairedDifference]:
     """Per benchmark, mean(b) − mean(a) on the same items (`paired_difference`), and under
     ``"average"`` the change of the unweighted average over benchmarks, its interval from a
     bootstrap stratified by benchmark; with one benchmark the average is that benchmark's
     own difference (so it keeps the McNemar analysis)."""
     if not pairs:
         raise ValueError("paired_scores: no benchmarks")
-    out = {name: paired_difference(a, b, n_boot=n_boot, seed=seed)
-           for name, (a, b) in pairs.items()}
-    out["average"] = (next(iter(out.values())) if len(pairs) == 1 else
-                      stratified_paired_difference(list(pairs.values()), n_boot=n_boot,
-                                                   seed=seed))
+    out = {
+        name: paired_difference(a, b, n_boot=n_boot, seed=seed) for name, (a, b) in pairs.items()
+    }
+    out["average"] = (
+        next(iter(out.values()))
+        if len(pairs) == 1
+        else stratified_paired_difference(list(pairs.values()), n_boot=n_boot, seed=seed)
+    )
     return out
 
 
@@ -97,8 +105,9 @@ def align_eval_items(results: Sequence[Mapping[str, Any]]) -> dict[str, list[lis
     otherwise), matched by item ``id``. Only items every iteration scored are kept, in the
     base's order, so a changed ``eval.limit`` cannot pair different items; a benchmark some
     iteration lacks is left out."""
-    per_iteration = [{(r["benchmark"], r["id"]): float(r["mean"]) for r in res["items"]}
-                     for res in results]
+    per_iteration = [
+        {(r["benchmark"], r["id"]): float(r["mean"]) for r in res["items"]} for res in results
+    ]
     if not per_iteration:
         return {}
     out: dict[str, list[list[float]]] = {}
@@ -117,23 +126,32 @@ def _mean(values: Sequence[float]) -> float:
     return mean(values)
 
 
-def _flags(k: int, prev: dict[str, PairedDifference], base: dict[str, PairedDifference],
-           previous_gain: PairedDifference | None) -> list[str]:
+def _flags(
+    k: int,
+    prev: dict[str, PairedDifference],
+    base: dict[str, PairedDifference],
+    previous_gain: PairedDifference | None,
+) -> list[str]:
     out = []
     gain = prev["average"]
     if gain.ci_high < 0:
-        out.append(f"iteration {k} is below iteration {k - 1} on average: {gain.words()} "
-                   f"(paired 95 % interval, entirely below 0)")
+        out.append(
+            f"iteration {k} is below iteration {k - 1} on average: {gain.words()} "
+            f"(paired 95 % interval, entirely below 0)"
+        )
     elif gain.delta < 0:
-        out.append(f"iteration {k} scored below iteration {k - 1} on average: {gain.words()}; "
-                   f"the interval includes 0, so the drop may be noise")
+        out.append(
+            f"iteration {k} scored below iteration {k - 1} on average: {gain.words()}; "
+            f"the interval includes 0, so the drop may be noise"
+        )
     if previous_gain is not None and previous_gain.delta > 0 and gain.delta < previous_gain.delta:
-        out.append(f"the gain per iteration fell: {previous_gain.delta:+.3f} at iteration "
-                   f"{k - 1}, {gain.delta:+.3f} at iteration {k} (point estimates; intervals "
-                   f"{previous_gain.words()} and {gain.words()})")
+        out.append(
+            f"the gain per iteration fell: {previous_gain.delta:+.3f} at iteration "
+            f"{k - 1}, {gain.delta:+.3f} at iteration {k} (point estimates; intervals "
+            f"{previous_gain.words()} and {gain.words()})"
+        )
     if base["average"].ci_high < 0:
-        out.append(f"iteration {k} is below the base model on average: "
-                   f"{base['average'].words()}")
+        out.append(f"iteration {k} is below the base model on average: {base['average'].words()}")
     for name, d in prev.items():
         if name != "average" and d.ci_high < 0:
             out.append(f"iteration {k} is below iteration {k - 1} on {name}: {d.words()}")

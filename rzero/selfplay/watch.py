@@ -49,8 +49,9 @@ __all__ = ["after_phase"]
 # ---------------------------------------------------------------- before each commit
 
 
-def after_phase(cfg: RZeroConfig, run: RunDir, k: int, phase: str, info: dict[str, Any],
-                *, math: bool = False) -> dict[str, Any]:
+def after_phase(
+    cfg: RZeroConfig, run: RunDir, k: int, phase: str, info: dict[str, Any], *, math: bool = False
+) -> dict[str, Any]:
     """`info` (the phase's marker-to-be) with the audit's numbers, ``warnings`` and, when
     one of them is named in `run.stop_on`, ``stop``. The pool's and the labelling's
     measures read math questions and their votes (`math`: R-Zero's math loop), so another
@@ -68,8 +69,12 @@ def after_phase(cfg: RZeroConfig, run: RunDir, k: int, phase: str, info: dict[st
         info["warnings"] = collapse_warnings(info.get("metrics", {}), cfg.watch, where=where)
     reasons = stopping(info.get("warnings", []), cfg.run.stop_on)
     if reasons:
-        info["stop"] = {"iteration": k, "phase": phase, "stop_on": list(cfg.run.stop_on),
-                        "warnings": reasons}
+        info["stop"] = {
+            "iteration": k,
+            "phase": phase,
+            "stop_on": list(cfg.run.stop_on),
+            "warnings": reasons,
+        }
     return info
 
 
@@ -84,11 +89,13 @@ def _challenger(cfg: RZeroConfig, k: int, info: dict[str, Any]) -> None:
     steps = info.get("steps", [])
     warnings: list[str] = []
     for s in steps:
-        warnings += collapse_warnings(s, cfg.watch, where=f"iteration {k} challenger step "
-                                                          f"{s.get('step')}")
+        warnings += collapse_warnings(
+            s, cfg.watch, where=f"iteration {k} challenger step {s.get('step')}"
+        )
     x = [float(s["step"]) for s in steps]
-    trend = {key: _trend(x, [float(s[key]) for s in steps])
-             for key in ("mean_reward", "valid_rate")}
+    trend = {
+        key: _trend(x, [float(s[key]) for s in steps]) for key in ("mean_reward", "valid_rate")
+    }
     info["trend"] = trend
     for key, name in (("mean_reward", "reward_slope"), ("valid_rate", "valid_rate_slope")):
         if trend[key] is not None:
@@ -99,13 +106,25 @@ def _challenger(cfg: RZeroConfig, k: int, info: dict[str, Any]) -> None:
 def _pool(cfg: RZeroConfig, run: RunDir, k: int, info: dict[str, Any]) -> None:
     rows = run.rows(k, "pool")
     c = cfg.challenger
-    diversity = question_diversity([r["question"] for r in rows], tau=c.tau,
-                                   variant=c.bleu_variant, seed=cfg.run.seed + k)
+    diversity = question_diversity(
+        [r["question"] for r in rows], tau=c.tau, variant=c.bleu_variant, seed=cfg.run.seed + k
+    )
     types = answer_types([r.get("challenger_answer") for r in rows])
-    info["metrics"] |= {key: diversity[key] for key in (
-        "cluster_ratio", "distinct_1", "distinct_2", "mean_bleu_distance", "structure_ratio",
-        "bleu_sample")} | {"questions": diversity["questions"], "answer_types": types["types"],
-                           "top_answer_type_share": types["top_share"]}
+    info["metrics"] |= {
+        key: diversity[key]
+        for key in (
+            "cluster_ratio",
+            "distinct_1",
+            "distinct_2",
+            "mean_bleu_distance",
+            "structure_ratio",
+            "bleu_sample",
+        )
+    } | {
+        "questions": diversity["questions"],
+        "answer_types": types["types"],
+        "top_answer_type_share": types["top_share"],
+    }
     info["answer_types"] = types
     info["warnings"] = collapse_warnings(info["metrics"], cfg.watch, where=f"iteration {k} pool")
 
@@ -115,13 +134,20 @@ def _labelling(cfg: RZeroConfig, run: RunDir, k: int, info: dict[str, Any]) -> N
     lab = cfg.labeling
     fragmentation = answer_fragmentation(rows)
     # the band is watched whether or not the filter is on (off, every question is "kept")
-    band = sum(in_band(r["p_hat"], lab.delta, low=lab.band_low, high=lab.band_high)
-               for r in rows) / len(rows) if rows else 0.0
-    info["metrics"] |= {key: fragmentation[key] for key in (
-        "mean_num_groups", "groups_per_vote", "mean_top2_margin")} | {"in_band_fraction": band}
+    band = (
+        sum(in_band(r["p_hat"], lab.delta, low=lab.band_low, high=lab.band_high) for r in rows)
+        / len(rows)
+        if rows
+        else 0.0
+    )
+    info["metrics"] |= {
+        key: fragmentation[key]
+        for key in ("mean_num_groups", "groups_per_vote", "mean_top2_margin")
+    } | {"in_band_fraction": band}
     info["metrics"] |= label_concentration(rows)
-    info["warnings"] = collapse_warnings(info["metrics"] | {"kept_fraction": band}, cfg.watch,
-                                         where=f"iteration {k} labelling")
+    info["warnings"] = collapse_warnings(
+        info["metrics"] | {"kept_fraction": band}, cfg.watch, where=f"iteration {k} labelling"
+    )
 
 
 def _eval(cfg: RZeroConfig, run: RunDir, k: int, info: dict[str, Any]) -> None:
@@ -134,8 +160,9 @@ def _eval(cfg: RZeroConfig, run: RunDir, k: int, info: dict[str, Any]) -> None:
 
     paths = [run.iter_dir(j) / "eval" / "eval.json" for j in range(k + 1)]
     if not all(p.is_file() for p in paths):
-        info["increment_note"] = ("no increment curve: an earlier iteration (or the base, "
-                                  "iteration 0) was not evaluated")
+        info["increment_note"] = (
+            "no increment curve: an earlier iteration (or the base, iteration 0) was not evaluated"
+        )
         return
     aligned = align_eval_items([json.loads(p.read_text()) for p in paths])
     if not aligned:

@@ -27,25 +27,35 @@ def kept(votes: Votes, labeling: LabelingConfig) -> bool:
     return keep_question(votes, labeling.delta, low=labeling.band_low, high=labeling.band_high)
 
 
-def label_pool(solver: FrozenSolver, questions: Sequence[str], seed: int,
-               chunk: int = 16) -> list[dict[str, Any]]:
+def label_pool(
+    solver: FrozenSolver, questions: Sequence[str], seed: int, chunk: int = 16
+) -> list[dict[str, Any]]:
     """m solver answers per question; majority vote gives label and p̂; the band decides,
     then `labeling.cap_label_share` (`cap_label_share`), when set."""
     rows: list[dict[str, Any]] = []
-    for start in tqdm(range(0, len(questions), chunk), desc="labelling", unit="chunk",
-                      leave=False):
-        part = list(questions[start:start + chunk])
+    for start in tqdm(range(0, len(questions), chunk), desc="labelling", unit="chunk", leave=False):
+        part = list(questions[start : start + chunk])
         answers, votes = solver.vote(part, seed + start)
         for q, a, v in zip(part, answers, votes, strict=True):
-            rows.append({"question": q, "answers": a, "label": v.label, "p_hat": v.p_hat,
-                         "num_groups": v.num_groups, "top2_margin": v.top2_margin,
-                         "parse_rate": v.parse_rate, "groups": dict(v.groups),
-                         "kept": kept(v, solver.labeling)})
+            rows.append(
+                {
+                    "question": q,
+                    "answers": a,
+                    "label": v.label,
+                    "p_hat": v.p_hat,
+                    "num_groups": v.num_groups,
+                    "top2_margin": v.top2_margin,
+                    "parse_rate": v.parse_rate,
+                    "groups": dict(v.groups),
+                    "kept": kept(v, solver.labeling),
+                }
+            )
         crash_point("labelling:mid")
     share = solver.labeling.cap_label_share
     if share is not None:
-        flags = cap_label_share([r["label"] for r in rows], [r["p_hat"] for r in rows],
-                                [r["kept"] for r in rows], share)
+        flags = cap_label_share(
+            [r["label"] for r in rows], [r["p_hat"] for r in rows], [r["kept"] for r in rows], share
+        )
         for r, flag in zip(rows, flags, strict=True):
             r["capped"] = r["kept"] and not flag  # in the band, dropped by the label cap
             r["kept"] = flag

@@ -10,8 +10,9 @@ from rzero.prompts.chat import completion_text
 FORMS = ("accuracy", "reference")
 
 
-def solver_reward(answer: str | None, label: str, form: str = "accuracy",
-                  direction: Direction | None = None) -> float:
+def solver_reward(
+    answer: str | None, label: str, form: str = "accuracy", direction: Direction | None = None
+) -> float:
     """Reward of one solver completion whose last boxed answer is `answer`.
 
     - ``"accuracy"`` (paper): 1 if `answer` is equivalent to the pseudo-label ỹ, else 0.
@@ -40,10 +41,10 @@ class SolverReward:
         self.form = form
         self.direction = direction
 
-    def __call__(self, prompts: list, completions: list, label: list[str],
-                 **kwargs) -> list[float]:
-        rewards = [solver_reward(extract_boxed(completion_text(c)), y, self.form,
-                                 self.direction)
-                   for c, y in zip(completions, label, strict=True)]
+    def __call__(self, prompts: list, completions: list, label: list[str], **kwargs) -> list[float]:
+        rewards = [
+            solver_reward(extract_boxed(completion_text(c)), y, self.form, self.direction)
+            for c, y in zip(completions, label, strict=True)
+        ]
         crash_point("solver:mid")
         return rewards

@@ -13,20 +13,32 @@ from rzero.prompts.solver import solver_chat
 from rzero.solver.rewards import SolverReward
 
 
-def train_solver(model, tokenizer, cfg: RZeroConfig, kept: list[dict[str, Any]],
-                 iteration: int, out_dir: Path) -> TrainStats:
+def train_solver(
+    model, tokenizer, cfg: RZeroConfig, kept: list[dict[str, Any]], iteration: int, out_dir: Path
+) -> TrainStats:
     """GRPO on `kept` labelled rows (each with `question` and `label`), reward
     `solver_reward`; the trained weights are saved to `out_dir`. Returns the timings and
     TRL's log of every update (`TrainStats.log`)."""
-    rows = [{"prompt": solver_chat(r["question"], cfg.solver.prompt_file), "label": r["label"]}
-            for r in kept]
+    rows = [
+        {"prompt": solver_chat(r["question"], cfg.solver.prompt_file), "label": r["label"]}
+        for r in kept
+    ]
     work = out_dir.with_name(".trainer_solver")
     reward = SolverReward(cfg.solver.reward, direction=cfg.labeling.equivalence)
-    stats = train_grpo(model, tokenizer, rows, [reward], cfg.solver, work,
-                       seed=cfg.run.seed + 1000 + iteration, model_cfg=cfg.model,
-                       generation_cfg=cfg.generation,
-                       report_to=cfg.run.report_to,
-                       desc=f"iter {iteration} solver", save_to=out_dir)
+    stats = train_grpo(
+        model,
+        tokenizer,
+        rows,
+        [reward],
+        cfg.solver,
+        work,
+        seed=cfg.run.seed + 1000 + iteration,
+        model_cfg=cfg.model,
+        generation_cfg=cfg.generation,
+        report_to=cfg.run.report_to,
+        desc=f"iter {iteration} solver",
+        save_to=out_dir,
+    )
     if distributed.is_main():
         shutil.rmtree(work, ignore_errors=True)
     return stats

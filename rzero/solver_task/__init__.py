@@ -49,9 +49,17 @@ def grid(run_dirs: list[Path], out_dir: Path) -> Path:
 # samples), shuffled-S (the known answers shuffled across questions, the negative control)
 VARIANTS: dict[str, list[str]] = {
     f"{labels}-{seed}": [f"solver_task.labels={labels}", f"run.seed={seed}"]
-    for labels in ("truth", "vote", "shuffled") for seed in (0, 1, 2)}
+    for labels in ("truth", "vote", "shuffled")
+    for seed in (0, 1, 2)
+}
 
 # the three label sources at seed 0 first, so the grid's first three runs are its contrast
-SYSTEM = System(layout=LAYOUT, iterate=iterate, plan=plan, rebuild=rebuild, variants=VARIANTS,
-                default_variants=("truth-0", "vote-0", "shuffled-0", "truth-1", "truth-2"),
-                summary=grid)
+SYSTEM = System(
+    layout=LAYOUT,
+    iterate=iterate,
+    plan=plan,
+    rebuild=rebuild,
+    variants=VARIANTS,
+    default_variants=("truth-0", "vote-0", "shuffled-0", "truth-1", "truth-2"),
+    summary=grid,
+)

@@ -1,13 +1,13 @@
 """What the solver task records while it trains, beside TRL's own log of each update:
 
-    FormatCount   the solver's reward (`SolverReward`) that also counts, per reward call
-                  (one rollout), the share of completions with a boxed answer: the
-                  well-formed rate, which tells "learnt the format" from "learnt the
-                  arithmetic" along the curve
-    DevCurve      a transformers TrainerCallback: greedy pass@1 and the well-formed rate on
-                  the development draw before the first update and every `every` updates,
-                  sampled from the weights as they are (the run's generator over the
-                  training model, its bf16 copy refreshed at each call)
+FormatCount   the solver's reward (`SolverReward`) that also counts, per reward call
+              (one rollout), the share of completions with a boxed answer: the
+              well-formed rate, which tells "learnt the format" from "learnt the
+              arithmetic" along the curve
+DevCurve      a transformers TrainerCallback: greedy pass@1 and the well-formed rate on
+              the development draw before the first update and every `every` updates,
+              sampled from the weights as they are (the run's generator over the
+              training model, its bf16 copy refreshed at each call)
 """
 
 from __future__ import annotations
@@ -29,19 +29,29 @@ class FormatCount(SolverReward):
         super().__init__(form, direction)
         self.well_formed: list[float] = []
 
-    def __call__(self, prompts: list, completions: list, label: list[str],
-                 **kwargs) -> list[float]:
+    def __call__(self, prompts: list, completions: list, label: list[str], **kwargs) -> list[float]:
         boxed = [extract_boxed(completion_text(c)) is not None for c in completions]
         self.well_formed.append(sum(boxed) / len(boxed) if boxed else 0.0)
         return super().__call__(prompts, completions, label, **kwargs)
 
-    def merge(self, log: list[dict[str, float]], updates_per_rollout: int
-              ) -> list[dict[str, float]]:
+    def merge(
+        self, log: list[dict[str, float]], updates_per_rollout: int
+    ) -> list[dict[str, float]]:
         """TRL's update log with each update's rollout's well-formed share added (a rollout
         serves `updates_per_rollout` updates)."""
-        return [{**row, "well_formed": self.well_formed[min(i // updates_per_rollout,
-                                                            len(self.well_formed) - 1)]}
-                for i, row in enumerate(log)] if self.well_formed else list(log)
+        return (
+            [
+                {
+                    **row,
+                    "well_formed": self.well_formed[
+                        min(i // updates_per_rollout, len(self.well_formed) - 1)
+                    ],
+                }
+                for i, row in enumerate(log)
+            ]
+            if self.well_formed
+            else list(log)
+        )
 
 
 class DevCurve(TrainerCallback):
@@ -57,15 +67,23 @@ class DevCurve(TrainerCallback):
         if self.points and self.points[-1]["update"] == update:
             return
         cfg = self.cfg
-        result = evaluate(self.generator, {self.name: self.items},
-                          max_new_tokens=cfg.eval.max_new_tokens, seed=cfg.run.seed,
-                          prompt_path=cfg.solver.prompt_file,
-                          direction=cfg.labeling.equivalence)
+        result = evaluate(
+            self.generator,
+            {self.name: self.items},
+            max_new_tokens=cfg.eval.max_new_tokens,
+            seed=cfg.run.seed,
+            prompt_path=cfg.solver.prompt_file,
+            direction=cfg.labeling.equivalence,
+        )
         items = result["items"]
-        self.points.append({
-            "update": update, "dev_pass@1": result["average"],
-            "dev_well_formed": sum(r["predictions"][0] is not None for r in items) / len(items),
-            "dev_n": len(items)})
+        self.points.append(
+            {
+                "update": update,
+                "dev_pass@1": result["average"],
+                "dev_well_formed": sum(r["predictions"][0] is not None for r in items) / len(items),
+                "dev_n": len(items),
+            }
+        )
 
     def on_train_begin(self, args, state, control, **kwargs):
         self.score(0)

@@ -7,6 +7,10 @@ from rzero.rundir.folder import Layout
 # the base's evaluation once (iteration 0), then per iteration the fixed questions' labels,
 # the solver's GRPO phase and the evaluation
 LAYOUT = Layout(
-    name="solver", phases=("labelling", "solver", "eval"),
+    name="solver",
+    phases=("labelling", "solver", "eval"),
     outputs={"labelling": ("labelled.jsonl",), "solver": ("solver",), "eval": ("eval",)},
-    rows=("labelled",), training=("solver",), pushed=("solver",))
+    rows=("labelled",),
+    training=("solver",),
+    pushed=("solver",),
+)

@@ -45,15 +45,19 @@ def load_questions(spec: str, count: int = 0) -> list[dict[str, Any]]:
             if not isinstance(question, str) or not question.strip():
                 raise ConfigError(f"{path}: line {n} has no 'question' string")
             answer = r.get("answer")
-            rows.append({"id": str(r.get("id", f"q{n - 1:05d}")), "question": question,
-                         "answer": None if answer is None else str(answer)})
+            rows.append(
+                {
+                    "id": str(r.get("id", f"q{n - 1:05d}")),
+                    "question": question,
+                    "answer": None if answer is None else str(answer),
+                }
+            )
     else:
         try:
             _, items = load_benchmark(spec)
         except (BenchmarkError, ValueError) as exc:
             raise ConfigError(f"solver_task.questions={spec!r}: {exc}") from None
-        rows = [{"id": i["id"], "question": i["problem"], "answer": i.get("answer")}
-                for i in items]
+        rows = [{"id": i["id"], "question": i["problem"], "answer": i.get("answer")} for i in items]
     rows = rows[:count] if count else rows
     if not rows:
         raise ConfigError(f"solver_task.questions={spec!r}: no questions")
@@ -80,45 +84,63 @@ def label_correct(label: str | None, answer: str | None, direction: str) -> bool
     return score_completion(f"\\boxed{{{label}}}", answer, direction)
 
 
-def fixed_labels(rows: Sequence[dict[str, Any]], source: str, seed: int,
-                 direction: str) -> list[dict[str, Any]]:
+def fixed_labels(
+    rows: Sequence[dict[str, Any]], source: str, seed: int, direction: str
+) -> list[dict[str, Any]]:
     """truth or shuffled labels for `rows`, every row kept."""
     if any(r["answer"] is None for r in rows):
         missing = sum(r["answer"] is None for r in rows)
-        raise ConfigError(f"solver_task.labels={source}: {missing} of {len(rows)} questions "
-                          f"have no answer; give answers, or use labels vote")
+        raise ConfigError(
+            f"solver_task.labels={source}: {missing} of {len(rows)} questions "
+            f"have no answer; give answers, or use labels vote"
+        )
     answers = [r["answer"] for r in rows]
     if source == "shuffled":
         answers = [answers[j] for j in derangement(len(rows), seed)]
-    return [{**r, "label": a, "kept": True,
-             "label_correct": label_correct(a, r["answer"], direction)}
-            for r, a in zip(rows, answers, strict=True)]
+    return [
+        {**r, "label": a, "kept": True, "label_correct": label_correct(a, r["answer"], direction)}
+        for r, a in zip(rows, answers, strict=True)
+    ]
 
 
-def vote_labels(solver: FrozenSolver, rows: Sequence[dict[str, Any]], seed: int, band: bool,
-                direction: str) -> list[dict[str, Any]]:
+def vote_labels(
+    solver: FrozenSolver, rows: Sequence[dict[str, Any]], seed: int, band: bool, direction: str
+) -> list[dict[str, Any]]:
     """The frozen solver's majority label of every row (`label_pool`); kept when it has a
     label and, with `band`, lies in R-Zero's band."""
     voted = label_pool(solver, [r["question"] for r in rows], seed=seed)
     out = []
     for r, v in zip(rows, voted, strict=True):
         keep = v["kept"] if band else v["label"] is not None
-        out.append({**r, **{k: v[k] for k in ("answers", "label", "p_hat", "num_groups",
-                                              "parse_rate")},
-                    "in_band": v["kept"], "kept": keep,
-                    "label_correct": label_correct(v["label"], r["answer"], direction)})
+        out.append(
+            {
+                **r,
+                **{k: v[k] for k in ("answers", "label", "p_hat", "num_groups", "parse_rate")},
+                "in_band": v["kept"],
+                "kept": keep,
+                "label_correct": label_correct(v["label"], r["answer"], direction),
+            }
+        )
     return out
 
 
-def training_rows(cfg: RZeroConfig, labelled: Sequence[dict[str, Any]] | None = None
-                  ) -> list[dict[str, Any]]:
+def training_rows(
+    cfg: RZeroConfig, labelled: Sequence[dict[str, Any]] | None = None
+) -> list[dict[str, Any]]:
     """GRPO rows (the solver's prompt and the label) of the kept `labelled` rows; without
     them, the recipe's questions with their true answers (the benchmarks use this)."""
     if labelled is None:
-        labelled = fixed_labels(load_questions(cfg.solver_task.questions, cfg.solver_task.count),
-                                "truth", cfg.run.seed, cfg.labeling.equivalence)
-    return [{"prompt": solver_chat(r["question"], cfg.solver.prompt_file), "label": r["label"]}
-            for r in labelled if r["kept"]]
+        labelled = fixed_labels(
+            load_questions(cfg.solver_task.questions, cfg.solver_task.count),
+            "truth",
+            cfg.run.seed,
+            cfg.labeling.equivalence,
+        )
+    return [
+        {"prompt": solver_chat(r["question"], cfg.solver.prompt_file), "label": r["label"]}
+        for r in labelled
+        if r["kept"]
+    ]
 
 
 def label_summary(rows: Sequence[dict[str, Any]]) -> dict[str, Any]:
@@ -126,10 +148,13 @@ def label_summary(rows: Sequence[dict[str, Any]]) -> dict[str, Any]:
     against the known answers (over all labelled rows, and over the kept ones)."""
     known = [r for r in rows if r["label_correct"] is not None]
     kept_known = [r for r in known if r["kept"]]
-    return {"questions": len(rows), "kept": sum(r["kept"] for r in rows),
-            "labelled": sum(r["label"] is not None for r in rows),
-            "known_answers": len(known),
-            "label_accuracy": (sum(r["label_correct"] for r in known) / len(known)
-                               if known else None),
-            "kept_label_accuracy": (sum(r["label_correct"] for r in kept_known) / len(kept_known)
-                                    if kept_known else None)}
+    return {
+        "questions": len(rows),
+        "kept": sum(r["kept"] for r in rows),
+        "labelled": sum(r["label"] is not None for r in rows),
+        "known_answers": len(known),
+        "label_accuracy": (sum(r["label_correct"] for r in known) / len(known) if known else None),
+        "kept_label_accuracy": (
+            sum(r["label_correct"] for r in kept_known) / len(kept_known) if kept_known else None
+        ),
+    }

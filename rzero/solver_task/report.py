@@ -48,10 +48,15 @@ def solver_outcome(base: dict[str, Any], trained: dict[str, Any]) -> dict[str, d
         if not ids:
             continue
 
-        diff = paired_difference([float(a[i]["correct"][0]) for i in ids],
-                                 [float(b[i]["correct"][0]) for i in ids])
-        out[name] = {"n": len(ids), "base": _side(a, ids), "trained": _side(b, ids),
-                     "difference": diff.to_dict()}
+        diff = paired_difference(
+            [float(a[i]["correct"][0]) for i in ids], [float(b[i]["correct"][0]) for i in ids]
+        )
+        out[name] = {
+            "n": len(ids),
+            "base": _side(a, ids),
+            "trained": _side(b, ids),
+            "difference": diff.to_dict(),
+        }
     return out
 
 
@@ -60,9 +65,13 @@ def _side(rows: dict[str, Any], ids: list[str]) -> dict[str, Any]:
     right = [bool(rows[i]["correct"][0]) for i in ids]
     formed = [rows[i]["predictions"][0] is not None for i in ids]
     n_formed = sum(formed)
-    return {"pass@1": sum(right) / len(ids), "well_formed": n_formed / len(ids),
-            "accuracy_well_formed": (sum(r for r, f in zip(right, formed, strict=True) if f)
-                                     / n_formed) if n_formed else None}
+    return {
+        "pass@1": sum(right) / len(ids),
+        "well_formed": n_formed / len(ids),
+        "accuracy_well_formed": (sum(r for r, f in zip(right, formed, strict=True) if f) / n_formed)
+        if n_formed
+        else None,
+    }
 
 
 def _eval(run: RunDir, k: int) -> dict[str, Any] | None:
@@ -86,40 +95,57 @@ def pct(x: Any) -> str:
 def points(d: dict[str, Any]) -> str:
     """`+16.3 points [+11.9, +20.6]`, McNemar p: a paired difference in percentage points."""
     p = f"{d['mcnemar_p']:.2g}" if d.get("mcnemar_p") is not None else "–"
-    return (f"{100 * d['delta']:+.1f} [{100 * d['ci_low']:+.1f}, {100 * d['ci_high']:+.1f}]"
-            f", p {p}")
+    return f"{100 * d['delta']:+.1f} [{100 * d['ci_low']:+.1f}, {100 * d['ci_high']:+.1f}], p {p}"
 
 
-OUTCOME_HEADER = ["benchmark", "n", "base pass@1", "trained pass@1",
-                  "Δ points [95 %], McNemar p", "up / down", "well-formed base → trained",
-                  "accuracy among well-formed base → trained"]
+OUTCOME_HEADER = [
+    "benchmark",
+    "n",
+    "base pass@1",
+    "trained pass@1",
+    "Δ points [95 %], McNemar p",
+    "up / down",
+    "well-formed base → trained",
+    "accuracy among well-formed base → trained",
+]
 
 
 def outcome_rows(outcome: dict[str, dict[str, Any]]) -> list[list[str]]:
     rows = []
     for name, o in outcome.items():
         d, a, b = o["difference"], o["base"], o["trained"]
-        rows.append([name, o["n"], pct(a["pass@1"]), pct(b["pass@1"]), points(d),
-                     f"{d.get('n01', '–')} / {d.get('n10', '–')}",
-                     f"{pct(a['well_formed'])} → {pct(b['well_formed'])}",
-                     f"{pct(a['accuracy_well_formed'])} → {pct(b['accuracy_well_formed'])}"])
+        rows.append(
+            [
+                name,
+                o["n"],
+                pct(a["pass@1"]),
+                pct(b["pass@1"]),
+                points(d),
+                f"{d.get('n01', '–')} / {d.get('n10', '–')}",
+                f"{pct(a['well_formed'])} → {pct(b['well_formed'])}",
+                f"{pct(a['accuracy_well_formed'])} → {pct(b['accuracy_well_formed'])}",
+            ]
+        )
     return rows
 
 
 def _intro(cfg: RZeroConfig) -> list[str]:
     t, s = cfg.solver_task, cfg.solver
-    source = {"truth": "their known answers (the positive control)",
-              "vote": f"the solver's majority vote over {cfg.labeling.num_votes} samples "
-                      f"(R-Zero's solver phase, TTRL){' in the band' if t.band else ''}",
-              "shuffled": "the known answers shuffled across questions (the negative "
-                          "control)"}[t.labels]
-    return ["The solver alone, trained with GRPO on fixed questions labelled by " + source + ".",
-            f"- questions `{t.questions}`{f' (first {t.count})' if t.count else ''}; "
-            f"development draw `{t.dev}` ({t.dev_items} items)",
-            f"- {s.steps * s.updates_per_step} updates of {s.update_prompts} questions x G "
-            f"{s.group_size}, lr {s.learning_rate:g}, β {s.beta:g}, temperature "
-            f"{s.temperature:g}, {s.max_completion_length} new tokens; TRL options {s.trl or '{}'}",
-            f"- model `{cfg.model.name}`, {cfg.run.iterations} iteration(s), seed {cfg.run.seed}"]
+    source = {
+        "truth": "their known answers (the positive control)",
+        "vote": f"the solver's majority vote over {cfg.labeling.num_votes} samples "
+        f"(R-Zero's solver phase, TTRL){' in the band' if t.band else ''}",
+        "shuffled": "the known answers shuffled across questions (the negative control)",
+    }[t.labels]
+    return [
+        "The solver alone, trained with GRPO on fixed questions labelled by " + source + ".",
+        f"- questions `{t.questions}`{f' (first {t.count})' if t.count else ''}; "
+        f"development draw `{t.dev}` ({t.dev_items} items)",
+        f"- {s.steps * s.updates_per_step} updates of {s.update_prompts} questions x G "
+        f"{s.group_size}, lr {s.learning_rate:g}, β {s.beta:g}, temperature "
+        f"{s.temperature:g}, {s.max_completion_length} new tokens; TRL options {s.trl or '{}'}",
+        f"- model `{cfg.model.name}`, {cfg.run.iterations} iteration(s), seed {cfg.run.seed}",
+    ]
 
 
 def label_rows(run: RunDir) -> list[list[str]]:
@@ -129,8 +155,17 @@ def label_rows(run: RunDir) -> list[list[str]]:
         if m is None:
             continue
         x = m["metrics"]
-        rows.append([k, m.get("labels", "–"), x["questions"], x["labelled"], x["kept"],
-                     pct(x["label_accuracy"]), pct(x["kept_label_accuracy"])])
+        rows.append(
+            [
+                k,
+                m.get("labels", "–"),
+                x["questions"],
+                x["labelled"],
+                x["kept"],
+                pct(x["label_accuracy"]),
+                pct(x["kept_label_accuracy"]),
+            ]
+        )
     return rows
 
 
@@ -141,26 +176,53 @@ def training_rows(run: RunDir) -> list[list[str]]:
         if m is None or m.get("skipped"):
             continue
         x = m["metrics"]
-        rows.append([k, x["updates"], num(x["mean_reward"]), num(x["final_reward"]),
-                     pct(x["final_well_formed"]), num(x["final_frac_reward_zero_std"]),
-                     f"{num(x.get('dev_first'))} → {num(x.get('dev_last'))}",
-                     num(x["seconds_per_completion"], "{:.2f}")])
+        rows.append(
+            [
+                k,
+                x["updates"],
+                num(x["mean_reward"]),
+                num(x["final_reward"]),
+                pct(x["final_well_formed"]),
+                num(x["final_frac_reward_zero_std"]),
+                f"{num(x.get('dev_first'))} → {num(x.get('dev_last'))}",
+                num(x["seconds_per_completion"], "{:.2f}"),
+            ]
+        )
     return rows
 
 
-LABEL_HEADER = ["iteration", "labels", "questions", "labelled", "kept", "label accuracy",
-                "kept labels' accuracy"]
-TRAIN_HEADER = ["iteration", "updates", "mean reward", "reward, last fifth",
-                "well-formed, last fifth", "zero-std groups, last fifth",
-                "dev pass@1 first → last", "s per completion"]
+LABEL_HEADER = [
+    "iteration",
+    "labels",
+    "questions",
+    "labelled",
+    "kept",
+    "label accuracy",
+    "kept labels' accuracy",
+]
+TRAIN_HEADER = [
+    "iteration",
+    "updates",
+    "mean reward",
+    "reward, last fifth",
+    "well-formed, last fifth",
+    "zero-std groups, last fifth",
+    "dev pass@1 first → last",
+    "s per completion",
+]
 
 
 def tables(run: RunDir) -> list[tuple[str, list[str], list[list[str]]]]:
     outcome = run_outcome(run)
-    return [("Labels", LABEL_HEADER, label_rows(run)),
-            ("Training", TRAIN_HEADER, training_rows(run)),
-            ("Base against trained (held out, greedy)", OUTCOME_HEADER,
-             outcome_rows(outcome) if outcome else [])]
+    return [
+        ("Labels", LABEL_HEADER, label_rows(run)),
+        ("Training", TRAIN_HEADER, training_rows(run)),
+        (
+            "Base against trained (held out, greedy)",
+            OUTCOME_HEADER,
+            outcome_rows(outcome) if outcome else [],
+        ),
+    ]
 
 
 def curve_panels(run: RunDir) -> list[Panel]:
@@ -174,21 +236,35 @@ def curve_panels(run: RunDir) -> list[Panel]:
         ups = m.get("updates", [])
         x = [offset + int(u["update"]) for u in ups]
         reward.append(Series(f"iteration {k}", x, [u["reward"] for u in ups], fmt="-"))
-        formed.append(Series(f"iteration {k}", x, [u.get("well_formed", 0.0) for u in ups],
-                             fmt="-"))
-        zero.append(Series(f"iteration {k}", x, [u.get("frac_reward_zero_std", 0.0)
-                                                 for u in ups], fmt="-"))
+        formed.append(
+            Series(f"iteration {k}", x, [u.get("well_formed", 0.0) for u in ups], fmt="-")
+        )
+        zero.append(
+            Series(f"iteration {k}", x, [u.get("frac_reward_zero_std", 0.0) for u in ups], fmt="-")
+        )
         pts = m.get("curve", [])
-        dev.append(Series(f"iteration {k}", [offset + p["update"] for p in pts],
-                          [p["dev_pass@1"] for p in pts]))
+        dev.append(
+            Series(
+                f"iteration {k}",
+                [offset + p["update"] for p in pts],
+                [p["dev_pass@1"] for p in pts],
+            )
+        )
         offset += len(ups)
-    return [Panel("training reward (agreement with the label)", "update", "mean reward",
-                  reward, ylim=(0, 1)),
-            Panel("well-formed rollouts (boxed answer)", "update", "share", formed,
-                  ylim=(0, 1)),
-            Panel("groups with no reward variance", "update", "frac_reward_zero_std", zero,
-                  ylim=(0, 1)),
-            Panel("development draw: greedy pass@1", "update", "pass@1", dev, ylim=(0, 1))]
+    return [
+        Panel(
+            "training reward (agreement with the label)",
+            "update",
+            "mean reward",
+            reward,
+            ylim=(0, 1),
+        ),
+        Panel("well-formed rollouts (boxed answer)", "update", "share", formed, ylim=(0, 1)),
+        Panel(
+            "groups with no reward variance", "update", "frac_reward_zero_std", zero, ylim=(0, 1)
+        ),
+        Panel("development draw: greedy pass@1", "update", "pass@1", dev, ylim=(0, 1)),
+    ]
 
 
 def render_markdown(run: RunDir, cfg: RZeroConfig) -> str:
@@ -199,20 +275,28 @@ def render_markdown(run: RunDir, cfg: RZeroConfig) -> str:
     lines += ["## Phase times (s) and peak memory", ""] + [f"- {t}" for t in times]
     if warnings:
         lines += ["", "## Warnings", ""] + [f"- {w}" for w in warnings]
-    lines += ["", "Files: `metrics.jsonl` (a row per phase and per update: TRL's log), "
-              "`iter_KK/labelled.jsonl` (every question, its label and whether the label is "
-              "right), `iter_KK/solver/` (the checkpoint), `iter_KK/eval/`; report.html draws "
-              "the curves.", ""]
+    lines += [
+        "",
+        "Files: `metrics.jsonl` (a row per phase and per update: TRL's log), "
+        "`iter_KK/labelled.jsonl` (every question, its label and whether the label is "
+        "right), `iter_KK/solver/` (the checkpoint), `iter_KK/eval/`; report.html draws "
+        "the curves.",
+        "",
+    ]
     return "\n".join(lines)
 
 
 def render_html(run: RunDir, cfg: RZeroConfig) -> str:
     parts: list[Any] = [line.removeprefix("- ").replace("`", "") for line in _intro(cfg)]
     if run.trained_iterations():
-        parts.append(figure(errorbar_png(curve_panels(run), size=(16.0, 4.2)),
-                            "Per update: training reward, well-formed rollouts and the share "
-                            "of groups whose G answers all scored alike (TRL's log); the "
-                            "development draw's greedy pass@1 every few updates."))
+        parts.append(
+            figure(
+                errorbar_png(curve_panels(run), size=(16.0, 4.2)),
+                "Per update: training reward, well-formed rollouts and the share "
+                "of groups whose G answers all scored alike (TRL's log); the "
+                "development draw's greedy pass@1 every few updates.",
+            )
+        )
     for name, header, rows in tables(run):
         parts += [heading(name), html_table(header, rows) if rows else "(none yet)"]
     times, warnings = phase_times(run, LAYOUT.phases)
@@ -242,35 +326,63 @@ def grid_rows(run_dirs: list[Path]) -> list[list[str]]:
         sol = run.marker(1, "solver") or {}
         for name, o in outcome.items():
             d = o["difference"]
-            rows.append([path.name, cfg.solver_task.labels, cfg.run.seed, name, o["n"],
-                         pct(o["base"]["pass@1"]), pct(o["trained"]["pass@1"]), points(d),
-                         f"{pct(o['base']['accuracy_well_formed'])} → "
-                         f"{pct(o['trained']['accuracy_well_formed'])}",
-                         pct(lab.get("metrics", {}).get("kept_label_accuracy")),
-                         num(sol.get("seconds"), "{:.0f}")])
+            rows.append(
+                [
+                    path.name,
+                    cfg.solver_task.labels,
+                    cfg.run.seed,
+                    name,
+                    o["n"],
+                    pct(o["base"]["pass@1"]),
+                    pct(o["trained"]["pass@1"]),
+                    points(d),
+                    f"{pct(o['base']['accuracy_well_formed'])} → "
+                    f"{pct(o['trained']['accuracy_well_formed'])}",
+                    pct(lab.get("metrics", {}).get("kept_label_accuracy")),
+                    num(sol.get("seconds"), "{:.0f}"),
+                ]
+            )
     return rows
 
 
-GRID_HEADER = ["run", "labels", "seed", "benchmark", "n", "base", "trained",
-               "Δ points [95 %], McNemar p", "accuracy among well-formed", "label accuracy",
-               "solver phase (s)"]
+GRID_HEADER = [
+    "run",
+    "labels",
+    "seed",
+    "benchmark",
+    "n",
+    "base",
+    "trained",
+    "Δ points [95 %], McNemar p",
+    "accuracy among well-formed",
+    "label accuracy",
+    "solver phase (s)",
+]
 
 
 def grid_report(run_dirs: list[Path], out_dir: Path) -> Path:
     """`OUT/grid.md` and `OUT/grid.html`: the grid's table and each run's curves."""
     rows = grid_rows(run_dirs)
-    md = ["# Solver task grid", "",
-          "Greedy pass@1 on the held-out benchmark, base against each trained solver, "
-          "paired by item (bootstrap 95 % interval of the difference in points, exact "
-          "McNemar p); label accuracy is over the kept labels, against the known answers.",
-          "", markdown_table(GRID_HEADER, rows) if rows else "(no run evaluated yet)", "",
-          "Each run's report: " + ", ".join(f"`{p.name}/report.html`" for p in run_dirs), ""]
+    md = [
+        "# Solver task grid",
+        "",
+        "Greedy pass@1 on the held-out benchmark, base against each trained solver, "
+        "paired by item (bootstrap 95 % interval of the difference in points, exact "
+        "McNemar p); label accuracy is over the kept labels, against the known answers.",
+        "",
+        markdown_table(GRID_HEADER, rows) if rows else "(no run evaluated yet)",
+        "",
+        "Each run's report: " + ", ".join(f"`{p.name}/report.html`" for p in run_dirs),
+        "",
+    ]
     parts: list[Any] = [md[2], html_table(GRID_HEADER, rows) if rows else "(no run yet)"]
     for path in run_dirs:
         run = RunDir(path)
         if (path / "config.yaml").is_file() and run.trained_iterations():
-            parts += [heading(path.name), figure(errorbar_png(curve_panels(run),
-                                                              size=(16.0, 4.2)), path.name)]
+            parts += [
+                heading(path.name),
+                figure(errorbar_png(curve_panels(run), size=(16.0, 4.2)), path.name),
+            ]
     out_dir.mkdir(parents=True, exist_ok=True)
     write_text_atomic(out_dir / "grid.md", "\n".join(md))
     write_text_atomic(out_dir / "grid.html", html_page("Solver task grid", parts))

@@ -62,7 +62,7 @@ class SolverTaskRun(Run):
             self.dev_name, dev = load_benchmark(t.dev)
         except (BenchmarkError, ValueError) as exc:
             raise ConfigError(f"solver_task.dev={t.dev!r}: {exc}") from None
-        self.dev_items = dev[:t.dev_items]
+        self.dev_items = dev[: t.dev_items]
 
     def before_commit(self) -> list:
         return [partial(watch.after_phase, self.cfg, self.rundir)]
@@ -73,36 +73,52 @@ class SolverTaskRun(Run):
     # ------------------------------------------------------------ the phases
 
     def eval_phase(self, k: int, checkpoint: str) -> dict:
-        return evaluation_phase(self.phases.generator(checkpoint), self.cfg,
-                                self.rundir.iter_dir(k) / "eval",
-                                prompt_path=self.cfg.solver.prompt_file) | {
-            "checkpoint": self.rundir.relative(checkpoint)}
+        return evaluation_phase(
+            self.phases.generator(checkpoint),
+            self.cfg,
+            self.rundir.iter_dir(k) / "eval",
+            prompt_path=self.cfg.solver.prompt_file,
+        ) | {"checkpoint": self.rundir.relative(checkpoint)}
 
     def labelling_phase(self, k: int, solver: str) -> dict:
         cfg, t = self.cfg, self.cfg.solver_task
         direction = cfg.labeling.equivalence
         if t.labels == "vote":
-            frozen = FrozenSolver(self.phases.generator(solver),
-                                  lambda q: solver_chat(q, cfg.solver.prompt_file), cfg.labeling)
-            rows = vote_labels(frozen, self.questions, seed=cfg.run.seed * 104729 + k,
-                               band=t.band, direction=direction)
+            frozen = FrozenSolver(
+                self.phases.generator(solver),
+                lambda q: solver_chat(q, cfg.solver.prompt_file),
+                cfg.labeling,
+            )
+            rows = vote_labels(
+                frozen,
+                self.questions,
+                seed=cfg.run.seed * 104729 + k,
+                band=t.band,
+                direction=direction,
+            )
         else:
             # the permutation is the seed's, the same in every iteration
             rows = fixed_labels(self.questions, t.labels, seed=cfg.run.seed, direction=direction)
         write_jsonl_atomic(self.rundir.iter_dir(k) / "labelled.jsonl", rows)
-        return {"solver": self.rundir.relative(solver), "labels": t.labels,
-                "metrics": label_summary(rows)}
+        return {
+            "solver": self.rundir.relative(solver),
+            "labels": t.labels,
+            "metrics": label_summary(rows),
+        }
 
     def solver_phase(self, k: int, start: str) -> dict:
         cfg = self.cfg
         labelled = self.rundir.rows(k, "labelled")
         rows = training_rows(cfg, labelled)
         if not rows:
-            return {"checkpoint": self.rundir.relative(start),
-                    "start": self.rundir.relative(start), "skipped": True,
-                    "warning": f"iteration {k}: no question has a label to train on; the "
-                               f"solver carried over",
-                    "metrics": {"train_questions": 0}}
+            return {
+                "checkpoint": self.rundir.relative(start),
+                "start": self.rundir.relative(start),
+                "skipped": True,
+                "warning": f"iteration {k}: no question has a label to train on; the "
+                f"solver carried over",
+                "metrics": {"train_questions": 0},
+            }
         out = self.rundir.iter_dir(k) / "solver"
         work = out.with_name(".trainer_solver")
         model, tokenizer = load_for_training(start, cfg.model)
@@ -110,31 +126,53 @@ class SolverTaskRun(Run):
         callbacks = []
         curve = None
         if cfg.solver_task.curve_every:
-            curve = DevCurve(make_generator(cfg, start, model=model, tokenizer=tokenizer),
-                             self.dev_name, self.dev_items, cfg, every=cfg.solver_task.curve_every)
+            curve = DevCurve(
+                make_generator(cfg, start, model=model, tokenizer=tokenizer),
+                self.dev_name,
+                self.dev_items,
+                cfg,
+                every=cfg.solver_task.curve_every,
+            )
             callbacks.append(curve)
-        stats = train_grpo(model, tokenizer, rows, [reward], cfg.solver, work,
-                           seed=cfg.run.seed + 1000 + k, model_cfg=cfg.model,
-                           generation_cfg=cfg.generation, report_to=cfg.run.report_to,
-                           desc=f"iter {k} solver", save_to=out, callbacks=callbacks)
+        stats = train_grpo(
+            model,
+            tokenizer,
+            rows,
+            [reward],
+            cfg.solver,
+            work,
+            seed=cfg.run.seed + 1000 + k,
+            model_cfg=cfg.model,
+            generation_cfg=cfg.generation,
+            report_to=cfg.run.report_to,
+            desc=f"iter {k} solver",
+            save_to=out,
+            callbacks=callbacks,
+        )
         shutil.rmtree(work, ignore_errors=True)
         updates = reward.merge(stats.log, cfg.solver.updates_per_step)
         points = curve.points if curve is not None else []
-        last = updates[-max(1, len(updates) // 5):]  # the last fifth of the updates
+        last = updates[-max(1, len(updates) // 5) :]  # the last fifth of the updates
         metrics: dict[str, Any] = {
-            "train_questions": len(rows), "updates": len(updates),
+            "train_questions": len(rows),
+            "updates": len(updates),
             "mean_reward": mean([u["reward"] for u in updates]),
             "final_reward": mean([u["reward"] for u in last]),
             "final_well_formed": mean([u["well_formed"] for u in last]),
-            "final_frac_reward_zero_std": mean([u.get("frac_reward_zero_std", 0.0)
-                                                for u in last]),
+            "final_frac_reward_zero_std": mean([u.get("frac_reward_zero_std", 0.0) for u in last]),
             "train_seconds": stats.seconds_total,
-            "seconds_per_completion": stats.seconds_total / max(
-                1, len(updates) * cfg.solver.update_prompts * cfg.solver.group_size)}
+            "seconds_per_completion": stats.seconds_total
+            / max(1, len(updates) * cfg.solver.update_prompts * cfg.solver.group_size),
+        }
         if points:
             metrics |= {"dev_first": points[0]["dev_pass@1"], "dev_last": points[-1]["dev_pass@1"]}
-        return {"checkpoint": self.rundir.relative(out), "start": self.rundir.relative(start),
-                "updates": updates, "curve": points, "metrics": metrics}
+        return {
+            "checkpoint": self.rundir.relative(out),
+            "start": self.rundir.relative(start),
+            "updates": updates,
+            "curve": points,
+            "metrics": metrics,
+        }
 
     # ------------------------------------------------------------ the iterations
 
@@ -150,8 +188,7 @@ class SolverTaskRun(Run):
                 run_phase(k, "eval", self.eval_phase, solver)
 
 
-def run_solver_task(cfg: RZeroConfig, run_dir: str | Path, *, fresh: bool = False
-                    ) -> SolverTaskRun:
+def run_solver_task(cfg: RZeroConfig, run_dir: str | Path, *, fresh: bool = False) -> SolverTaskRun:
     """`rzero iterate` for the solver task; returns the finished run."""
     run = SolverTaskRun(cfg, run_dir, fresh=fresh)
     run.run()

@@ -55,5 +55,11 @@ VARIANTS: dict[str, list[str]] = {
     "separate_roles": ["spag.objective=spag", "spag.roles=separate"],
 }
 
-SYSTEM = System(layout=LAYOUT, iterate=iterate, plan=plan, rebuild=rebuild, variants=VARIANTS,
-                default_variants=("spag", "sft"))
+SYSTEM = System(
+    layout=LAYOUT,
+    iterate=iterate,
+    plan=plan,
+    rebuild=rebuild,
+    variants=VARIANTS,
+    default_variants=("spag", "sft"),
+)

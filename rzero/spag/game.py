@@ -56,8 +56,24 @@ _OFFICIAL_GUESS = r"i know the word! it.{1,8}"
 _WORD = re.compile(r"[a-z]+(?:'[a-z]+)?")
 _VOWELS = set("aeiou")
 # words skipped before the guessed word: "It is an apple", "It's probably apple"
-_FILLER = frozenset({"a", "an", "the", "probably", "maybe", "perhaps", "definitely", "surely",
-                     "clearly", "obviously", "actually", "certainly", "called", "word"})
+_FILLER = frozenset(
+    {
+        "a",
+        "an",
+        "the",
+        "probably",
+        "maybe",
+        "perhaps",
+        "definitely",
+        "surely",
+        "clearly",
+        "obviously",
+        "actually",
+        "certainly",
+        "called",
+        "word",
+    }
+)
 
 
 @dataclass(frozen=True)
@@ -87,8 +103,12 @@ def inflections(word: str) -> frozenset[str]:
         forms = {w, w + "es", w + "ed", w + "ing"}
     else:
         forms = {w, w + "s", w + "ed", w + "ing"}
-    if (len(w) >= 3 and w[-1] not in _VOWELS | {"w", "x", "y"} and w[-2] in _VOWELS
-            and w[-3] not in _VOWELS):
+    if (
+        len(w) >= 3
+        and w[-1] not in _VOWELS | {"w", "x", "y"}
+        and w[-2] in _VOWELS
+        and w[-3] not in _VOWELS
+    ):
         forms |= {w + w[-1] + "ing", w + w[-1] + "ed"}
     return frozenset(forms)
 
@@ -97,8 +117,11 @@ def _official_forms(word: str) -> list[str]:
     """The official judge's derivative words: word, +ing, +ed, the plural, and each of these
     in double, single and back quotes."""
     w = word.lower()
-    plural = w[:-1] + "ies" if w.endswith("y") and w[-2:-1] not in _VOWELS else (
-        w + "es" if w.endswith(("s", "x", "z", "ch", "sh")) else w + "s")
+    plural = (
+        w[:-1] + "ies"
+        if w.endswith("y") and w[-2:-1] not in _VOWELS
+        else (w + "es" if w.endswith(("s", "x", "z", "ch", "sh")) else w + "s")
+    )
     forms = [w, w + "ing", w + "ed", plural]
     return forms + [q.format(f) for q in ('"{}"', "'{}'", "`{}`") for f in forms]
 
@@ -134,7 +157,7 @@ def guessed_word(text: str) -> str | None:
     m = _GUESS.search(text)
     if m is None:
         return None
-    after = [w for w in words_of(text[m.end():]) if w not in _FILLER]
+    after = [w for w in words_of(text[m.end() :]) if w not in _FILLER]
     return after[0] if after else None
 
 
@@ -147,8 +170,7 @@ def is_right_guess(text: str, target: str, match: str = "word") -> bool:
     return word is not None and word in inflections(target)
 
 
-def decide(role: str, text: str, target: str, messages: int, match: str = "word"
-           ) -> Outcome | None:
+def decide(role: str, text: str, target: str, messages: int, match: str = "word") -> Outcome | None:
     """The outcome that message number `messages` (1-based) of `role` decides, or None when
     the game goes on. The order of the checks is the official judge's: a defender's guess is
     looked at before the word (a right guess contains the word)."""
@@ -169,8 +191,9 @@ def decide(role: str, text: str, target: str, messages: int, match: str = "word"
     return None
 
 
-def judge(turns: Sequence[tuple[str, str]], target: str, max_turns: int,
-          match: str = "word") -> Outcome:
+def judge(
+    turns: Sequence[tuple[str, str]], target: str, max_turns: int, match: str = "word"
+) -> Outcome:
     """The outcome of a dialogue of (role, text) messages under the rules above: the first
     message that decides the game does, and messages after it are ignored; with none, a tie
     once both sides had `max_turns` turns (messages past 2 * max_turns are ignored)."""
@@ -204,8 +227,9 @@ def spells_out(text: str, target: str) -> bool:
         head, tail = w[:cut], w[cut:]
         if re.search(rf"(?<![a-z]){re.escape(head)}[\-_.*]+{re.escape(tail)}(?![a-z])", low):
             return True
-        if (re.search(rf"(?<![a-z]){re.escape(head)}\s+{re.escape(tail)}(?![a-z])", low)
-                and not (_is_word(head) and _is_word(tail))):
+        if re.search(rf"(?<![a-z]){re.escape(head)}\s+{re.escape(tail)}(?![a-z])", low) and not (
+            _is_word(head) and _is_word(tail)
+        ):
             return True
     return False
 

@@ -38,8 +38,10 @@ def turn_rewards(episodes: Sequence[dict[str, Any]], decay: float = 0.8) -> list
     if not 0 < decay <= 1:
         raise ValueError(f"decay {decay!r}: expected 0 < decay <= 1")
     decided = [e for e in episodes if e["outcome"] in (ATTACKER_WINS, DEFENDER_WINS)]
-    wins = {ATTACKER: sum(e["outcome"] == ATTACKER_WINS for e in decided),
-            DEFENDER: sum(e["outcome"] == DEFENDER_WINS for e in decided)}
+    wins = {
+        ATTACKER: sum(e["outcome"] == ATTACKER_WINS for e in decided),
+        DEFENDER: sum(e["outcome"] == DEFENDER_WINS for e in decided),
+    }
     weight = {r: len(decided) / (2 * n) if n else 0.0 for r, n in wins.items()}
     rows = []
     for e in decided:
@@ -48,10 +50,19 @@ def turn_rewards(episodes: Sequence[dict[str, Any]], decay: float = 0.8) -> list
         mine = [i for i, t in enumerate(turns) if t["role"] == winner]
         coeffs = [decay ** -(n + 1) for n in range(len(mine))]
         total = sum(coeffs)
-        rows += [{"episode": e["id"], "target": e["target"], "role": winner, "index": i,
-                  "history": [(t["role"], t["text"]) for t in turns[:i]],
-                  "response": turns[i]["text"], "reward": c / total, "weight": weight[winner]}
-                 for i, c in zip(mine, coeffs, strict=True)]
+        rows += [
+            {
+                "episode": e["id"],
+                "target": e["target"],
+                "role": winner,
+                "index": i,
+                "history": [(t["role"], t["text"]) for t in turns[:i]],
+                "response": turns[i]["text"],
+                "reward": c / total,
+                "weight": weight[winner],
+            }
+            for i, c in zip(mine, coeffs, strict=True)
+        ]
     return rows
 
 
@@ -63,8 +74,17 @@ def sequence_logprob(token_logprobs, mask):
     return (token_logprobs * mask).sum(-1) / mask.sum(-1).clamp(min=1)
 
 
-def spag_loss(logp, old_logp, reward, weight, is_sft, *, clip: float = 0.2,
-              kl_coef: float = 0.2, sft_coef: float = 0.5):
+def spag_loss(
+    logp,
+    old_logp,
+    reward,
+    weight,
+    is_sft,
+    *,
+    clip: float = 0.2,
+    kl_coef: float = 0.2,
+    sft_coef: float = 0.5,
+):
     """The offline self-play loss of one batch (rows: game turns and SFT rows, `is_sft`).
 
     On game turns, with ρ = exp(log π_θ − log π_old) (`sequence_logprob` of the turn under
@@ -92,8 +112,9 @@ def spag_loss(logp, old_logp, reward, weight, is_sft, *, clip: float = 0.2,
     kl = logp - old_logp
     ratio = torch.exp(logp - old_logp)
     advantage = reward - kl_coef * kl
-    surrogate = -torch.minimum(advantage * ratio,
-                               advantage * torch.clamp(ratio, 1 - clip, 1 + clip))
+    surrogate = -torch.minimum(
+        advantage * ratio, advantage * torch.clamp(ratio, 1 - clip, 1 + clip)
+    )
     n_game, n_sft = game.sum(), sft.sum()
     loss = logp.new_zeros(())
     if n_game > 0:

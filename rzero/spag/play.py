@@ -38,14 +38,17 @@ from rzero.spag.game import (
 
 RULES = (
     "Adversarial Taboo: the attacker knows a secret word and tries to make the defender say "
-    "it, and must never say it. The defender may guess once: \"I know the word! It is "
-    "<word>!\" A right guess wins for the defender, a wrong one for the attacker. At most "
-    "{max_turns} turns each, then a tie.")
+    'it, and must never say it. The defender may guess once: "I know the word! It is '
+    '<word>!" A right guess wins for the defender, a wrong one for the attacker. At most '
+    "{max_turns} turns each, then a tie."
+)
 
 BRIEF = {
-    ATTACKER: "You are the attacker. The secret word is \"{target}\".",
-    DEFENDER: ("You are the defender. Do not say the secret word; once you are sure, guess it "
-               "with \"I know the word! It is <word>!\""),
+    ATTACKER: 'You are the attacker. The secret word is "{target}".',
+    DEFENDER: (
+        "You are the defender. Do not say the secret word; once you are sure, guess it "
+        'with "I know the word! It is <word>!"'
+    ),
 }
 
 _LABEL = re.compile(r"^\s*(?:\*\*)?(attacker|defender)(?:\*\*)?\s*:\s*", re.I)
@@ -64,14 +67,20 @@ class Game:
     def record(self, max_turns: int, match: str, **extra: Any) -> dict[str, Any]:
         """The stored episode: every message with its role, the outcome and why."""
         out = self.outcome or judge(self.turns, self.target, max_turns, match)
-        return {"id": self.id, "target": self.target,
-                "turns": [{"role": r, "text": t} for r, t in self.turns],
-                "outcome": out.result, "reason": out.reason, "messages": out.messages,
-                "winner": out.winner, "max_turns": max_turns, **extra}
+        return {
+            "id": self.id,
+            "target": self.target,
+            "turns": [{"role": r, "text": t} for r, t in self.turns],
+            "outcome": out.result,
+            "reason": out.reason,
+            "messages": out.messages,
+            "winner": out.winner,
+            "max_turns": max_turns,
+            **extra,
+        }
 
 
-def role_prompt(role: str, target: str, turns: Sequence[tuple[str, str]],
-                max_turns: int) -> Chat:
+def role_prompt(role: str, target: str, turns: Sequence[tuple[str, str]], max_turns: int) -> Chat:
     """f_attack / f_defend: the rules, the role's brief (the attacker's holds the word) and
     the dialogue so far, as one user message; the model writes the role's next turn."""
     lines = [RULES.format(max_turns=max_turns), "", BRIEF[role].format(target=target), ""]
@@ -104,8 +113,10 @@ class ModelPlayer:
         self.generator, self.params, self.name = generator, params, name
 
     def moves(self, role: str, games: Sequence[Game], max_turns: int) -> list[str]:
-        prompts = [role_prompt(role, g.target if role == ATTACKER else "", g.turns, max_turns)
-                   for g in games]
+        prompts = [
+            role_prompt(role, g.target if role == ATTACKER else "", g.turns, max_turns)
+            for g in games
+        ]
         turn = len(games[0].turns) if games else 0
         seed = None if self.params.seed is None else self.params.seed + turn
         outs = self.generator.generate(prompts, 1, replace(self.params, seed=seed))
@@ -117,10 +128,20 @@ class ModelPlayer:
 # target; under the official substring match a line can contain one ("think" holds "thin"),
 # and the anchor then skips that line for that game.
 SCRIPT = {
-    ATTACKER: ["Hi! What do you like to do on a good day?", "Tell me more about that.",
-               "What do you think about it?", "Why is that?", "What would you do then?"],
-    DEFENDER: ["I am not sure, what do you think?", "Maybe. Tell me more.",
-               "That is a good one. And then?", "I see. Go on.", "Why do you ask?"],
+    ATTACKER: [
+        "Hi! What do you like to do on a good day?",
+        "Tell me more about that.",
+        "What do you think about it?",
+        "Why is that?",
+        "What would you do then?",
+    ],
+    DEFENDER: [
+        "I am not sure, what do you think?",
+        "Maybe. Tell me more.",
+        "That is a good one. And then?",
+        "I see. Go on.",
+        "Why do you ask?",
+    ],
 }
 
 
@@ -147,8 +168,13 @@ class ScriptedPlayer:
         return [self.line(role, g) for g in games]
 
 
-def collect(players: dict[str, Player], targets: Sequence[str], max_turns: int,
-            match: str = "word", prefix: str = "g") -> list[Game]:
+def collect(
+    players: dict[str, Player],
+    targets: Sequence[str],
+    max_turns: int,
+    match: str = "word",
+    prefix: str = "g",
+) -> list[Game]:
     """Play one game per target word, players[ATTACKER] against players[DEFENDER]: turn by
     turn, every game still going gets its next message in one batch, and each message is
     judged as it arrives (a decided game stops). With the official match a defender message
@@ -169,10 +195,17 @@ def collect(players: dict[str, Player], targets: Sequence[str], max_turns: int,
         for g, text in zip(live, texts, strict=True):
             g.turns.append((role, text))
             g.outcome = decide(role, text, g.target, len(g.turns), match)
-            if (g.outcome is None and match == "official" and role == DEFENDER
-                    and "i know the word" in text.lower()):
-                g.outcome = Outcome(TIE, "the defender announced a guess the official judge "
-                                         "does not read", len(g.turns))
+            if (
+                g.outcome is None
+                and match == "official"
+                and role == DEFENDER
+                and "i know the word" in text.lower()
+            ):
+                g.outcome = Outcome(
+                    TIE,
+                    "the defender announced a guess the official judge does not read",
+                    len(g.turns),
+                )
         live = [g for g in live if g.outcome is None]
     for g in games:
         if g.outcome is None:

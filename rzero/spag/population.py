@@ -32,8 +32,9 @@ def score(outcome: str, role: str) -> float | None:
     return float((outcome == ATTACKER_WINS) == (role == ATTACKER))
 
 
-def win_matrix(games: Sequence[dict[str, Any]], players: Sequence[str]
-               ) -> tuple[list[list[float | None]], list[list[int]]]:
+def win_matrix(
+    games: Sequence[dict[str, Any]], players: Sequence[str]
+) -> tuple[list[list[float | None]], list[list[int]]]:
     """(W, n): W[i][j] the mean score of players[i] against players[j] over their games, in
     either role (rows with keys attacker, defender, outcome), None with no counted game;
     n[i][j] the number of counted games. W[i][j] + W[j][i] = 1 wherever both are set."""
@@ -54,8 +55,12 @@ def win_matrix(games: Sequence[dict[str, Any]], players: Sequence[str]
     return w, n
 
 
-def bradley_terry(w: Sequence[Sequence[float | None]], n: Sequence[Sequence[int]],
-                  iterations: int = 500, tol: float = 1e-10) -> dict[str, Any]:
+def bradley_terry(
+    w: Sequence[Sequence[float | None]],
+    n: Sequence[Sequence[int]],
+    iterations: int = 500,
+    tol: float = 1e-10,
+) -> dict[str, Any]:
     """Bradley–Terry strengths from the win matrix (a tie counts half a win to each side):
     s_i ← W_i / Σ_j n_ij / (s_i + s_j), W_i = Σ_j n_ij W_ij, normalised to a geometric mean
     of 1, with a half-game prior against a virtual player of strength 1 so that a player
@@ -63,8 +68,7 @@ def bradley_terry(w: Sequence[Sequence[float | None]], n: Sequence[Sequence[int]
     Elo-scale ratings 400 log10 s_i, and per played pair the predicted s_i / (s_i + s_j)
     beside the observed W_ij (the calibration check), with their mean absolute gap."""
     k = len(w)
-    wins = [sum(n[i][j] * w[i][j] for j in range(k) if w[i][j] is not None) + 0.5
-            for i in range(k)]
+    wins = [sum(n[i][j] * w[i][j] for j in range(k) if w[i][j] is not None) + 0.5 for i in range(k)]
     s = [1.0] * k
     for _ in range(iterations):
         new = []
@@ -78,11 +82,19 @@ def bradley_terry(w: Sequence[Sequence[float | None]], n: Sequence[Sequence[int]
             break
     g = math.exp(sum(math.log(x) for x in s) / k)
     s = [x / g for x in s]
-    pairs = [{"i": i, "j": j, "observed": w[i][j], "predicted": s[i] / (s[i] + s[j]),
-              "games": n[i][j]} for i in range(k) for j in range(i + 1, k) if n[i][j]]
+    pairs = [
+        {"i": i, "j": j, "observed": w[i][j], "predicted": s[i] / (s[i] + s[j]), "games": n[i][j]}
+        for i in range(k)
+        for j in range(i + 1, k)
+        if n[i][j]
+    ]
     gap = sum(abs(p["observed"] - p["predicted"]) for p in pairs) / len(pairs) if pairs else None
-    return {"strength": s, "elo": [400 * math.log10(x) for x in s], "pairs": pairs,
-            "calibration_gap": gap}
+    return {
+        "strength": s,
+        "elo": [400 * math.log10(x) for x in s],
+        "pairs": pairs,
+        "calibration_gap": gap,
+    }
 
 
 def nontransitivity(w: Sequence[Sequence[float | None]]) -> dict[str, float] | None:
@@ -110,6 +122,8 @@ def exploitability(w: Sequence[Sequence[float | None]], mixture: Sequence[float]
     k = len(w)
     if len(mixture) != k or abs(sum(mixture) - 1) > 1e-9:
         raise ValueError("mixture: one weight per player, summing to 1")
-    best = max(sum(mixture[j] * (w[i][j] if w[i][j] is not None and i != j else 0.5)
-                   for j in range(k)) for i in range(k))
+    best = max(
+        sum(mixture[j] * (w[i][j] if w[i][j] is not None and i != j else 0.5) for j in range(k))
+        for i in range(k)
+    )
     return best - 0.5

@@ -35,20 +35,24 @@ def candidate_words(size: int = 3000, skip: int = 400) -> list[str]:
     ranked = top_n_list("en", skip + size)
     # every regular inflection of a listed word other than itself ("needs" of "need")
     # (bases of 3 letters or more: "k" would take "king", "th" "thing")
-    inflected = {f for b in ranked if b.isalpha() and len(b) >= 3
-                 for f in inflections(b) if f != b}
-    return [w for w in ranked[skip:]
-            if w.isascii() and w.isalpha() and w.islower() and 4 <= len(w) <= 10
-            and w not in inflected]
+    inflected = {f for b in ranked if b.isalpha() and len(b) >= 3 for f in inflections(b) if f != b}
+    return [
+        w
+        for w in ranked[skip:]
+        if w.isascii() and w.isalpha() and w.islower() and 4 <= len(w) <= 10 and w not in inflected
+    ]
 
 
-def target_words(split: str, n: int, seed: int, *, size: int = 3000, skip: int = 400,
-                 eval_share: float = 0.2) -> list[str]:
+def target_words(
+    split: str, n: int, seed: int, *, size: int = 3000, skip: int = 400, eval_share: float = 0.2
+) -> list[str]:
     """`n` target words of `split` ("train" or "eval"), drawn without replacement with
     `seed` (with replacement once the split's words run out)."""
     if split not in SPLITS:
         raise ValueError(f"split {split!r}: expected one of {', '.join(SPLITS)}")
-    pool = [w for w in candidate_words(size, skip) if is_eval_word(w, eval_share) == (split == "eval")]
+    pool = [
+        w for w in candidate_words(size, skip) if is_eval_word(w, eval_share) == (split == "eval")
+    ]
     rng = random.Random(f"{split}:{seed}")
     if n <= len(pool):
         return rng.sample(pool, n)

@@ -1,10 +1,10 @@
 """SPIN, self-play fine-tuning (Chen et al. 2024; seed 000 §1.3), on the run engine:
 
-  objective.py  the formulas: SPIN's loss, Theorem 5.4's update, the pair merge, λ per iteration
-  data.py       the SFT set (embedded worked solutions, a JSONL file, a hub dataset) and its split
-  dynamics.py   held-out discriminator accuracy, margin, loss and log-likelihood; the stall test
-  run.py        the iterations (generate, train, dynamics, evaluation) on the phase runner
-  report.py     report.md / report.html of a SPIN run
+objective.py  the formulas: SPIN's loss, Theorem 5.4's update, the pair merge, λ per iteration
+data.py       the SFT set (embedded worked solutions, a JSONL file, a hub dataset) and its split
+dynamics.py   held-out discriminator accuracy, margin, loss and log-likelihood; the stall test
+run.py        the iterations (generate, train, dynamics, evaluation) on the phase runner
+report.py     report.md / report.html of a SPIN run
 """
 
 from __future__ import annotations
@@ -59,5 +59,12 @@ def overrides(cfg: RZeroConfig, variant: str) -> list[str]:
     return out
 
 
-SYSTEM = System(layout=LAYOUT, iterate=iterate, plan=plan, rebuild=rebuild, variants=VARIANTS,
-                default_variants=("spin", "sft"), overrides=overrides)
+SYSTEM = System(
+    layout=LAYOUT,
+    iterate=iterate,
+    plan=plan,
+    rebuild=rebuild,
+    variants=VARIANTS,
+    default_variants=("spin", "sft"),
+    overrides=overrides,
+)

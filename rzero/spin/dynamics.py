@@ -35,11 +35,19 @@ NEAR_CHANCE = 0.6  # main-player accuracy at or below this counts as "near 50 %"
 SEPARATES = 0.75  # the frozen discriminator's accuracy at or above this still separates
 
 
-def margins(policy_chosen: Sequence[float], policy_rejected: Sequence[float],
-            opponent_chosen: Sequence[float], opponent_rejected: Sequence[float]) -> list[float]:
+def margins(
+    policy_chosen: Sequence[float],
+    policy_rejected: Sequence[float],
+    opponent_chosen: Sequence[float],
+    opponent_rejected: Sequence[float],
+) -> list[float]:
     """Δ per pair (the argument of SPIN's loss before λ)."""
-    return [(pc - oc) - (pr - orj) for pc, pr, oc, orj in
-            zip(policy_chosen, policy_rejected, opponent_chosen, opponent_rejected, strict=True)]
+    return [
+        (pc - oc) - (pr - orj)
+        for pc, pr, oc, orj in zip(
+            policy_chosen, policy_rejected, opponent_chosen, opponent_rejected, strict=True
+        )
+    ]
 
 
 def separation(deltas: Sequence[float]) -> dict[str, Any]:
@@ -48,8 +56,16 @@ def separation(deltas: Sequence[float]) -> dict[str, Any]:
     right = sum(d > 0 for d in deltas)
     low, high = wilson_interval(right, n)
     mean, m_low, m_high = mean_interval(deltas) if n else (None, None, None)
-    return {"accuracy": right / n if n else None, "accuracy_low": low, "accuracy_high": high,
-            "right": right, "n": n, "margin": mean, "margin_low": m_low, "margin_high": m_high}
+    return {
+        "accuracy": right / n if n else None,
+        "accuracy_low": low,
+        "accuracy_high": high,
+        "right": right,
+        "n": n,
+        "margin": mean,
+        "margin_low": m_low,
+        "margin_high": m_high,
+    }
 
 
 def heldout_dynamics(rows: Sequence[dict[str, Any]], lam: float) -> dict[str, Any]:
@@ -57,25 +73,43 @@ def heldout_dynamics(rows: Sequence[dict[str, Any]], lam: float) -> dict[str, An
     ``policy_rejected``, ``opponent_chosen``, ``opponent_rejected`` (summed log-probs),
     ``chosen_tokens`` and, where a frozen discriminator was scored, ``disc_chosen`` and
     ``disc_rejected``."""
+
     def col(key: str) -> list[float]:
         return [float(r[key]) for r in rows]
 
-    deltas = margins(col("policy_chosen"), col("policy_rejected"), col("opponent_chosen"),
-                     col("opponent_rejected"))
+    deltas = margins(
+        col("policy_chosen"),
+        col("policy_rejected"),
+        col("opponent_chosen"),
+        col("opponent_rejected"),
+    )
     out = {"main": separation(deltas), "lambda": lam}
-    loss = spin_loss(*(torch.tensor(col(k), dtype=torch.float64) for k in
-                       ("policy_chosen", "policy_rejected", "opponent_chosen",
-                        "opponent_rejected")), lam)
+    loss = spin_loss(
+        *(
+            torch.tensor(col(k), dtype=torch.float64)
+            for k in ("policy_chosen", "policy_rejected", "opponent_chosen", "opponent_rejected")
+        ),
+        lam,
+    )
     out["loss"] = float(loss.mean())
     per_token = [r["policy_chosen"] / max(1, r["chosen_tokens"]) for r in rows]
     ll, ll_low, ll_high = mean_interval(per_token)
-    out["loglik"] = {"per_token": ll, "low": ll_low, "high": ll_high,
-                     "per_answer": sum(col("policy_chosen")) / len(rows)}
+    out["loglik"] = {
+        "per_token": ll,
+        "low": ll_low,
+        "high": ll_high,
+        "per_answer": sum(col("policy_chosen")) / len(rows),
+    }
     out["identical"] = sum(bool(r.get("identical")) for r in rows)
     if all("disc_chosen" in r for r in rows):
-        out["discriminator"] = separation(margins(col("disc_chosen"), col("disc_rejected"),
-                                                  col("opponent_chosen"),
-                                                  col("opponent_rejected")))
+        out["discriminator"] = separation(
+            margins(
+                col("disc_chosen"),
+                col("disc_rejected"),
+                col("opponent_chosen"),
+                col("opponent_rejected"),
+            )
+        )
     return out
 
 
@@ -86,11 +120,13 @@ def loglik_summary(tokens: Sequence[int], logps: Sequence[float]) -> dict[str, A
     return {"per_token": ll, "low": low, "high": high, "per_answer": sum(logps) / len(logps)}
 
 
-def loglik_change(previous: Sequence[dict[str, Any]],
-                  current: Sequence[dict[str, Any]]) -> dict[str, Any] | None:
+def loglik_change(
+    previous: Sequence[dict[str, Any]], current: Sequence[dict[str, Any]]
+) -> dict[str, Any] | None:
     """Mean change of log p(y|x) per token of y from `previous` to `current` held-out rows
     (``id``, ``policy_chosen``, ``chosen_tokens``), paired by id, with its t interval; None
     when no id is in both."""
+
     def per_token(rows):
         return {r["id"]: r["policy_chosen"] / max(1, r["chosen_tokens"]) for r in rows}
 
@@ -106,11 +142,13 @@ def drift_warning(change: dict[str, Any] | None, k: int) -> str | None:
     """The held-out data answers became less likely than at iteration k − 1 (interval < 0)."""
     if not change or change["high"] is None or change["high"] >= 0:
         return None
-    return (f"iteration {k}: the held-out data answers' log-likelihood fell by "
-            f"{-change['delta']:.3f} nats per token [{-change['high']:.3f}, "
-            f"{-change['low']:.3f}] against iteration {k - 1}: the model moved away from "
-            f"p_data, SPIN's fixed point (the margin grew by pushing the opponent's answers "
-            f"down, not the data's up)")
+    return (
+        f"iteration {k}: the held-out data answers' log-likelihood fell by "
+        f"{-change['delta']:.3f} nats per token [{-change['high']:.3f}, "
+        f"{-change['low']:.3f}] against iteration {k - 1}: the model moved away from "
+        f"p_data, SPIN's fixed point (the margin grew by pushing the opponent's answers "
+        f"down, not the data's up)"
+    )
 
 
 def stall_warning(dynamics: dict[str, Any], k: int) -> str | None:
@@ -120,8 +158,10 @@ def stall_warning(dynamics: dict[str, Any], k: int) -> str | None:
     if disc is None or main["accuracy"] is None or disc["accuracy"] is None:
         return None
     if main["accuracy"] <= NEAR_CHANCE and disc["accuracy"] >= SEPARATES:
-        return (f"iteration {k}: the main player tells held-out data answers from the "
-                f"opponent's only {main['accuracy']:.0%} of the time while the frozen "
-                f"discriminator still does {disc['accuracy']:.0%}: the stall is the "
-                f"optimiser's (learning rate, epochs, λ), not a reached p_data")
+        return (
+            f"iteration {k}: the main player tells held-out data answers from the "
+            f"opponent's only {main['accuracy']:.0%} of the time while the frozen "
+            f"discriminator still does {disc['accuracy']:.0%}: the stall is the "
+            f"optimiser's (learning rate, epochs, λ), not a reached p_data"
+        )
     return None

@@ -32,9 +32,13 @@ def logistic(t: torch.Tensor) -> torch.Tensor:
     return F.softplus(-t)
 
 
-def spin_loss(policy_chosen: torch.Tensor, policy_rejected: torch.Tensor,
-              opponent_chosen: torch.Tensor, opponent_rejected: torch.Tensor,
-              lam: float) -> torch.Tensor:
+def spin_loss(
+    policy_chosen: torch.Tensor,
+    policy_rejected: torch.Tensor,
+    opponent_chosen: torch.Tensor,
+    opponent_rejected: torch.Tensor,
+    lam: float,
+) -> torch.Tensor:
     """SPIN's loss per pair (eq. 4.7 of the paper, seed §1.3):
 
         L = ℓ( λ·[log pθ(y|x) − log pθt(y|x)] − λ·[log pθ(y′|x) − log pθt(y′|x)] )
@@ -66,7 +70,9 @@ def ideal_update(p_t: Sequence[float], p_data: Sequence[float], lam: float) -> l
         raise ValueError(f"p_t has {len(p_t)} responses, p_data {len(p_data)}")
     if any(p <= 0 for p in p_t):
         raise ValueError("p_t must be positive on every response")
-    raw = [pt * (pd / pt) ** (1.0 / lam) if pd > 0 else 0.0 for pt, pd in zip(p_t, p_data, strict=True)]
+    raw = [
+        pt * (pd / pt) ** (1.0 / lam) if pd > 0 else 0.0 for pt, pd in zip(p_t, p_data, strict=True)
+    ]
     total = sum(raw)
     return [r / total for r in raw]
 
@@ -80,8 +86,9 @@ def log_odds_error(p_t: Sequence[float], p_data: Sequence[float]) -> float:
     return math.log(p_t[0] / p_data[0]) - math.log(p_t[1] / p_data[1])
 
 
-def merge_pairs(by_iteration: Mapping[int, Sequence[dict[str, Any]]],
-                weights: Sequence[float], current: int) -> list[dict[str, Any]]:
+def merge_pairs(
+    by_iteration: Mapping[int, Sequence[dict[str, Any]]], weights: Sequence[float], current: int
+) -> list[dict[str, Any]]:
     """The training pairs of iteration `current`: its own pairs and those of earlier
     iterations, the opponent mixture m_t(y′|x) = Σ_j w_j·p_θj(y′|x) of seed §6.1.
 

@@ -20,27 +20,51 @@ def spin_plan_markdown(cfg: RZeroConfig, source: str | None = None) -> str:
     rows = []
     for k in range(1, cfg.run.iterations + 1):
         pairs = merged_pairs(cfg, k)
-        rows.append([k, f"{s.prompts + s.heldout} ({s.prompts} training, {s.heldout} "
-                        f"held-out), ≤ {s.max_new_tokens} tokens, "
-                        + ("greedy" if s.temperature == 0 else f"temperature {s.temperature:g}"),
-                     pairs, f"{updates_for(pairs, s)} of {s.batch_size} pairs "
-                            f"({s.batch_size // s.micro_batch_size} micro-batches of "
-                            f"{s.micro_batch_size})",
-                     f"{lambda_for(k, s.lambdas):g}" if s.objective == "spin" else "– (SFT)",
-                     f"{s.heldout} pairs x {3 if s.discriminator_steps else 2} models",
-                     f"{', '.join(e.benchmarks)} ({e.limit or 'all'} items)" if e.enabled else "–"])
+        rows.append(
+            [
+                k,
+                f"{s.prompts + s.heldout} ({s.prompts} training, {s.heldout} "
+                f"held-out), ≤ {s.max_new_tokens} tokens, "
+                + ("greedy" if s.temperature == 0 else f"temperature {s.temperature:g}"),
+                pairs,
+                f"{updates_for(pairs, s)} of {s.batch_size} pairs "
+                f"({s.batch_size // s.micro_batch_size} micro-batches of "
+                f"{s.micro_batch_size})",
+                f"{lambda_for(k, s.lambdas):g}" if s.objective == "spin" else "– (SFT)",
+                f"{s.heldout} pairs x {3 if s.discriminator_steps else 2} models",
+                f"{', '.join(e.benchmarks)} ({e.limit or 'all'} items)" if e.enabled else "–",
+            ]
+        )
     what = "SPIN" if s.objective == "spin" else "the SFT control of SPIN"
-    lines = [f"Plan of `{source or 'the defaults'}`: {what}, {cfg.run.iterations} iterations, "
-             f"one process ({cfg.generation.backend} generation, training on "
-             f"{cfg.model.device}).", "",
-             markdown_table(["iteration", "opponent answers", "pairs trained", "updates",
-                             "λ (β)", "held-out scoring", "evaluation"], rows)]
+    lines = [
+        f"Plan of `{source or 'the defaults'}`: {what}, {cfg.run.iterations} iterations, "
+        f"one process ({cfg.generation.backend} generation, training on "
+        f"{cfg.model.device}).",
+        "",
+        markdown_table(
+            [
+                "iteration",
+                "opponent answers",
+                "pairs trained",
+                "updates",
+                "λ (β)",
+                "held-out scoring",
+                "evaluation",
+            ],
+            rows,
+        ),
+    ]
     once = ["the base model's evaluation and held-out log-likelihood (iteration 0)"]
     if s.discriminator_steps:
-        once.append(f"the frozen discriminator: {s.discriminator_steps} SFT updates of the "
-                    f"base (iteration 0)")
-    lines += ["Once: " + "; ".join(once) + ".",
-              f"Training: {s.epochs:g} epochs per iteration, lr {s.learning_rate:g} "
-              f"({s.optimizer}, {s.lr_scheduler}, warm-up {s.warmup_ratio:g}), sequences cut "
-              f"at {s.max_length} tokens.", ""]
+        once.append(
+            f"the frozen discriminator: {s.discriminator_steps} SFT updates of the "
+            f"base (iteration 0)"
+        )
+    lines += [
+        "Once: " + "; ".join(once) + ".",
+        f"Training: {s.epochs:g} epochs per iteration, lr {s.learning_rate:g} "
+        f"({s.optimizer}, {s.lr_scheduler}, warm-up {s.warmup_ratio:g}), sequences cut "
+        f"at {s.max_length} tokens.",
+        "",
+    ]
     return "\n".join(lines)

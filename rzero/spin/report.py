@@ -40,8 +40,10 @@ def _share(d: dict[str, Any] | None) -> str:
     """`0.750 [0.580, 0.870] (24/32)`: a separation's accuracy and its Wilson interval."""
     if not d or d.get("accuracy") is None:
         return "–"
-    return (f"{d['accuracy']:.3f} [{d['accuracy_low']:.3f}, {d['accuracy_high']:.3f}] "
-            f"({d['right']}/{d['n']})")
+    return (
+        f"{d['accuracy']:.3f} [{d['accuracy_low']:.3f}, {d['accuracy_high']:.3f}] "
+        f"({d['right']}/{d['n']})"
+    )
 
 
 def _change(d: dict[str, Any] | None) -> str:
@@ -58,58 +60,118 @@ def dynamics_table(run: RunDir) -> Table:
         ll = d.get("loglik") or dyn.get("loglik") or {}
         tm, gm = train.get("metrics", {}), gen.get("metrics", {})
         pairs = train.get("from_iterations")
-        rows.append([
-            k, num(train.get("lambda"), "{:g}"),
-            " + ".join(f"{n} of iteration {j}" for j, n in sorted(pairs.items(), reverse=True))
-            if pairs else "–",
-            tm.get("updates", "–"), num(tm.get("final_loss"), "{:.4f}"),
-            _share(d.get("main")),
-            ranged(d.get("main", {}).get("margin"), d.get("main", {}).get("margin_low"),
-                    d.get("main", {}).get("margin_high")),
-            num(d.get("loss"), "{:.4f}"),
-            ranged(ll.get("per_token"), ll.get("low"), ll.get("high")),
-            _change(d.get("loglik_change")),
-            _share(d.get("discriminator")),
-            num(gm.get("opponent_correct_rate"))])
-    return ("Dynamics on held-out pairs (seed §6.1)",
-            ["iteration", "λ", "pairs trained", "updates", "final loss",
-             "discriminator accuracy [95 %]", "mean margin Δ [95 %]", "held-out loss",
-             "log-lik / token of y [95 %]", "its change vs k−1 [95 %, paired]",
-             "frozen discriminator accuracy",
-             "opponent's y′ right"], rows)
+        rows.append(
+            [
+                k,
+                num(train.get("lambda"), "{:g}"),
+                " + ".join(f"{n} of iteration {j}" for j, n in sorted(pairs.items(), reverse=True))
+                if pairs
+                else "–",
+                tm.get("updates", "–"),
+                num(tm.get("final_loss"), "{:.4f}"),
+                _share(d.get("main")),
+                ranged(
+                    d.get("main", {}).get("margin"),
+                    d.get("main", {}).get("margin_low"),
+                    d.get("main", {}).get("margin_high"),
+                ),
+                num(d.get("loss"), "{:.4f}"),
+                ranged(ll.get("per_token"), ll.get("low"), ll.get("high")),
+                _change(d.get("loglik_change")),
+                _share(d.get("discriminator")),
+                num(gm.get("opponent_correct_rate")),
+            ]
+        )
+    return (
+        "Dynamics on held-out pairs (seed §6.1)",
+        [
+            "iteration",
+            "λ",
+            "pairs trained",
+            "updates",
+            "final loss",
+            "discriminator accuracy [95 %]",
+            "mean margin Δ [95 %]",
+            "held-out loss",
+            "log-lik / token of y [95 %]",
+            "its change vs k−1 [95 %, paired]",
+            "frozen discriminator accuracy",
+            "opponent's y′ right",
+        ],
+        rows,
+    )
 
 
 def _figure(run: RunDir) -> bytes | None:
     marks = committed(run, LAYOUT.phases)
-    main = [(k, m["dynamics"]["dynamics"]) for k, m in marks.items()
-            if k >= 1 and "dynamics" in m and "dynamics" in m["dynamics"]]
+    main = [
+        (k, m["dynamics"]["dynamics"])
+        for k, m in marks.items()
+        if k >= 1 and "dynamics" in m and "dynamics" in m["dynamics"]
+    ]
     if not main:
         return None
     xs = [k for k, _ in main]
 
     def series(label: str, key: str, low: str, high: str, pick, shift: float = 0.0) -> Series:
         vals = [pick(d) for _, d in main]
-        return Series(label, [x + shift for x in xs], [v[key] for v in vals],
-                      [v[low] for v in vals], [v[high] for v in vals])
+        return Series(
+            label,
+            [x + shift for x in xs],
+            [v[key] for v in vals],
+            [v[low] for v in vals],
+            [v[high] for v in vals],
+        )
 
-    lls = [(k, (m["dynamics"].get("dynamics") or {}).get("loglik") or m["dynamics"].get("loglik"))
-           for k, m in marks.items() if "dynamics" in m]
+    lls = [
+        (k, (m["dynamics"].get("dynamics") or {}).get("loglik") or m["dynamics"].get("loglik"))
+        for k, m in marks.items()
+        if "dynamics" in m
+    ]
     lls = [(k, ll) for k, ll in lls if ll and ll.get("low") is not None]
-    acc = [series("main player", "accuracy", "accuracy_low", "accuracy_high",
-                  lambda d: d["main"])]
+    acc = [series("main player", "accuracy", "accuracy_low", "accuracy_high", lambda d: d["main"])]
     if all("discriminator" in d for _, d in main):
-        acc.append(series("frozen discriminator", "accuracy", "accuracy_low", "accuracy_high",
-                          lambda d: d["discriminator"], shift=0.08))  # beside, not over
+        acc.append(
+            series(
+                "frozen discriminator",
+                "accuracy",
+                "accuracy_low",
+                "accuracy_high",
+                lambda d: d["discriminator"],
+                shift=0.08,
+            )
+        )  # beside, not over
     panels = [
-        Panel("mean margin Δ on held-out pairs", "iteration", "Δ (nats)",
-              [series("θ_k vs θ_k−1", "margin", "margin_low", "margin_high",
-                      lambda d: d["main"])], xticks=xs),
-        Panel("discriminator accuracy (Δ > 0)", "iteration", "share of pairs", acc,
-              ylim=(0.0, 1.04), xticks=xs),
-        Panel("log-likelihood of held-out data answers", "iteration", "nats per token",
-              [Series("θ_k (0: base)", [k for k, _ in lls], [ll["per_token"] for _, ll in lls],
-                      [ll["low"] for _, ll in lls], [ll["high"] for _, ll in lls])],
-              xticks=[k for k, _ in lls]),
+        Panel(
+            "mean margin Δ on held-out pairs",
+            "iteration",
+            "Δ (nats)",
+            [series("θ_k vs θ_k−1", "margin", "margin_low", "margin_high", lambda d: d["main"])],
+            xticks=xs,
+        ),
+        Panel(
+            "discriminator accuracy (Δ > 0)",
+            "iteration",
+            "share of pairs",
+            acc,
+            ylim=(0.0, 1.04),
+            xticks=xs,
+        ),
+        Panel(
+            "log-likelihood of held-out data answers",
+            "iteration",
+            "nats per token",
+            [
+                Series(
+                    "θ_k (0: base)",
+                    [k for k, _ in lls],
+                    [ll["per_token"] for _, ll in lls],
+                    [ll["low"] for _, ll in lls],
+                    [ll["high"] for _, ll in lls],
+                )
+            ],
+            xticks=[k for k, _ in lls],
+        ),
     ]
     return errorbar_png(panels, title="SPIN's dynamics, 95 % intervals")
 
@@ -119,24 +181,32 @@ def _examples(run: RunDir) -> list[tuple[str, str, str]]:
         if run.marker(k, "generate") is None:
             continue
         held = [p for p in run.rows(k, "pairs") if p["split"] == "heldout"][:EXAMPLES]
-        return [(f"iteration {k}: {p['prompt'][-1]['content']}", p["chosen"], p["rejected"])
-                for p in held]
+        return [
+            (f"iteration {k}: {p['prompt'][-1]['content']}", p["chosen"], p["rejected"])
+            for p in held
+        ]
     return []
 
 
 def _intro(cfg: RZeroConfig) -> list[str]:
     s = cfg.spin
-    goal = ("SPIN (self-play fine-tuning): each iteration the previous model answers the "
-            "SFT prompts, and the new one is trained to tell the data answers from those.")
+    goal = (
+        "SPIN (self-play fine-tuning): each iteration the previous model answers the "
+        "SFT prompts, and the new one is trained to tell the data answers from those."
+    )
     if s.objective == "sft":
-        goal = ("The SFT control of SPIN: the same updates spent on plain supervised "
-                "fine-tuning of the data answers (no opponent).")
-    return [goal,
-            f"- data: `{s.data}`, {s.prompts} training and {s.heldout} held-out prompts; λ "
-            f"per iteration {s.lambdas}; pair weights {s.pair_weights}; {s.epochs:g} epoch{'' if s.epochs == 1 else 's'}, "
-            f"lr {s.learning_rate:g} ({s.optimizer}, {s.lr_scheduler}), {s.batch_size} pairs "
-            f"per update",
-            f"- model `{cfg.model.name}`, {cfg.run.iterations} iterations, seed {cfg.run.seed}"]
+        goal = (
+            "The SFT control of SPIN: the same updates spent on plain supervised "
+            "fine-tuning of the data answers (no opponent)."
+        )
+    return [
+        goal,
+        f"- data: `{s.data}`, {s.prompts} training and {s.heldout} held-out prompts; λ "
+        f"per iteration {s.lambdas}; pair weights {s.pair_weights}; {s.epochs:g} epoch{'' if s.epochs == 1 else 's'}, "
+        f"lr {s.learning_rate:g} ({s.optimizer}, {s.lr_scheduler}), {s.batch_size} pairs "
+        f"per update",
+        f"- model `{cfg.model.name}`, {cfg.run.iterations} iterations, seed {cfg.run.seed}",
+    ]
 
 
 def tables(run: RunDir) -> list[Table]:
@@ -151,19 +221,34 @@ def render_markdown(run: RunDir, cfg: RZeroConfig) -> str:
     if examples:
         lines += ["## Held-out pairs", ""]
         for what, chosen, rejected in examples:
-            lines += [f"- {what}", "", "  data answer y:", "", "  ```",
-                      *[f"  {x}" for x in chosen.replace("```", "'''").splitlines()], "  ```",
-                      "", "  opponent's y′:", "", "  ```",
-                      *[f"  {x}" for x in rejected.replace("```", "'''").splitlines()],
-                      "  ```", ""]
+            lines += [
+                f"- {what}",
+                "",
+                "  data answer y:",
+                "",
+                "  ```",
+                *[f"  {x}" for x in chosen.replace("```", "'''").splitlines()],
+                "  ```",
+                "",
+                "  opponent's y′:",
+                "",
+                "  ```",
+                *[f"  {x}" for x in rejected.replace("```", "'''").splitlines()],
+                "  ```",
+                "",
+            ]
     times, warnings = phase_times(run, LAYOUT.phases)
     lines += ["## Phase times (s) and peak memory", ""] + [f"- {t}" for t in times]
     if warnings:
         lines += ["", "## Warnings", ""] + [f"- {w}" for w in warnings]
-    lines += ["", "Files: `metrics.jsonl`, `iter_KK/pairs.jsonl` (every prompt with its data "
-              "answer and the opponent's), `iter_KK/heldout.jsonl` (per held-out pair the "
-              "log-probabilities under θ_k, θ_k−1 and the frozen discriminator), "
-              "`iter_KK/model/` (checkpoints), `iter_KK/eval/`.", ""]
+    lines += [
+        "",
+        "Files: `metrics.jsonl`, `iter_KK/pairs.jsonl` (every prompt with its data "
+        "answer and the opponent's), `iter_KK/heldout.jsonl` (per held-out pair the "
+        "log-probabilities under θ_k, θ_k−1 and the frozen discriminator), "
+        "`iter_KK/model/` (checkpoints), `iter_KK/eval/`.",
+        "",
+    ]
     return "\n".join(lines)
 
 
@@ -171,17 +256,26 @@ def render_html(run: RunDir, cfg: RZeroConfig) -> str:
     parts: list[Any] = [line.removeprefix("- ").replace("`", "") for line in _intro(cfg)]
     png = _figure(run)
     if png is not None:
-        parts.append(figure(png, "Per iteration: the main player's mean margin and "
-                                 "discriminator accuracy on held-out pairs against its "
-                                 "opponent, and the log-likelihood of the held-out data "
-                                 "answers (iteration 0: the base model)."))
+        parts.append(
+            figure(
+                png,
+                "Per iteration: the main player's mean margin and "
+                "discriminator accuracy on held-out pairs against its "
+                "opponent, and the log-likelihood of the held-out data "
+                "answers (iteration 0: the base model).",
+            )
+        )
     for name, header, rows in tables(run):
         parts += [heading(name), html_table(header, rows) if rows else "(none yet)"]
     examples = _examples(run)
     if examples:
-        parts += [heading("Held-out pairs"),
-                  html_table(["prompt", "data answer y", "opponent's y′"],
-                             [[w, preformatted(c), preformatted(r)] for w, c, r in examples])]
+        parts += [
+            heading("Held-out pairs"),
+            html_table(
+                ["prompt", "data answer y", "opponent's y′"],
+                [[w, preformatted(c), preformatted(r)] for w, c, r in examples],
+            ),
+        ]
     times, warnings = phase_times(run, LAYOUT.phases)
     parts += [heading("Phase times (s) and peak memory"), *times]
     if warnings:

@@ -70,15 +70,23 @@ class SpinRun(Run):
     def rebuild(self) -> None:
         rebuild(self.rundir, self.cfg)
 
-    def logprobs(self, checkpoint: str, prompts: list,
-                 *responses: list[str]) -> list[list[tuple]]:
+    def logprobs(self, checkpoint: str, prompts: list, *responses: list[str]) -> list[list[tuple]]:
         """(summed log-prob, tokens) of each response of each list under one checkpoint,
         loaded once, then freed."""
         model, tokenizer = self.load(checkpoint)
         s = self.cfg.spin
         try:
-            return [pair_logprobs(model, tokenizer, prompts, answers, max_length=s.max_length,
-                                  batch_size=s.micro_batch_size) for answers in responses]
+            return [
+                pair_logprobs(
+                    model,
+                    tokenizer,
+                    prompts,
+                    answers,
+                    max_length=s.max_length,
+                    batch_size=s.micro_batch_size,
+                )
+                for answers in responses
+            ]
         finally:
             del model
             release_memory()
@@ -86,20 +94,23 @@ class SpinRun(Run):
     # ------------------------------------------------------------ the phases
 
     def eval_phase(self, k: int, checkpoint: str) -> dict:
-        return evaluation_phase(self.phases.generator(checkpoint), self.cfg,
-                                self.rundir.iter_dir(k) / "eval") | {
-            "checkpoint": self.rundir.relative(checkpoint)}
+        return evaluation_phase(
+            self.phases.generator(checkpoint), self.cfg, self.rundir.iter_dir(k) / "eval"
+        ) | {"checkpoint": self.rundir.relative(checkpoint)}
 
     def base_dynamics_phase(self, k: int) -> dict:
         """Iteration 0: the base model's log-likelihood of the held-out data answers."""
         held = self.heldout_rows
         [scored] = self.logprobs(self.base, [r.prompt for r in held], [r.response for r in held])
-        write_jsonl_atomic(self.rundir.iter_dir(k) / "heldout.jsonl", [
-            {"id": r.id, "policy_chosen": lp, "chosen_tokens": n}
-            for r, (lp, n) in zip(held, scored, strict=True)])
+        write_jsonl_atomic(
+            self.rundir.iter_dir(k) / "heldout.jsonl",
+            [
+                {"id": r.id, "policy_chosen": lp, "chosen_tokens": n}
+                for r, (lp, n) in zip(held, scored, strict=True)
+            ],
+        )
         ll = loglik_summary([n for _, n in scored], [lp for lp, _ in scored])
-        return {"loglik": ll, "metrics": {"loglik_per_token": ll["per_token"],
-                                          "pairs": len(held)}}
+        return {"loglik": ll, "metrics": {"loglik_per_token": ll["per_token"], "pairs": len(held)}}
 
     def discriminator_phase(self, k: int) -> dict:
         """The frozen stronger discriminator: the base plus a fixed number of SFT updates on
@@ -108,23 +119,40 @@ class SpinRun(Run):
         model, tokenizer = self.load(self.base)
         out = it / "discriminator"
         work = it / ".trainer_discriminator"
-        result = train_sft(model, tokenizer, [r.prompt for r in self.train_rows],
-                           [r.response for r in self.train_rows], s, work,
-                           updates=s.discriminator_steps, seed=self.cfg.run.seed,
-                           model_cfg=self.cfg.model, report_to=self.cfg.run.report_to,
-                           desc="discriminator", save_to=out)
+        result = train_sft(
+            model,
+            tokenizer,
+            [r.prompt for r in self.train_rows],
+            [r.response for r in self.train_rows],
+            s,
+            work,
+            updates=s.discriminator_steps,
+            seed=self.cfg.run.seed,
+            model_cfg=self.cfg.model,
+            report_to=self.cfg.run.report_to,
+            desc="discriminator",
+            save_to=out,
+        )
         shutil.rmtree(work, ignore_errors=True)
-        return {"checkpoint": self.rundir.relative(out),
-                "metrics": {"updates": result["updates"],
-                            "final_loss": result["train_log"][-1]["loss"]
-                            if result["train_log"] else None}}
+        return {
+            "checkpoint": self.rundir.relative(out),
+            "metrics": {
+                "updates": result["updates"],
+                "final_loss": result["train_log"][-1]["loss"] if result["train_log"] else None,
+            },
+        }
 
     def generate_phase(self, k: int, opponent: str) -> dict:
         """The opponent θ_{k−1} answers every training and held-out prompt once."""
         s, cfg = self.cfg.spin, self.cfg
         rows = [("train", r) for r in self.train_rows] + [("heldout", r) for r in self.heldout_rows]
-        params = SamplingParams(temperature=s.temperature, top_p=1.0, top_k=0,
-                                max_new_tokens=s.max_new_tokens, seed=cfg.run.seed * 7907 + k)
+        params = SamplingParams(
+            temperature=s.temperature,
+            top_p=1.0,
+            top_k=0,
+            max_new_tokens=s.max_new_tokens,
+            seed=cfg.run.seed * 7907 + k,
+        )
         answers = self.phases.generator(opponent).generate([r.prompt for _, r in rows], 1, params)
         pairs, right, known = [], 0, 0
         for (where, r), [rejected] in zip(rows, answers, strict=True):
@@ -134,78 +162,136 @@ class SpinRun(Run):
                 correct = score_completion(rejected, r.answer, cfg.labeling.equivalence)
                 known += 1
                 right += correct
-            pairs.append({"id": r.id, "split": where, "prompt": r.prompt, "chosen": r.response,
-                          "rejected": rejected, "answer": r.answer,
-                          "rejected_boxed": extract_boxed(rejected),
-                          "rejected_correct": correct, "identical": rejected == r.response})
+            pairs.append(
+                {
+                    "id": r.id,
+                    "split": where,
+                    "prompt": r.prompt,
+                    "chosen": r.response,
+                    "rejected": rejected,
+                    "answer": r.answer,
+                    "rejected_boxed": extract_boxed(rejected),
+                    "rejected_correct": correct,
+                    "identical": rejected == r.response,
+                }
+            )
         write_jsonl_atomic(self.rundir.iter_dir(k) / "pairs.jsonl", pairs)
-        return {"opponent": self.rundir.relative(opponent), "metrics": {
-            "pairs": sum(w == "train" for w, _ in rows),
-            "heldout": sum(w == "heldout" for w, _ in rows),
-            "identical": sum(p["identical"] for p in pairs),
-            "opponent_correct_rate": right / known if known else None,
-            "opponent_boxed_rate": mean([p["rejected_boxed"] is not None for p in pairs]),
-            "mean_rejected_chars": mean([len(p["rejected"]) for p in pairs])}}
+        return {
+            "opponent": self.rundir.relative(opponent),
+            "metrics": {
+                "pairs": sum(w == "train" for w, _ in rows),
+                "heldout": sum(w == "heldout" for w, _ in rows),
+                "identical": sum(p["identical"] for p in pairs),
+                "opponent_correct_rate": right / known if known else None,
+                "opponent_boxed_rate": mean([p["rejected_boxed"] is not None for p in pairs]),
+                "mean_rejected_chars": mean([len(p["rejected"]) for p in pairs]),
+            },
+        }
 
     def train_phase(self, k: int, opponent: str) -> dict:
         """θ_k from θ_{k−1} on the merged pairs: SPIN (DPOTrainer) or the SFT control."""
         s, cfg, it = self.cfg.spin, self.cfg, self.rundir.iter_dir(k)
-        by_iteration = {j: [p for p in self.rundir.rows(j, "pairs") if p["split"] == "train"]
-                        for j in range(1, k + 1) if self.rundir.marker(j, "generate")}
+        by_iteration = {
+            j: [p for p in self.rundir.rows(j, "pairs") if p["split"] == "train"]
+            for j in range(1, k + 1)
+            if self.rundir.marker(j, "generate")
+        }
         merged = merge_pairs(by_iteration, s.pair_weights, k)
         lam = lambda_for(k, s.lambdas)
         model, tokenizer = self.load(opponent)
         out, work = it / "model", it / ".trainer_spin"
         prompts = [p["prompt"] for p in merged]
         chosen = [p["chosen"] for p in merged]
-        common = dict(seed=cfg.run.seed + k, model_cfg=cfg.model, report_to=cfg.run.report_to,
-                      save_to=out)
+        common = dict(
+            seed=cfg.run.seed + k, model_cfg=cfg.model, report_to=cfg.run.report_to, save_to=out
+        )
         if s.objective == "spin":
-            result = train_pairs(model, tokenizer, prompts, chosen,
-                                 [p["rejected"] for p in merged], s, work, lam=lam,
-                                 desc=f"iter {k} spin", **common)
+            result = train_pairs(
+                model,
+                tokenizer,
+                prompts,
+                chosen,
+                [p["rejected"] for p in merged],
+                s,
+                work,
+                lam=lam,
+                desc=f"iter {k} spin",
+                **common,
+            )
         else:
-            result = train_sft(model, tokenizer, prompts, chosen, s, work,
-                               updates=updates_for(len(merged), s), desc=f"iter {k} sft",
-                               **common)
+            result = train_sft(
+                model,
+                tokenizer,
+                prompts,
+                chosen,
+                s,
+                work,
+                updates=updates_for(len(merged), s),
+                desc=f"iter {k} sft",
+                **common,
+            )
         shutil.rmtree(work, ignore_errors=True)
         log = result["train_log"]
         last = log[-LAST_UPDATES:]
-        metrics = {"pairs": len(merged), "updates": result["updates"], "lambda": lam,
-                   "train_seconds": round(result["seconds"], 3),
-                   "final_loss": mean([r["loss"] for r in last], empty=None)}
+        metrics = {
+            "pairs": len(merged),
+            "updates": result["updates"],
+            "lambda": lam,
+            "train_seconds": round(result["seconds"], 3),
+            "final_loss": mean([r["loss"] for r in last], empty=None),
+        }
         for key in ("rewards/accuracies", "rewards/margins"):
             if last and key in last[0]:
                 metrics[f"train_{key.split('/')[1]}"] = mean([r[key] for r in last])
-        return {"checkpoint": self.rundir.relative(out), "start": self.rundir.relative(opponent),
-                "objective": s.objective, "lambda": lam,
-                "from_iterations": {str(j): sum(p["generated_by"] == j for p in merged)
-                                    for j in sorted(by_iteration)},
-                "train_log": [{"step": r["step"], "loss": r["loss"],
-                               **{key: r[key] for key in ("rewards/accuracies",
-                                                          "rewards/margins", "logps/chosen")
-                                  if key in r}} for r in log],
-                "metrics": metrics}
+        return {
+            "checkpoint": self.rundir.relative(out),
+            "start": self.rundir.relative(opponent),
+            "objective": s.objective,
+            "lambda": lam,
+            "from_iterations": {
+                str(j): sum(p["generated_by"] == j for p in merged) for j in sorted(by_iteration)
+            },
+            "train_log": [
+                {
+                    "step": r["step"],
+                    "loss": r["loss"],
+                    **{
+                        key: r[key]
+                        for key in ("rewards/accuracies", "rewards/margins", "logps/chosen")
+                        if key in r
+                    },
+                }
+                for r in log
+            ],
+            "metrics": metrics,
+        }
 
-    def dynamics_phase(self, k: int, opponent: str, trained: str,
-                       discriminator: str | None) -> dict:
+    def dynamics_phase(
+        self, k: int, opponent: str, trained: str, discriminator: str | None
+    ) -> dict:
         """Held-out pairs of iteration k scored by θ_k, θ_{k−1} and the frozen discriminator."""
         held = [p for p in self.rundir.rows(k, "pairs") if p["split"] == "heldout"]
         prompts = [p["prompt"] for p in held]
         models = {"policy": trained, "opponent": opponent} | (
-            {"disc": discriminator} if discriminator else {})
+            {"disc": discriminator} if discriminator else {}
+        )
         scores = self.known_chosen(k, held)
         for name, checkpoint in models.items():
-            sides = [side for side in ("chosen", "rejected")
-                     if side not in scores.setdefault(name, {})]
-            scored = self.logprobs(checkpoint, prompts, *([p[side] for p in held]
-                                                          for side in sides))
+            sides = [
+                side for side in ("chosen", "rejected") if side not in scores.setdefault(name, {})
+            ]
+            scored = self.logprobs(
+                checkpoint, prompts, *([p[side] for p in held] for side in sides)
+            )
             scores[name].update(zip(sides, scored, strict=True))
         rows = []
         for i, p in enumerate(held):
-            row = {"id": p["id"], "identical": p["identical"],
-                   "chosen_tokens": scores["policy"]["chosen"][i][1],
-                   "rejected_tokens": scores["policy"]["rejected"][i][1]}
+            row = {
+                "id": p["id"],
+                "identical": p["identical"],
+                "chosen_tokens": scores["policy"]["chosen"][i][1],
+                "rejected_tokens": scores["policy"]["rejected"][i][1],
+            }
             for name in models:
                 row[f"{name}_chosen"] = scores[name]["chosen"][i][0]
                 row[f"{name}_rejected"] = scores[name]["rejected"][i][0]
@@ -213,17 +299,22 @@ class SpinRun(Run):
         write_jsonl_atomic(self.rundir.iter_dir(k) / "heldout.jsonl", rows)
         lam = lambda_for(k, self.cfg.spin.lambdas)
         dyn = heldout_dynamics(rows, lam)
-        metrics = {"disc_accuracy": dyn["main"]["accuracy"], "margin": dyn["main"]["margin"],
-                   "heldout_loss": dyn["loss"], "loglik_per_token": dyn["loglik"]["per_token"],
-                   "pairs": len(rows)}
+        metrics = {
+            "disc_accuracy": dyn["main"]["accuracy"],
+            "margin": dyn["main"]["margin"],
+            "heldout_loss": dyn["loss"],
+            "loglik_per_token": dyn["loglik"]["per_token"],
+            "pairs": len(rows),
+        }
         if "discriminator" in dyn:
             metrics["frozen_disc_accuracy"] = dyn["discriminator"]["accuracy"]
         if self.rundir.marker(k - 1, "dynamics") is not None:
             dyn["loglik_change"] = loglik_change(self.rundir.rows(k - 1, "heldout"), rows)
             if dyn["loglik_change"]:
                 metrics["loglik_change"] = dyn["loglik_change"]["delta"]
-        warnings = [w for w in (stall_warning(dyn, k), drift_warning(dyn.get("loglik_change"), k))
-                    if w]
+        warnings = [
+            w for w in (stall_warning(dyn, k), drift_warning(dyn.get("loglik_change"), k)) if w
+        ]
         return {"dynamics": dyn, "metrics": metrics, "warnings": warnings}
 
     def known_chosen(self, k: int, held: list[dict]) -> dict[str, dict[str, list[tuple]]]:
@@ -237,8 +328,7 @@ class SpinRun(Run):
         if any(p["id"] not in before for p in held):
             return {}
         rows = [before[p["id"]] for p in held]
-        known = {"opponent": {"chosen": [(r["policy_chosen"], r["chosen_tokens"])
-                                         for r in rows]}}
+        known = {"opponent": {"chosen": [(r["policy_chosen"], r["chosen_tokens"]) for r in rows]}}
         if all("disc_chosen" in r for r in rows):
             known["disc"] = {"chosen": [(r["disc_chosen"], r["chosen_tokens"]) for r in rows]}
         return known
