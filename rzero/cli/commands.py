@@ -153,7 +153,24 @@ def cmd_config(args) -> int:
         for key, tp, default, help_text in describe_fields():
             print(f"{key} ({tp}, default {default!r})\n    {help_text}")
         return 0
-    print(load_config(args.config, args.overrides).to_yaml(), end="")
+    cfg = load_config(args.config, args.overrides)
+    if args.get:
+        section, _, name = args.get.partition(".")
+        fields = cfg.to_dict()
+        if section not in fields or name not in fields[section]:
+            raise ConfigError(
+                f"--get {args.get!r}: no such field; `rzero config --fields` "
+                "lists them as SECTION.KEY"
+            )
+        value = fields[section][name]
+        # one line a shell can read: a string or number as is, a list or mapping as YAML
+        if isinstance(value, (list, dict)):
+            import yaml
+
+            value = yaml.safe_dump(value, default_flow_style=True).strip()
+        print("" if value is None else value)
+        return 0
+    print(cfg.to_yaml(), end="")
     return 0
 
 

@@ -187,6 +187,12 @@ def build_parser() -> argparse.ArgumentParser:
     p = command("config", "print the resolved config, or every field's help")
     _add_config_args(p)
     p.add_argument("--fields", action="store_true", help="list every field with its help")
+    p.add_argument(
+        "--get",
+        metavar="SECTION.KEY",
+        default=None,
+        help="print one field's resolved value (what the Makefile reads)",
+    )
     p.set_defaults(func=cmd_config)
 
     p = command(
