@@ -244,25 +244,31 @@ def heatmap_png(
     cols: Sequence[str],
     title: str,
     label: str,
-    size: tuple[float, float] = (6.4, 5.2),
+    size: tuple[float, float] | None = None,
+    notes: Sequence[Sequence[str]] | None = None,
+    axes: tuple[str, str] | None = None,
 ) -> bytes:
-    """A matrix with values in [0, 1] as a PNG heat map, every set cell written in it and
-    unset ones (None) left blank; drawn on a bare Figure as `errorbar_png` is."""
+    """A matrix with values in [0, 1] as a PNG heat map, every set cell written in it (its
+    value, or `notes`' text) and unset ones (None) left blank; `axes` names the x and y axes;
+    without `size`, the figure grows with the matrix. Drawn on a bare Figure with its Agg
+    canvas, as `errorbar_png` is: no pyplot state, no display."""
     from matplotlib.backends.backend_agg import FigureCanvasAgg
     from matplotlib.figure import Figure
 
+    if size is None:
+        size = (2.4 + 1.1 * max(1, len(cols)), 1.6 + 0.8 * max(1, len(rows)))
     fig = Figure(figsize=size, layout="constrained")
     FigureCanvasAgg(fig)
     ax = fig.subplots()
     values = [[float("nan") if v is None else v for v in row] for row in matrix]
-    image = ax.imshow(values, cmap="RdBu", vmin=0.0, vmax=1.0)
+    image = ax.imshow(values, cmap="RdBu", vmin=0.0, vmax=1.0, aspect="auto")
     for i, row in enumerate(matrix):
         for j, v in enumerate(row):
             if v is not None:
                 ax.text(
                     j,
                     i,
-                    f"{v:.2f}",
+                    notes[i][j] if notes is not None else f"{v:.2f}",
                     ha="center",
                     va="center",
                     fontsize=8,
@@ -270,6 +276,9 @@ def heatmap_png(
                 )
     ax.set_xticks(range(len(cols)), list(cols), rotation=30, ha="right")
     ax.set_yticks(range(len(rows)), list(rows))
+    if axes is not None:
+        ax.set_xlabel(axes[0])
+        ax.set_ylabel(axes[1])
     ax.set_title(title, fontsize=10)
     fig.colorbar(image, ax=ax, label=label)
     buf = io.BytesIO()

@@ -4,7 +4,7 @@ import json
 
 import pytest
 
-from rzero.selfplay.crossplay import cross_iteration_matrix, cross_matrix_markdown, heatmap_png
+from rzero.selfplay.crossplay import cross_iteration_matrix, cross_matrix_markdown, matrix_png
 
 
 def same(pairs):
@@ -70,7 +70,7 @@ def test_markdown_table():
 
 
 def test_heatmap_is_a_png():
-    png = heatmap_png(cross_iteration_matrix(ANSWERS, LABELS, equivalent=same))
+    png = matrix_png(cross_iteration_matrix(ANSWERS, LABELS, equivalent=same))
     assert png[:8] == b"\x89PNG\r\n\x1a\n"
 
 

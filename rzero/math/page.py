@@ -35,7 +35,7 @@ from rzero.render import (
 )
 from rzero.reports.cells import audit_link
 from rzero.rundir import RunDir
-from rzero.selfplay.crossplay import heatmap_png
+from rzero.selfplay.crossplay import matrix_png
 from rzero.stats import wilson_interval
 
 SAMPLE_QUESTIONS = 6  # labelled questions shown per iteration
@@ -255,7 +255,7 @@ def _audit_parts(run: RunDir, cfg: RZeroConfig) -> list[Any]:
                 "solver j − 1)."
             ),
             figure(
-                heatmap_png(matrix, title="agreement with each pool's label"),
+                matrix_png(matrix, title="agreement with each pool's label"),
                 "solver x pool agreement",
             ),
         ]

@@ -33,7 +33,7 @@ from rzero.selfplay.collapse import (
     structure_count,
     warning_name,
 )
-from rzero.selfplay.crossplay import cross_iteration_matrix, cross_matrix_markdown, heatmap_png
+from rzero.selfplay.crossplay import cross_iteration_matrix, cross_matrix_markdown, matrix_png
 from rzero.selfplay.increments import align_eval_items, increment_curve
 
 __all__ = [
@@ -48,9 +48,9 @@ __all__ = [
     "cross_iteration_matrix",
     "cross_matrix_markdown",
     "distinct_n",
-    "heatmap_png",
     "increment_curve",
     "label_concentration",
+    "matrix_png",
     "question_diversity",
     "question_structure",
     "role_co_error",

@@ -15,14 +15,13 @@ Each with its 95 % Wilson interval. A solver answer of None (no vote parsed) dis
 
 from __future__ import annotations
 
-import io
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
-from rzero.render import markdown_table
+from rzero.render import heatmap_png, markdown_table
 from rzero.stats import wilson_interval
 
-__all__ = ["cross_iteration_matrix", "cross_matrix_markdown", "heatmap_png"]
+__all__ = ["cross_iteration_matrix", "cross_matrix_markdown", "matrix_png"]
 
 Equivalent = Callable[[Sequence[tuple[str | None, str | None]]], list[bool]]
 
@@ -153,49 +152,27 @@ def cross_matrix_markdown(m: dict[str, Any], metric: str = "agreement") -> str:
     return markdown_table(header, rows, align="l" + "r" * len(m["pools"]))
 
 
-def heatmap_png(m: dict[str, Any], metric: str = "agreement", title: str | None = None) -> bytes:
-    """The matrix as a heat map PNG (rows: solvers, columns: pools, colour: rate on [0, 1],
-    each cell annotated with its rate and n; blank where not asked). Drawn on a bare Figure
-    with its Agg canvas, as `rzero.render.errorbar_png`: no pyplot state, no display."""
-    import numpy as np
-    from matplotlib.backends.backend_agg import FigureCanvasAgg
-    from matplotlib.figure import Figure
-
+def matrix_png(m: dict[str, Any], metric: str = "agreement", title: str | None = None) -> bytes:
+    """The matrix as a heat map PNG (`rzero.render.heatmap_png`; rows: solvers, columns:
+    pools, colour: rate on [0, 1], each cell annotated with its rate and n; blank where not
+    asked)."""
     cells = m[metric]
     if cells is None:
         raise ValueError(f"no {metric} in this matrix (no known answers)")
-    rates = np.array(
+    rates = [[c["rate"] if c is not None else None for c in row] for row in cells]
+    notes = [
         [
-            [c["rate"] if c is not None and c["rate"] is not None else np.nan for c in row]
-            for row in cells
-        ],
-        dtype=float,
-    ).reshape(len(m["solvers"]), len(m["pools"]))  # [solvers, pools]
-    fig = Figure(
-        figsize=(1.2 + 1.1 * max(1, len(m["pools"])), 1.0 + 0.8 * max(1, len(m["solvers"]))),
-        layout="constrained",
+            f"{c['rate']:.2f}\nn={c['n']}" if c is not None and c["rate"] is not None else ""
+            for c in row
+        ]
+        for row in cells
+    ]
+    return heatmap_png(
+        rates,
+        [f"solver {i}" for i in m["solvers"]],
+        [f"pool {j}" for j in m["pools"]],
+        title or metric,
+        metric,
+        notes=notes,
+        axes=("question pool (labelled by solver j - 1)", "solver"),
     )
-    FigureCanvasAgg(fig)
-    ax = fig.subplots()
-    image = ax.imshow(rates, vmin=0.0, vmax=1.0, cmap="viridis", aspect="auto")
-    for r, row in enumerate(cells):
-        for c, cell in enumerate(row):
-            if cell is not None and cell["rate"] is not None:
-                ax.text(
-                    c,
-                    r,
-                    f"{cell['rate']:.2f}\nn={cell['n']}",
-                    ha="center",
-                    va="center",
-                    fontsize=8,
-                    color="white" if cell["rate"] < 0.6 else "black",
-                )
-    ax.set_xticks(range(len(m["pools"])), [f"pool {j}" for j in m["pools"]])
-    ax.set_yticks(range(len(m["solvers"])), [f"solver {i}" for i in m["solvers"]])
-    ax.set_xlabel("question pool (labelled by solver j - 1)")
-    ax.set_ylabel("solver")
-    ax.set_title(title or metric, fontsize=10)
-    fig.colorbar(image, ax=ax, label=metric)
-    buf = io.BytesIO()
-    fig.savefig(buf, format="png", dpi=100)
-    return buf.getvalue()
