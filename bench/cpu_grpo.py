@@ -5,9 +5,9 @@ completion tokens, micro-batches of 1) with a cheap reward, so the step is rollo
 reference and policy log-probs + backward + AdamW:
 
   (a) float32: `model.train_compute=float32`, TRL's rollouts through its own
-      `model.generate` (the path before `rzero.engine.decoding`);
+      `model.generate` (the path before `rzero.generation.decoding`);
   (b) new: `train_compute=bfloat16` (autocast over float32 master weights) and rollouts
-      through `rzero.engine.decoding` in `generation_dtype("auto")`.
+      through `rzero.generation.decoding` in `generation_dtype("auto")`.
 
 The two run interleaved, `--repeats` times each, from the same checkpoint and seed; the best
 wall time of each is compared (target >= 2x). Mean completion lengths are printed so that the
@@ -24,10 +24,10 @@ from pathlib import Path
 
 import torch
 
-import rzero.engine.decoding
+import rzero.generation.decoding
 from rzero.config import ModelConfig, SolverConfig
-from rzero.engine.grpo import train_grpo
 from rzero.engine.models import DEFAULT_MODEL, generation_dtype, load_model, load_tokenizer
+from rzero.training.grpo import train_grpo
 
 # requests for long answers: both sides then mostly run to max_completion_length, so their
 # rollouts are of similar size (a step samples only 8 completions: lengths vary a lot)
@@ -66,9 +66,9 @@ def one_step(model_spec: str, fast: bool, args, out_dir: Path) -> tuple[float, f
         train_compute="bfloat16" if fast else "float32",
     )
     logs: list[dict[str, float]] = []
-    real = rzero.engine.decoding.rollouts_through_decode
+    real = rzero.generation.decoding.rollouts_through_decode
     if not fast:  # the reference: TRL's own model.generate
-        rzero.engine.decoding.rollouts_through_decode = lambda model, dtype: (
+        rzero.generation.decoding.rollouts_through_decode = lambda model, dtype: (
             contextlib.nullcontext()
         )
     try:
@@ -86,7 +86,7 @@ def one_step(model_spec: str, fast: bool, args, out_dir: Path) -> tuple[float, f
         )
         seconds = time.perf_counter() - t0
     finally:
-        rzero.engine.decoding.rollouts_through_decode = real
+        rzero.generation.decoding.rollouts_through_decode = real
     lengths = [row["completions/mean_length"] for row in logs if "completions/mean_length" in row]
     return seconds, lengths[0] if lengths else float("nan")
 

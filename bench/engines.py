@@ -31,7 +31,6 @@ import time
 import torch
 from transformers import GenerationConfig
 
-from rzero.engine.generation import HFGenerator, SamplingParams
 from rzero.engine.models import (
     BF16_CPU_FLAGS,
     DEFAULT_MODEL,
@@ -42,6 +41,7 @@ from rzero.engine.models import (
     resolve_model,
 )
 from rzero.evaluation import load_benchmarks
+from rzero.generation.backends import HFGenerator, SamplingParams
 from rzero.prompts.solver import solver_chat
 
 FORMS = [
@@ -120,7 +120,7 @@ class PlainGenerate:
 def start_engine(name: str, path: str, dtype: str, args):
     """(engine, run) where run(chats, n, params) returns the new tokens produced."""
     if name == "vllm":
-        from rzero.engine.generation import VLLMGenerator
+        from rzero.generation.backends import VLLMGenerator
 
         gen = VLLMGenerator(
             path,

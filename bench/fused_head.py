@@ -1,5 +1,5 @@
 """TRL's fused LM head on CPU: every position scored (TRL's default off Triton) against the
-labelled positions only (`rzero.engine.grpo.score_completions_only`).
+labelled positions only (`rzero.training.grpo.score_completions_only`).
 
 The embedded SmolLM2, bf16 autocast over float32 weights (`model.train_compute` auto), runs
 one forward and backward through the fused head for one micro-batch shaped like
@@ -17,8 +17,8 @@ import time
 
 import torch
 
-from rzero.engine.grpo import score_completions_only
 from rzero.engine.models import DEFAULT_MODEL, load_model
+from rzero.training.grpo import score_completions_only
 
 
 def main() -> None:

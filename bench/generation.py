@@ -13,8 +13,8 @@ from dataclasses import replace
 
 import torch
 
-from rzero.engine.generation import HFGenerator, SamplingParams
 from rzero.engine.models import DEFAULT_MODEL
+from rzero.generation.backends import HFGenerator, SamplingParams
 
 PROMPTS = [
     f"Solve step by step: what is {a} times {b} plus {a + b}?"

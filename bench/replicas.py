@@ -28,12 +28,12 @@ from pathlib import Path
 from engines import vote_questions  # bench/ is on sys.path when run as a script
 
 from rzero.config import load_config
-from rzero.engine.generation import OpenAIGenerator
 from rzero.engine.models import DEFAULT_MODEL, resolve_model
-from rzero.engine.replicas import SolverReplicas, vllm_server_args
 from rzero.engine.serving import serve_checkpoint, vllm_serve_command
 from rzero.engine.watchdog import descendants
-from rzero.prompts.generator import SamplingParams
+from rzero.generation.backends import OpenAIGenerator
+from rzero.generation.interface import SamplingParams
+from rzero.generation.replicas import SolverReplicas, vllm_server_args
 from rzero.prompts.solver import solver_chat
 
 

@@ -2,7 +2,7 @@
 
 The learning recipe's update (`configs/learn-solver.yaml`: prompts_per_update questions of a
 development draw x G completions, its completion budget, β, prompt) is run `--updates` times
-through `rzero.engine.grpo.train_grpo`, and the same updates through a plain
+through `rzero.training.grpo.train_grpo`, and the same updates through a plain
 `trl.GRPOTrainer` with TRL's own rollouts (`model.generate`) and LM head, the same
 algorithm options, the same model, rows and seed. Each update's seconds are split into
 
@@ -142,7 +142,7 @@ def run_side(name: str, args, rows, out: Path) -> list[dict[str, float]]:
     from transformers import TrainerCallback
     from trl import GRPOTrainer
 
-    import rzero.engine.grpo as grpo
+    import rzero.training.grpo as grpo
     from rzero.config import ModelConfig
     from rzero.engine.models import load_model, load_tokenizer
     from rzero.solver.rewards import SolverReward

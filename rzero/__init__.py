@@ -1,4 +1,23 @@
-"""rzero: R-Zero self-evolving reasoning (Challenger / Solver self-play with GRPO)."""
+"""rzero: competitive self-play of LLMs, built around R-Zero (Challenger / Solver self-play
+with GRPO), with the code tier, Absolute Zero, SPIN, SPAG and the solver task on one run
+engine.
+
+The systems, one package each (run.py, report.py, plan.py, layout.py): math (R-Zero), code
+(R-Zero on code, Absolute Zero), spin, spag, solver_task. What they run on: rundir (the run
+engine: folder, phases, the `Run` base), generation and training (sampling and the
+trainers), engine (models, servers, launch, trackers). The roles and their tools:
+challenger, solver, labeling, executor, evaluation, audit, selfplay, data, prompts, config;
+reports (what every report shares); cli (`rzero`).
+
+Modules at the root:
+
+    ablation.py   `rzero ablate`: a recipe's variants as resumable runs, compared
+    preflight.py  what a run reads from outside its config, checked before anything is written
+    render.py     Markdown and HTML tables and pages, figures: written once
+    stats.py      the interval arithmetic every report uses
+    io.py         atomic writes and strict JSONL reads
+    faults.py     crash points for the resume tests
+"""
 
 import warnings
 

@@ -43,7 +43,7 @@ def check(cfg: RZeroConfig) -> None:
                 "install 'rzero[peft]'`), or drop the lora mapping"
             )
     if cfg.challenger.trl or cfg.solver.trl:
-        from rzero.engine.grpo import check_trl_options  # imports torch: only when needed
+        from rzero.training.grpo import check_trl_options  # imports torch: only when needed
 
         for role in (cfg.challenger, cfg.solver):
             check_trl_options(role)

@@ -217,13 +217,13 @@ def main() -> int:
 
     from rzero.challenger.rewards import ChallengerReward
     from rzero.config import GRPOSection, load_config
-    from rzero.engine.generation import HFGenerator, SamplingParams
-    from rzero.engine.grpo import train_grpo
     from rzero.engine.models import load_model, load_tokenizer
+    from rzero.generation.backends import HFGenerator, SamplingParams
     from rzero.labeling.voting import FrozenSolver
     from rzero.prompts.challenger import challenger_chat
     from rzero.prompts.solver import solver_chat
     from rzero.solver.rewards import SolverReward
+    from rzero.training.grpo import train_grpo
 
     work = Path(tempfile.mkdtemp(prefix="rzero-smoke-"))
     ckpt = work / "model"

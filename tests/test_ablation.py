@@ -475,8 +475,8 @@ def test_the_ablate_recipe_loads_for_every_variant():
 
 
 def test_spin_recipes_get_spins_controls():
-    from rzero.engine.preference import updates_for
     from rzero.spin.plan import merged_pairs
+    from rzero.training.preference import updates_for
 
     cfg = load_config("configs/spin-tiny.yaml")
     assert parse_variants(SYSTEMS["spin"], None) == ["spin", "sft"]

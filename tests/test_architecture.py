@@ -1,6 +1,6 @@
 """The house rules as tests: the import-linter contracts of pyproject.toml, no import cycle
-(function-level imports included), at most 10 flat modules at the package root, and no
-module over 600 lines."""
+(function-level imports included), at most 10 flat modules at the package root, no module
+over 600 lines, every package's map naming all its modules, every system of one shape."""
 
 from __future__ import annotations
 
@@ -63,3 +63,30 @@ def test_no_module_is_over_600_lines():
         if (n := len(p.read_text().splitlines())) > 600
     }
     assert long == {}
+
+
+def test_every_package_names_all_its_modules():
+    """A package's `__init__` docstring is its map: it names every module in it."""
+    import ast
+
+    unnamed = {}
+    for init in sorted((ROOT / "rzero").rglob("__init__.py")):
+        doc = ast.get_docstring(ast.parse(init.read_text())) or ""
+        modules = sorted(
+            p.name for p in init.parent.glob("*.py") if p.stem not in ("__init__", "__main__")
+        )
+        if missing := [m for m in modules if m not in doc]:
+            unnamed[str(init.parent.relative_to(ROOT))] = missing
+    assert unnamed == {}
+
+
+def test_every_system_has_the_same_shape():
+    """Each system's package holds its run, its report, its plan and its run folder's
+    layout, and declares what the CLI sees of it; `run.task` becomes a system in one map."""
+    from rzero.cli.systems import SYSTEMS
+
+    for package in ("math", "code", "spin", "spag", "solver_task"):
+        present = {p.name for p in (ROOT / "rzero" / package).glob("*.py")}
+        assert {"report.py", "plan.py", "layout.py"} <= present, package
+        assert "run.py" in present, package
+    assert {system.name for system in SYSTEMS.values()} == set(SYSTEMS)

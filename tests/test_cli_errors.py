@@ -147,7 +147,7 @@ class _Recording:
 
     def __init__(self, spec):
         self.spec, self.closed, self.engine = spec, False, "vllm"
-        from rzero.engine.generation import GenerationStats
+        from rzero.generation.backends import GenerationStats
 
         self.stats = GenerationStats()
 
@@ -161,7 +161,7 @@ class _Recording:
 def test_eval_and_generate_use_the_configs_engine(tmp_path, capsys, monkeypatch):
     # with generation.backend vllm both commands build the engine the run would use (here a
     # recording stand-in for vLLM), and close it when they are done
-    import rzero.engine.generation
+    import rzero.generation.backends
 
     made: list[_Recording] = []
 
@@ -170,7 +170,7 @@ def test_eval_and_generate_use_the_configs_engine(tmp_path, capsys, monkeypatch)
         made.append(_Recording(spec))
         return made[-1]
 
-    monkeypatch.setattr(rzero.engine.generation, "make_generator", make)
+    monkeypatch.setattr(rzero.generation.backends, "make_generator", make)
     monkeypatch.setattr("importlib.util.find_spec", lambda name: object())  # "vllm installed"
     args = ["--config", "configs/rehearsal.yaml", "--model", "some/ckpt"]
     assert main(["eval", *args, "--output", str(tmp_path / "out"), "--limit", "2"]) == 0

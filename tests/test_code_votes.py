@@ -7,12 +7,12 @@ import pytest
 
 from rzero.code.azr import SolverLog, proposer_by_type, rate_fields
 from rzero.code.rewards import CodeChallengerReward, PseudoLabelReward, read_proposals
-from rzero.code.runner import sandbox_options
+from rzero.code.run import sandbox_options
 from rzero.code.votes import CodeVoter, accuracy_by_p_hat, code_vote, exact_label_accuracy, vote_row
 from rzero.config import load_config
-from rzero.engine.generation import GenerationStats
 from rzero.executor.rewards import ExecutorSolverReward
 from rzero.executor.tasks import CodeTask, outputs_equal
+from rzero.generation.backends import GenerationStats
 from rzero.labeling.equivalence import Check
 from rzero.labeling.voting import majority_vote_many
 

@@ -202,7 +202,7 @@ def test_roles_share_one_grpo_section_type_with_their_own_defaults():
 
 
 def test_trl_options_pass_through_and_unknown_or_managed_ones_are_refused():
-    from rzero.engine.grpo import grpo_config
+    from rzero.training.grpo import grpo_config
 
     cfg = load_config(None, ["solver.trl={weight_decay: 0.01, loss_type: grpo}"])
     args = grpo_config(cfg.solver, "/tmp/unused", seed=0)

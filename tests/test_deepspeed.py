@@ -1,4 +1,4 @@
-"""One GRPO step under DeepSpeed ZeRO-2 and ZeRO-3 on CPU, through rzero.engine.grpo.train_grpo,
+"""One GRPO step under DeepSpeed ZeRO-2 and ZeRO-3 on CPU, through rzero.training.grpo.train_grpo,
 directly and through `accelerate launch` with configs/accelerate/deepspeed_zero2.yaml.
 
 Each run is a subprocess: DeepSpeed initialises torch.distributed (gloo on CPU, world size 1),
@@ -29,7 +29,7 @@ import deepspeed
 from rank_report import report
 from transformers import AutoModelForCausalLM, AutoTokenizer
 from rzero.config import GRPOSection, ModelConfig
-from rzero.engine.grpo import train_grpo
+from rzero.training.grpo import train_grpo
 
 checkpoint, ds_config, out_dir, bf16 = sys.argv[1], sys.argv[2] or None, sys.argv[3], sys.argv[4] == "bf16"
 # DeepSpeed JIT-compiles a C++ shared-memory all-reduce for CPU ranks on one host at its

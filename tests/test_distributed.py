@@ -19,7 +19,7 @@ from safetensors.torch import load_file
 from rzero.challenger.rewards import ChallengerReward
 from rzero.config import load_config
 from rzero.engine import distributed
-from rzero.engine.generation import GenerationStats
+from rzero.generation.backends import GenerationStats
 from rzero.labeling.voting import FrozenSolver
 from rzero.prompts.chat import completion_text
 from rzero.rundir import RunDir

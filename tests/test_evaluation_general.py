@@ -8,9 +8,9 @@ import json
 import pytest
 
 from rzero import evaluation as ev
-from rzero.engine.generation import GenerationStats
 from rzero.evaluation import loaders
 from rzero.evaluation.general import choice_letter, problem_text, text_match
+from rzero.generation.backends import GenerationStats
 from rzero.stats import wilson_interval
 
 CHOICES = ["42", "a dog", "x + 1"]

@@ -11,7 +11,7 @@ from conftest import tiny_llama
 
 from rzero import evaluation as ev
 from rzero.cli import build_parser
-from rzero.engine.generation import GenerationStats, HFGenerator, SamplingParams
+from rzero.generation.backends import GenerationStats, HFGenerator, SamplingParams
 from rzero.stats import wilson_interval
 
 # ---------------------------------------------------------------- scoring

@@ -1,8 +1,8 @@
 import pytest
 import torch
 
-from rzero.engine.decoding import StopCheck, decode
-from rzero.engine.generation import HFGenerator, OpenAIGenerator, SamplingParams, cut_at_stop
+from rzero.generation.backends import HFGenerator, OpenAIGenerator, SamplingParams, cut_at_stop
+from rzero.generation.decoding import StopCheck, decode
 from rzero.prompts.boxed import first_box_end
 
 
@@ -54,7 +54,7 @@ def test_hf_rejects_zero_samples(hf):
 
 
 def test_openai_generator_needs_a_url():
-    from rzero.engine.generation import GenerationError
+    from rzero.generation.backends import GenerationError
 
     with pytest.raises(GenerationError, match="no base URL"):
         OpenAIGenerator([], "m")
@@ -112,7 +112,7 @@ def test_decode_greedy_matches_generate_prompt_by_prompt(tiny):
 def test_decode_greedy_matches_generate_on_other_architectures(arch):
     from transformers import Qwen2Config, Qwen2ForCausalLM, Qwen3Config, Qwen3ForCausalLM
 
-    from rzero.engine.decoding import supports_decode
+    from rzero.generation.decoding import supports_decode
 
     config_cls, model_cls = {
         "qwen2": (Qwen2Config, Qwen2ForCausalLM),
@@ -159,7 +159,7 @@ def test_finished_rows_leave_the_batch_without_changing_the_others(tiny):
 
 
 def test_waiting_prompts_join_as_rows_finish(tiny, monkeypatch):
-    from rzero.engine.decoding import PreallocatedCache, _Batch
+    from rzero.generation.decoding import PreallocatedCache, _Batch
 
     model, _ = tiny
     prompts = random_prompts(9, seed=7)
@@ -243,7 +243,7 @@ def test_cut_at_stop_keeps_up_to_the_first_stop_or_closed_box():
 def test_generate_like_hf_returns_what_generate_returns(tiny):
     from transformers import GenerationConfig
 
-    from rzero.engine.decoding import generate_like_hf
+    from rzero.generation.decoding import generate_like_hf
 
     model, _ = tiny
     prompts = random_prompts(4, seed=4)
@@ -261,7 +261,7 @@ def test_generate_like_hf_returns_what_generate_returns(tiny):
 def test_generate_like_hf_hands_unsupported_settings_to_transformers(tiny):
     from transformers import GenerationConfig
 
-    from rzero.engine.decoding import _sampling_args
+    from rzero.generation.decoding import _sampling_args
 
     assert _sampling_args(GenerationConfig(do_sample=True, max_new_tokens=4, top_k=0)) == {
         "max_new_tokens": 4,
@@ -420,7 +420,7 @@ def test_openai_backend_spreads_requests_over_servers(two_servers):
 
 
 def test_openai_backend_error_names_the_url(refused_port):
-    from rzero.engine.generation import GenerationError
+    from rzero.generation.backends import GenerationError
 
     url = f"http://127.0.0.1:{refused_port}/v1"
     gen = OpenAIGenerator([url], "m", timeout=5, retries=0)
@@ -433,7 +433,7 @@ def test_servers_seeded_once_get_no_per_request_seed(monkeypatch):
     # their client sends none (the server was started with --seed); others get seed + i*n + j
     from types import SimpleNamespace
 
-    from rzero.engine.generation import OpenAIGenerator
+    from rzero.generation.backends import OpenAIGenerator
 
     for per_request, expected in ((True, [7, 8, 9, 10]), (False, [None] * 4)):
         gen = OpenAIGenerator(

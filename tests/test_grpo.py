@@ -11,8 +11,8 @@ import torch
 from torch.optim.optimizer import register_optimizer_step_post_hook
 
 from rzero.config import ConfigError, ModelConfig, SolverConfig, load_config
-from rzero.engine.grpo import ALGORITHM_OPTIONS, grpo_config, train_grpo
 from rzero.engine.models import load_model, load_tokenizer
+from rzero.training.grpo import ALGORITHM_OPTIONS, grpo_config, train_grpo
 
 CONFIGS = sorted(Path(__file__).parent.parent.glob("configs/*.yaml"))
 
@@ -154,7 +154,7 @@ def test_bf16_on_cpu_trains_fp32_weights_by_exactly_the_adam_update(
 ):
     import trl
 
-    import rzero.engine.decoding
+    import rzero.generation.decoding
 
     trainers, samplers = [], []
 
@@ -167,9 +167,9 @@ def test_bf16_on_cpu_trains_fp32_weights_by_exactly_the_adam_update(
         samplers.append(model.dtype)
         return decode(model, *args, **kwargs)
 
-    decode = rzero.engine.decoding.decode
+    decode = rzero.generation.decoding.decode
     monkeypatch.setattr(trl, "GRPOTrainer", Recorded)
-    monkeypatch.setattr(rzero.engine.decoding, "decode", recorded_decode)
+    monkeypatch.setattr(rzero.generation.decoding, "decode", recorded_decode)
     model = load_model(str(tiny_checkpoint), dtype="float32", device="cpu")
     tokenizer = load_tokenizer(str(tiny_checkpoint))
     before = {n: p.detach().clone() for n, p in model.named_parameters()}

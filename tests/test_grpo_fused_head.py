@@ -8,7 +8,7 @@ import pytest
 import torch
 from conftest import tiny_llama
 
-from rzero.engine.grpo import score_completions_only
+from rzero.training.grpo import score_completions_only
 
 VOCAB = 300
 

@@ -1,4 +1,4 @@
-"""`rzero.engine.logprobs`: GRPO's log-probabilities on CPU (the prompts' shared prefix run
+"""`rzero.training.logprobs`: GRPO's log-probabilities on CPU (the prompts' shared prefix run
 once, one log-softmax over the completion positions) give the log-probabilities, entropies,
 loss and gradients of TRL's fused-head forward, on random left-padded batches with and
 without a shared prefix and at a sampling temperature; and a GRPO update through
@@ -13,8 +13,8 @@ import torch
 from conftest import tiny_llama
 
 from rzero.config import ModelConfig, SolverConfig
-from rzero.engine.grpo import score_completions_only, train_grpo
-from rzero.engine.logprobs import completion_logps, shared_prefix_length
+from rzero.training.grpo import score_completions_only, train_grpo
+from rzero.training.logprobs import completion_logps, shared_prefix_length
 
 VOCAB = 300
 
@@ -161,7 +161,7 @@ def test_a_grpo_update_logs_the_same_loss_reward_and_gradient_norm(
     cpu = ModelConfig(
         dtype="float32", device="cpu", generation_dtype="float32", train_compute="float32"
     )
-    import rzero.engine.logprobs as logprobs
+    import rzero.training.logprobs as logprobs
 
     calls = []
     real = logprobs._completion_hidden

@@ -1,4 +1,4 @@
-"""rzero.engine.launch and rzero.engine.replicas: GPU lists, the replicas' and the training launch's exact commands, and
+"""rzero.engine.launch and rzero.generation.replicas: GPU lists, the replicas' and the training launch's exact commands, and
 the frozen solver as real `transformers serve` replicas (the protocol of `vllm serve`)."""
 
 from __future__ import annotations
@@ -20,8 +20,6 @@ from conftest import fake_model_server
 
 from rzero.cli import _add_serve_solver_args, cmd_serve_solver
 from rzero.config import ConfigError, load_config
-from rzero.engine import replicas as replicas_mod
-from rzero.engine.generation import GenerationError, OpenAIGenerator, SamplingParams, read_urls_file
 from rzero.engine.launch import (
     accelerate_command,
     format_command,
@@ -32,8 +30,15 @@ from rzero.engine.launch import (
     rendezvous,
 )
 from rzero.engine.models import generation_dtype
-from rzero.engine.replicas import ReplicaSpec, SolverReplicas, replica_plan, vllm_server_args
 from rzero.engine.serving import ServerError, free_port, transformers_serve_command
+from rzero.generation import replicas as replicas_mod
+from rzero.generation.backends import (
+    GenerationError,
+    OpenAIGenerator,
+    SamplingParams,
+    read_urls_file,
+)
+from rzero.generation.replicas import ReplicaSpec, SolverReplicas, replica_plan, vllm_server_args
 
 VLLM_SERVER = (sys.executable, "-m", "vllm.entrypoints.openai.api_server", "--model")
 LAUNCH = [sys.executable, "-m", "accelerate.commands.launch"]

@@ -14,8 +14,8 @@ import torch
 from conftest import tiny_llama
 
 from rzero.config import ModelConfig, SolverConfig, SpinConfig
-from rzero.engine.grpo import train_grpo
-from rzero.engine.preference import pair_logprobs, train_pairs, train_sft
+from rzero.training.grpo import train_grpo
+from rzero.training.preference import pair_logprobs, train_pairs, train_sft
 
 PROMPTS = [[{"role": "user", "content": f"Say something about {n}."}] for n in range(8)]
 CPU = ModelConfig(

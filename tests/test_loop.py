@@ -155,7 +155,7 @@ def test_run_dir_with_other_config_is_refused(one_iteration, format_checkpoint):
 def test_dead_solver_server_fails_the_phase_naming_the_url(
     format_checkpoint, tmp_path, refused_port
 ):
-    from rzero.engine.generation import GenerationError
+    from rzero.generation.backends import GenerationError
 
     urls = tmp_path / "urls.txt"
     url = f"http://127.0.0.1:{refused_port}/v1"  # nothing listens there
@@ -343,7 +343,7 @@ class OneTemplate:
     """A collapsed challenger: every completion is one word problem with new numbers."""
 
     def __init__(self):
-        from rzero.engine.generation import GenerationStats
+        from rzero.generation.backends import GenerationStats
 
         self.stats = GenerationStats()
 

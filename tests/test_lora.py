@@ -11,10 +11,10 @@ import pytest
 import torch
 
 from rzero.config import ConfigError, SolverConfig, load_config
-from rzero.engine.decoding import sync_weights
-from rzero.engine.grpo import train_grpo
 from rzero.engine.lora import ADAPTER_DIR, has_adapter, lora_config, merged_parameters
 from rzero.engine.models import load_model, load_tokenizer
+from rzero.generation.decoding import sync_weights
+from rzero.training.grpo import train_grpo
 
 
 def test_the_lora_mapping_is_checked_in_one_line():

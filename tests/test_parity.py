@@ -9,8 +9,8 @@ from pathlib import Path
 import pytest
 
 from rzero.config import ChallengerConfig, LabelingConfig, RZeroConfig, load_config
-from rzero.engine.grpo import grpo_config
 from rzero.math.plan import plan_rows, plan_value
+from rzero.training.grpo import grpo_config
 
 ROOT = Path(__file__).parent.parent
 DOC = ROOT / "docs" / "parity.md"

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from rzero.challenger.train import sample_pool
 from rzero.config import load_config
-from rzero.engine.generation import GenerationStats
+from rzero.generation.backends import GenerationStats
 
 
 class ScriptedChallenger:

@@ -1,4 +1,4 @@
-"""rzero.engine.preference against TRL itself, on a tiny Llama: `pair_logprobs` gives the
+"""rzero.training.preference against TRL itself, on a tiny Llama: `pair_logprobs` gives the
 numbers DPOTrainer precomputes for its reference, TRL's sigmoid loss is `spin_loss` of them,
 and both trainers update the weights for the planned number of updates."""
 
@@ -8,8 +8,8 @@ import torch
 from transformers import AutoModelForCausalLM
 
 from rzero.config import SpinConfig
-from rzero.engine.preference import pair_logprobs, train_pairs, train_sft, updates_for
 from rzero.spin.objective import spin_loss
+from rzero.training.preference import pair_logprobs, train_pairs, train_sft, updates_for
 
 SYSTEM = {"role": "system", "content": "Solve it."}
 PROMPTS = [
@@ -41,7 +41,7 @@ def test_pair_logprobs_match_trls_reference_and_its_loss_is_spin_loss(
 ):
     from trl import DPOConfig, DPOTrainer
 
-    from rzero.engine.preference import PAIR_OPTIONS, _preference_dataset
+    from rzero.training.preference import PAIR_OPTIONS, _preference_dataset
 
     model = _model(tiny_checkpoint)
     args = DPOConfig(

@@ -21,8 +21,8 @@ NODE_SCRIPT = textwrap.dedent("""
     from rank_report import report
     from rzero.config import load_config
     from rzero.engine import distributed
-    from rzero.engine.replicas import frozen_solver
-    from rzero.prompts.generator import SamplingParams
+    from rzero.generation.replicas import frozen_solver
+    from rzero.generation.interface import SamplingParams
 
     checkpoint, run_files = sys.argv[1], Path(sys.argv[2])
     distributed.init()

@@ -1,4 +1,4 @@
-"""`rzero.engine.sampling.next_tokens` against transformers' sampler (the naive reference).
+"""`rzero.generation.sampling.next_tokens` against transformers' sampler (the naive reference).
 
 The reference is transformers' own warpers: TemperatureLogitsWarper -> TopKLogitsWarper ->
 TopPLogitsWarper -> softmax. The kept set is compared token by token; the distribution by a
@@ -17,7 +17,7 @@ from transformers.generation.logits_process import (
     TopPLogitsWarper,
 )
 
-from rzero.engine.sampling import in_top_p, next_tokens, top_k_candidates
+from rzero.generation.sampling import in_top_p, next_tokens, top_k_candidates
 
 SETTINGS = [  # (temperature, top_k, top_p)
     (1.0, 40, 1.0),

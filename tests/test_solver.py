@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from rzero.config import LabelingConfig
-from rzero.engine.generation import GenerationStats
+from rzero.generation.backends import GenerationStats
 from rzero.labeling.voting import FrozenSolver
 from rzero.solver.dataset import label_pool, p_hat_histogram
 from rzero.solver.rewards import SolverReward, solver_reward

@@ -153,7 +153,7 @@ def test_the_offline_update_raises_the_winners_turns(spag_model, tmp_path):
     assert "garden" in rows[0]["prompt"][0]["content"]  # the attacker's prompt has the word
     assert "garden" not in rows[2]["prompt"][0]["content"]
     model, tokenizer = load_model(str(spag_model)), load_tokenizer(str(spag_model))
-    from rzero.engine.offline import mean_logprobs
+    from rzero.training.offline import mean_logprobs
 
     before = mean_logprobs(
         model, tokenizer, [r["prompt"] for r in rows], [r["response"] for r in rows], max_length=512

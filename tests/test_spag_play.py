@@ -8,7 +8,7 @@ import math
 import pytest
 import torch
 
-from rzero.prompts.generator import GenerationStats, SamplingParams
+from rzero.generation.interface import GenerationStats, SamplingParams
 from rzero.spag.game import ATTACKER, ATTACKER_WINS, DEFENDER, DEFENDER_WINS, TIE, VIOLATION
 from rzero.spag.objective import imitation_loss, sequence_logprob, spag_loss, turn_rewards
 from rzero.spag.play import SCRIPT, ModelPlayer, ScriptedPlayer, collect, role_prompt, utterance

@@ -102,7 +102,7 @@ def test_scores_carried_from_the_iteration_before_are_what_scoring_again_gives(s
     """Iteration 2 takes its opponent's and the frozen discriminator's scores of the data
     answers from iteration 1's rows; scored afresh they are the same."""
     from rzero.engine.models import load_for_training
-    from rzero.engine.preference import pair_logprobs
+    from rzero.training.preference import pair_logprobs
 
     run = RunDir(spin_run)
     cfg = run.config()

@@ -199,7 +199,7 @@ def test_trl_logs_go_to_this_runs_folders_only_when_the_run_reports(tmp_path, mo
 
 def test_grpo_config_reports_to_the_run_trackers(tmp_path):
     from rzero.config import SolverConfig
-    from rzero.engine.grpo import grpo_config
+    from rzero.training.grpo import grpo_config
 
     role = SolverConfig(steps=1, group_size=2, prompts_per_step=1)
     assert grpo_config(role, tmp_path, seed=0).report_to == []

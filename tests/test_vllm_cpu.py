@@ -12,7 +12,7 @@ import subprocess
 import pytest
 from conftest import tiny_llama
 
-from rzero.engine.generation import SamplingParams, VLLMGenerator
+from rzero.generation.backends import SamplingParams, VLLMGenerator
 
 pytestmark = [
     pytest.mark.slow,

@@ -2,7 +2,7 @@
 (`train_challenger`), and writing the question pool (`sample_pool`).
 
 The reward (`ChallengerReward`) is in `rewards.py`; this module only runs it through
-`rzero.engine.grpo.train_grpo` and summarises the steps it logged.
+`rzero.training.grpo.train_grpo` and summarises the steps it logged.
 """
 
 from __future__ import annotations
@@ -17,12 +17,12 @@ from rzero.challenger.repetition import near_duplicates
 from rzero.challenger.rewards import ChallengerReward
 from rzero.config import RZeroConfig
 from rzero.engine import distributed
-from rzero.engine.generation import Generator, SamplingParams
-from rzero.engine.grpo import TrainStats, train_grpo
 from rzero.faults import crash_point
+from rzero.generation.backends import Generator, SamplingParams
 from rzero.labeling.answers import extract_boxed, extract_question
 from rzero.labeling.voting import FrozenSolver
 from rzero.prompts.challenger import challenger_chat
+from rzero.training.grpo import TrainStats, train_grpo
 
 
 @dataclass(frozen=True)

@@ -64,7 +64,7 @@ def cmd_info(args) -> int:
 def cmd_generate(args) -> int:
     """Sample with the config's engine (generation.backend: hf, vllm or openai servers)."""
     from rzero import preflight
-    from rzero.engine.generation import SamplingParams, make_generator
+    from rzero.generation.backends import SamplingParams, make_generator
 
     cfg = load_config(args.config, args.overrides)
     preflight.check_engines(cfg)
@@ -246,7 +246,6 @@ def cmd_eval(args) -> int:
     """Score a model; the config's eval/model/generation sections give the defaults and
     explicit flags override them."""
     from rzero import preflight
-    from rzero.engine.generation import HFGenerator, make_generator
     from rzero.evaluation import (
         BenchmarkError,
         evaluate,
@@ -254,6 +253,7 @@ def cmd_eval(args) -> int:
         results_markdown,
         write_results,
     )
+    from rzero.generation.backends import HFGenerator, make_generator
 
     for flag, value in (
         ("--limit", args.limit),
@@ -366,8 +366,8 @@ def cmd_serve_solver(args) -> int:
 
     from rzero.engine.launch import parse_gpus
     from rzero.engine.models import resolve_model
-    from rzero.engine.replicas import SolverReplicas
     from rzero.engine.serving import ServerError
+    from rzero.generation.replicas import SolverReplicas
 
     checkpoint = args.checkpoint
     if args.engine == "transformers" or checkpoint.startswith("embedded:"):

@@ -36,7 +36,7 @@ def _add_config_args(p: argparse.ArgumentParser) -> None:
 
 
 def _add_serve_solver_args(p: argparse.ArgumentParser) -> None:
-    from rzero.engine.replicas import ENGINES
+    from rzero.generation.replicas import ENGINES
 
     p.add_argument(
         "checkpoint",

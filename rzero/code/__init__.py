@@ -4,9 +4,10 @@
   azr.py         Absolute Zero: proposer/solver over deduction, abduction and induction
   rewards.py     R-Zero's challenger and pseudo-label rewards on code proposals
   votes.py       majority vote over predicted outputs; exact label accuracy, by p̂ bucket
-  runner.py      what both loops share on the run engine (`CodeRun`, a `rzero.rundir.Run`)
+  run.py         what both loops share on the run engine (`CodeRun`, a `rzero.rundir.Run`)
   report.py      report.md / report.html of a code run
   plan.py        `rzero plan` for a code recipe
+  layout.py      its run folder (`RZERO_CODE`, `AZR`)
 
 Model-written code runs only through `rzero.executor` (the sandbox); this package never
 executes it itself.

@@ -15,13 +15,13 @@
         evaluation       (optional) the math evaluation of the new solver
 
 Rewards, validity and judging are `rzero.executor`'s (`ExecutorProposerReward`, `ExecutorSolverReward`); this
-module logs them per task type and runs them through `rzero.engine.grpo.train_grpo`.
+module logs them per task type and runs them through `rzero.training.grpo.train_grpo`.
 
 Departures from AZR, each deliberate:
 - Optimiser. AZR updates both roles jointly every step with Task-Relative REINFORCE++
   (TRR++): six baselines, one per (task type, role), each the mean reward of that pair in
   the batch, advantages normalised per pair. Here each role has its own GRPO phase through
-  the same TRL wrapper as R-Zero (rzero.engine.grpo): the advantage is normalised within the G
+  the same TRL wrapper as R-Zero (rzero.training.grpo): the advantage is normalised within the G
   completions of one prompt, and every prompt is of one task type, so the baseline is per
   prompt, finer than TRR++'s per type, and no advantage ever mixes task types or roles. The
   wrapper's KL term (`beta`) and PPO clip apply.
@@ -45,19 +45,19 @@ from typing import Any
 
 from rzero.code.layout import AZR
 from rzero.code.rewards import refusal_counts
-from rzero.code.runner import CodeRun
+from rzero.code.run import CodeRun
 from rzero.config import LabelingConfig, RZeroConfig
-from rzero.engine.generation import Generator
-from rzero.engine.grpo import train_grpo
-from rzero.engine.replicas import frozen_solver as serve_frozen
 from rzero.executor.buffer import TaskBuffer
 from rzero.executor.prompts import Messages, proposer_messages, solver_messages
 from rzero.executor.rewards import ExecutorProposerReward, ExecutorSolverReward
 from rzero.executor.tasks import CodeTask
+from rzero.generation.backends import Generator
+from rzero.generation.replicas import frozen_solver as serve_frozen
 from rzero.io import append_jsonl, write_jsonl_atomic
 from rzero.labeling.voting import vote_params
 from rzero.prompts.chat import completion_text
 from rzero.stats import mean, wilson_interval
+from rzero.training.grpo import train_grpo
 
 
 class GeneratorSampler:

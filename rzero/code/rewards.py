@@ -25,7 +25,7 @@ from pathlib import Path
 from typing import Any
 
 from rzero.challenger.rewards import challenger_rewards
-from rzero.code.runner import sandbox_options
+from rzero.code.run import sandbox_options
 from rzero.code.votes import CodeVoter, accuracy_fields, exact_label_accuracy, vote_row
 from rzero.config import RZeroConfig
 from rzero.executor.parsing import parse_answer, parse_program_proposal

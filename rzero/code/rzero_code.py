@@ -45,18 +45,18 @@ from rzero.code.rewards import (
     refusal_counts,
     task_text,
 )
-from rzero.code.runner import CodeRun
+from rzero.code.run import CodeRun
 from rzero.code.votes import CodeVoter, accuracy_fields, vote_row
 from rzero.config import RZeroConfig
-from rzero.engine.generation import SamplingParams
-from rzero.engine.grpo import train_grpo
-from rzero.engine.replicas import frozen_solver as serve_frozen
 from rzero.executor.prompts import solver_messages
 from rzero.executor.tasks import CodeTask
+from rzero.generation.backends import SamplingParams
+from rzero.generation.replicas import frozen_solver as serve_frozen
 from rzero.io import read_jsonl, write_jsonl_atomic
 from rzero.solver.dataset import kept as in_band
 from rzero.solver.dataset import p_hat_histogram
 from rzero.stats import mean
+from rzero.training.grpo import train_grpo
 
 POOL_CHUNK = 32  # proposals sampled per generate call
 LABEL_CHUNK = 16  # tasks voted on per generate call

@@ -21,10 +21,10 @@ from typing import Any
 
 from rzero.audit.report import P_HAT_BINS, p_hat_bucket
 from rzero.config import LabelingConfig
-from rzero.engine.generation import Generator
 from rzero.executor.parsing import parse_answer
 from rzero.executor.prompts import solver_messages
 from rzero.executor.tasks import CodeTask, canonical
+from rzero.generation.backends import Generator
 from rzero.labeling.voting import Votes, vote_params
 from rzero.stats import wilson_interval
 

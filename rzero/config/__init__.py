@@ -1,8 +1,11 @@
 """The run's configuration: one YAML recipe, validated into `RZeroConfig` (SPEC §6).
 
     fields.py    ConfigError; `option` (a field's default, help, choices, range); `Section`
-    sections.py  the sections: model, roles, challenger, solver, labeling, generation, audit,
-                 eval, watch, code, run (with the trackers run.report_to names)
+    sections.py  the sections every system shares: model, generation, audit, eval, watch,
+                 run (with the trackers run.report_to names)
+    roles.py     R-Zero's roles: roles, challenger, solver (GRPO options, LoRA), labeling
+    schedule.py  one role's GRPO phase in TRL's batch arithmetic
+    code.py      the section of the code tier (run.task rzero_code, azr)
     symmetric.py the sections of SPIN and SPAG
     solver_task.py the section of the solver-only task (run.task solver)
     schema.py    RZeroConfig (the sections together and their cross-section checks), the

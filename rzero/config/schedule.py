@@ -1,5 +1,5 @@
 """One role's GRPO phase in TRL's batch arithmetic: the schedule the config checks and
-`rzero.engine.grpo.grpo_config` passes to GRPOConfig.
+`rzero.training.grpo.grpo_config` passes to GRPOConfig.
 
 A GRPO step samples a rollout of `prompts_per_step` prompts x G completions once, scores it
 with one reward call, and makes `prompts_per_step / prompts_per_update` optimiser updates

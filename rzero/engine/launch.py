@@ -9,11 +9,11 @@ URLs, one a line, to the file that `generation.solver_urls_file` names, and
 `OpenAIGenerator` spreads the reward's requests round-robin over them. Beyond one node the
 same two pieces scale together: `accelerate launch --num_machines N` trains on every
 node's training GPUs, and every node serves the frozen solver on its own solver GPUs, the
-reward's requests spread over all of them (`rzero.engine.replicas.frozen_solver`).
+reward's requests spread over all of them (`rzero.generation.replicas.frozen_solver`).
 
 What decides *what* runs is a pure function, so the exact commands are tested and can be
 printed: `accelerate_command` (the training launch) here, `replica_plan` (per replica:
-GPUs, port, URL, argv) in `rzero.engine.replicas`.
+GPUs, port, URL, argv) in `rzero.generation.replicas`.
 """
 
 from __future__ import annotations
@@ -24,7 +24,6 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from rzero.config import RZeroConfig, load_config
-from rzero.engine.replicas import cuda_visible_devices
 from rzero.engine.serving import python_module
 
 DEFAULT_ACCELERATE_CONFIG = "configs/accelerate/deepspeed_zero2.yaml"
@@ -33,6 +32,10 @@ MIXED_PRECISION = {"bfloat16": "bf16", "float16": "fp16", "float32": "no"}
 
 
 # ---------------------------------------------------------------- GPU lists
+def cuda_visible_devices(gpus: Sequence[int]) -> str:
+    return ",".join(str(g) for g in gpus)
+
+
 def parse_gpus(text: str | Sequence[int] | None) -> tuple[int, ...]:
     """'4,5,6,7' or '4-7' (or a list of ints) -> (4, 5, 6, 7); '' or None -> () (CPU)."""
     if text is None:

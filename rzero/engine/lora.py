@@ -7,7 +7,7 @@ keeping a second model. What leaves the phase is a full checkpoint all the same:
 phase's checkpoint goes, so `from_pretrained`, the frozen solver's votes and `vllm serve`
 read it like any other, and the adapter itself beside them in ``ADAPTER_DIR``.
 
-On CPU the rollouts sample with `rzero.engine.decoding` on a copy of the weights; with an
+On CPU the rollouts sample with `rzero.generation.decoding` on a copy of the weights; with an
 adapter that copy is refreshed from `merged_parameters`, the adapted layers' effective
 weights, so the samples come from the model being trained (TRL's own vLLM sync merges the
 adapter the same way).

@@ -2,13 +2,14 @@
 math-verify on the last `\\boxed{}`.
 
     synthetic.py  the embedded, procedurally generated benchmark (answers computed by sympy)
+    easy.py       the embedded benchmark `easy`: one- and two-step problems, small numbers
     loaders.py    benchmarks by name: synthetic, the hub's (cached as JSONL), local JSONL
     general.py    MMLU-Pro, SuperGPQA, BBEH: options in the prompt, choice and text scoring
     scoring.py    score_completion, score_benchmark, evaluate, write_results, and
                   evaluation_phase (every loop's evaluation phase)
 
 `rzero eval` (rzero/cli/commands.py) scores a model from the command line. This package imports
-nothing from training (no trl, no rzero.engine.grpo or rzero.math.run).
+nothing from training (no trl, no rzero.training.grpo or rzero.math.run).
 """
 
 from rzero.evaluation.loaders import (

@@ -1,14 +1,17 @@
 """The code tier (seed 003, Absolute Zero): the only place that runs model-written code.
 
-sandbox     run_program / run_many / check_deterministic / sandbox_probe: one confined
-            child process per call (see its docstring for the walls and their limits)
-codecheck   the static filter on imports, builtins and dunder access (defence in depth)
-tasks       CodeTask (triplets and induction tasks), output comparison, proposal
-            validity, judging the solver's answers
-buffer      TaskBuffer seeded with the identity triplet
-parsing     reading ```python fences and <input>/<output>/<message> tags
-prompts     proposer and solver chat prompts per task type
-rewards     learnability, solver verdict, format penalties; ExecutorProposerReward, ExecutorSolverReward
+sandbox.py    run_program / run_many / check_deterministic / sandbox_probe: one
+              confined child process per call (see its docstring for the walls and
+              their limits)
+_runner.py    the sandbox child: confine this process, then run one program
+codecheck.py  the static filter on imports, builtins and dunder access (defence in depth)
+tasks.py      CodeTask (triplets and induction tasks), output comparison, proposal
+              validity, judging the solver's answers
+buffer.py     TaskBuffer seeded with the identity triplet
+parsing.py    reading ```python fences and <input>/<output>/<message> tags
+prompts.py    proposer and solver chat prompts per task type
+rewards.py    learnability, solver verdict, format penalties; ExecutorProposerReward,
+              ExecutorSolverReward
 """
 
 from rzero.executor.buffer import TaskBuffer

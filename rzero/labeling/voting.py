@@ -24,9 +24,9 @@ from collections.abc import Callable, Generator, Sequence
 from dataclasses import dataclass
 
 from rzero.config import LabelingConfig
+from rzero.generation import interface as generator
 from rzero.labeling.answers import extract_boxed, normalize_answer
 from rzero.labeling.equivalence import EquivalenceChecker, get_checker
-from rzero.prompts import generator
 from rzero.prompts.chat import Prompt
 
 __all__ = [

@@ -6,7 +6,7 @@ whole rollout: B = prompts_per_step x G), and then makes `prompts_per_step /
 prompts_per_update` optimiser updates over mini-batches of it, as the official R-Zero code
 (EasyR1/veRL) does: 512 prompts per step, mini-batches of 16 (challenger) and 128 (solver)
 prompts, so 32 and 4 updates per step, 160 and 60 per phase. `role_schedule` maps that onto
-TRL's batch arithmetic (`rzero.config.schedule`); `rzero.engine.grpo.grpo_config` passes it to
+TRL's batch arithmetic (`rzero.config.schedule`); `rzero.training.grpo.grpo_config` passes it to
 GRPOConfig.
 
 `plan_rows` lists, per phase, the prompts sampled, completions, optimiser updates,

@@ -41,9 +41,9 @@ from rzero import preflight
 from rzero.audit import audit_run
 from rzero.challenger.train import sample_pool, train_challenger
 from rzero.config import RZeroConfig
-from rzero.engine.generation import make_generator
-from rzero.engine.replicas import frozen_solver as serve_frozen
 from rzero.evaluation import evaluate, evaluation_phase, load_benchmark, load_benchmarks
+from rzero.generation.backends import make_generator
+from rzero.generation.replicas import frozen_solver as serve_frozen
 from rzero.io import write_json_atomic, write_jsonl_atomic
 from rzero.labeling.voting import FrozenSolver
 from rzero.math import report

@@ -26,9 +26,9 @@ from typing import Any
 
 from rzero.config import RZeroConfig
 from rzero.engine import distributed, trackers
-from rzero.engine.generation import make_generator
 from rzero.engine.models import compute_dtypes
 from rzero.faults import crash_point
+from rzero.generation.backends import make_generator
 from rzero.rundir.folder import RunDir
 
 Hook = Callable[[int, str, dict[str, Any]], Any]

@@ -8,9 +8,9 @@ from typing import Any
 
 from rzero.config import RZeroConfig
 from rzero.engine import distributed
-from rzero.engine.grpo import TrainStats, train_grpo
 from rzero.prompts.solver import solver_chat
 from rzero.solver.rewards import SolverReward
+from rzero.training.grpo import TrainStats, train_grpo
 
 
 def train_solver(

@@ -6,6 +6,7 @@ by the truth, the solver's own majority vote or the truth shuffled (`solver_task
   run.py        the iterations (labelling, solver, evaluation) on the phase runner
   report.py     report.md / report.html of a run, and the table of a grid of runs
   plan.py       `rzero plan` for a solver-task recipe
+  layout.py     its run folder (`LAYOUT`)
 """
 
 from __future__ import annotations

@@ -27,10 +27,9 @@ from typing import Any
 
 from rzero import preflight
 from rzero.config import ConfigError, RZeroConfig
-from rzero.engine.generation import make_generator
-from rzero.engine.grpo import train_grpo
 from rzero.engine.models import load_for_training
 from rzero.evaluation import BenchmarkError, evaluation_phase, load_benchmark
+from rzero.generation.backends import make_generator
 from rzero.io import write_jsonl_atomic
 from rzero.labeling.voting import FrozenSolver
 from rzero.prompts.solver import solver_chat
@@ -47,6 +46,7 @@ from rzero.solver_task.questions import (
 )
 from rzero.solver_task.report import rebuild
 from rzero.stats import mean
+from rzero.training.grpo import train_grpo
 
 
 class SolverTaskRun(Run):

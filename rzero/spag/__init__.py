@@ -12,6 +12,7 @@ run engine:
   run.py         the epochs (games, train, tournament, evaluation) on the phase runner
   report.py      report.md / report.html of a SPAG run
   plan.py        `rzero plan` for a SPAG recipe
+  layout.py      its run folder (`LAYOUT`)
 """
 
 from __future__ import annotations

@@ -21,8 +21,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any, Protocol
 
+from rzero.generation.interface import Generator, SamplingParams
 from rzero.prompts.chat import Chat
-from rzero.prompts.generator import Generator, SamplingParams
 from rzero.spag.game import (
     ATTACKER,
     DEFENDER,

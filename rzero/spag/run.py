@@ -38,10 +38,10 @@ from typing import Any
 from rzero import preflight
 from rzero.config import ConfigError, RZeroConfig
 from rzero.data.sft import load_sft
-from rzero.engine.generation import make_generator
 from rzero.evaluation import evaluation_phase
+from rzero.generation.backends import make_generator
+from rzero.generation.interface import SamplingParams
 from rzero.io import write_jsonl_atomic
-from rzero.prompts.generator import SamplingParams
 from rzero.rundir import Run, release_memory
 from rzero.selfplay import watch
 from rzero.spag.game import (
@@ -172,7 +172,7 @@ class SpagRun(Run):
 
     def imitation_phase(self, k: int) -> dict:
         """A teacher plays both roles; the base imitates the winners' turns."""
-        from rzero.engine.generation import OpenAIGenerator
+        from rzero.generation.backends import OpenAIGenerator
 
         s, cfg, it = self.cfg.spag, self.cfg, self.rundir.iter_dir(k)
         teacher = self.phases.track(

@@ -1,4 +1,4 @@
-"""SPAG's updates on the engine's offline trainer (`rzero.engine.offline`): the training rows
+"""SPAG's updates on the engine's offline trainer (`rzero.training.offline`): the training rows
 of a batch of episodes (`objective.turn_rewards`) rendered with the roles' prompts, the SFT
 rows beside them, the offline self-play step (`objective.spag_loss`), the imitation step
 (`objective.imitation_loss`), and the cosine between the two roles' gradients.
@@ -14,11 +14,11 @@ from typing import Any
 import torch
 
 from rzero.config import ModelConfig, SpagConfig
-from rzero.engine.offline import collate, encode, mean_logprobs, token_logprobs, train_weighted
 from rzero.prompts.chat import Chat
 from rzero.spag.game import ATTACKER, DEFENDER
 from rzero.spag.objective import imitation_loss, sequence_logprob, spag_loss, turn_rewards
 from rzero.spag.play import role_prompt
+from rzero.training.offline import collate, encode, mean_logprobs, token_logprobs, train_weighted
 
 
 def game_rows(episodes: Sequence[dict[str, Any]], spag: SpagConfig) -> list[dict[str, Any]]:

@@ -1,10 +1,16 @@
 """SPIN, self-play fine-tuning (Chen et al. 2024; seed 000 §1.3), on the run engine:
 
-objective.py  the formulas: SPIN's loss, Theorem 5.4's update, the pair merge, λ per iteration
-data.py       the SFT set (embedded worked solutions, a JSONL file, a hub dataset) and its split
-dynamics.py   held-out discriminator accuracy, margin, loss and log-likelihood; the stall test
-run.py        the iterations (generate, train, dynamics, evaluation) on the phase runner
-report.py     report.md / report.html of a SPIN run
+  objective.py  the formulas: SPIN's loss, Theorem 5.4's update, the pair merge, λ per
+                iteration
+  dynamics.py   held-out discriminator accuracy, margin, loss and log-likelihood; the stall
+                test
+  run.py        the iterations (generate, train, dynamics, evaluation) on the phase runner
+  report.py     report.md / report.html of a SPIN run
+  plan.py       `rzero plan` for a SPIN recipe
+  layout.py     its run folder (`LAYOUT`)
+
+The SFT set it trains on (embedded worked solutions, a JSONL file, a hub dataset) is
+`rzero.data.sft`'s. `SYSTEM` below is what the CLI and `rzero ablate` see of it.
 """
 
 from __future__ import annotations
@@ -50,8 +56,8 @@ def overrides(cfg: RZeroConfig, variant: str) -> list[str]:
     out = list(VARIANTS[variant])
     if variant == "one_opponent":
         # the same optimiser updates as the whole recipe, all against the base (θ_0)
-        from rzero.engine.preference import updates_for
         from rzero.spin.plan import merged_pairs
+        from rzero.training.preference import updates_for
 
         s = cfg.spin
         total = sum(updates_for(merged_pairs(cfg, k), s) for k in range(1, cfg.run.iterations + 1))

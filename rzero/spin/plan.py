@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 from rzero.config import RZeroConfig
-from rzero.engine.preference import updates_for
 from rzero.render import markdown_table
 from rzero.spin.objective import lambda_for
+from rzero.training.preference import updates_for
 
 
 def merged_pairs(cfg: RZeroConfig, k: int) -> int:

@@ -31,11 +31,10 @@ from pathlib import Path
 from rzero import preflight
 from rzero.config import RZeroConfig
 from rzero.data.sft import load_sft, split
-from rzero.engine.preference import pair_logprobs, train_pairs, train_sft, updates_for
 from rzero.evaluation import evaluation_phase, score_completion
+from rzero.generation.interface import SamplingParams
 from rzero.io import write_jsonl_atomic
 from rzero.labeling.answers import extract_boxed
-from rzero.prompts.generator import SamplingParams
 from rzero.rundir import Run, release_memory
 from rzero.selfplay import watch
 from rzero.spin.dynamics import (
@@ -49,6 +48,7 @@ from rzero.spin.layout import LAYOUT
 from rzero.spin.objective import lambda_for, merge_pairs
 from rzero.spin.report import rebuild
 from rzero.stats import mean
+from rzero.training.preference import pair_logprobs, train_pairs, train_sft, updates_for
 
 LAST_UPDATES = 4  # the training summary averages TRL's log over the last updates
 

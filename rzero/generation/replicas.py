@@ -36,6 +36,7 @@ from typing import Any
 
 from rzero.config import RZeroConfig
 from rzero.engine import distributed
+from rzero.engine.launch import cuda_visible_devices
 from rzero.engine.serving import (
     PORT_ATTEMPTS,
     ServerError,
@@ -53,10 +54,6 @@ from rzero.engine.serving import (
 from rzero.io import write_text_atomic
 
 ENGINES = ("vllm", "transformers")
-
-
-def cuda_visible_devices(gpus: Sequence[int]) -> str:
-    return ",".join(str(g) for g in gpus)
 
 
 @dataclass(frozen=True)
@@ -450,7 +447,7 @@ def frozen_solver(cfg: RZeroConfig, checkpoint: str, run_files: Path) -> Iterato
 def _replica_client(cfg: RZeroConfig, urls: list[str], model: str, spec: ReplicaSpec) -> Any:
     """The reward's client over `urls` (servers like `spec`), named for the phase marker:
     "vllm server x4", or "vllm server x1, data parallel 4" for one data-parallel server."""
-    from rzero.engine.generation import OpenAIGenerator
+    from rzero.generation.backends import OpenAIGenerator
 
     g = cfg.generation
     on_cpu_vllm = spec.engine == "vllm" and not spec.gpus
@@ -471,7 +468,7 @@ def _replica_client(cfg: RZeroConfig, urls: list[str], model: str, spec: Replica
 
 @contextmanager
 def _main_solver(cfg: RZeroConfig, checkpoint: str, run_files: Path) -> Iterator[Any]:
-    from rzero.engine.generation import GenerationError, frozen_solver_generator
+    from rzero.generation.backends import GenerationError, frozen_solver_generator
 
     g = cfg.generation
     if g.solver_replicas == 0:

@@ -4,7 +4,7 @@
 one user message) and returns n completions per prompt, in prompt order.
 
 - `HFGenerator`: in-process transformers. All prompt x sample sequences go, sorted by
-  length, through `rzero.engine.decoding.decode` (a pre-allocated KV cache, sampling among the kept
+  length, through `rzero.generation.decoding.decode` (a pre-allocated KV cache, sampling among the kept
   tokens only, at most `batch_size` rows at once, refilled as rows finish), optionally in a
   lower-precision copy of the model (`dtype`); models `decode` does not cover (not on CPU,
   other architectures) use `model.generate` in length-sorted batches.
@@ -28,14 +28,14 @@ from contextlib import contextmanager
 from typing import Any
 
 from rzero.engine.serving import offline_env
-from rzero.prompts.chat import Chat, Prompt, as_chat
-from rzero.prompts.generator import (  # noqa: F401  (the seam, re-exported for backends' users)
+from rzero.generation.interface import (  # noqa: F401  (the seam, re-exported for backends' users)
     GenerationError,
     GenerationStats,
     Generator,
     SamplingParams,
     cut_at_stop,
 )
+from rzero.prompts.chat import Chat, Prompt, as_chat
 
 # ---------------------------------------------------------------- in-process transformers
 
@@ -51,7 +51,7 @@ class HFGenerator:
     def __init__(self, model, tokenizer, batch_size: int = 40, dtype: str | None = None):
         import torch
 
-        from rzero.engine.decoding import generation_copy
+        from rzero.generation.decoding import generation_copy
 
         self.model = model
         self.tokenizer = tokenizer
@@ -94,7 +94,7 @@ class HFGenerator:
     def generate(
         self, prompts: Sequence[Prompt], n: int, params: SamplingParams
     ) -> list[list[str]]:
-        from rzero.engine.decoding import supports_decode
+        from rzero.generation.decoding import supports_decode
 
         if n < 1:
             raise ValueError(f"n={n}: need at least one sample per prompt")
@@ -117,7 +117,7 @@ class HFGenerator:
     def _decode(self, prompts: list[list[int]], params: SamplingParams) -> list[str]:
         import torch
 
-        from rzero.engine.decoding import StopCheck, decode, length_order, sync_weights
+        from rzero.generation.decoding import StopCheck, decode, length_order, sync_weights
 
         if self.sampler is not self.model:
             sync_weights(self.model, self.sampler)

@@ -1,4 +1,4 @@
-"""The Generator seam: what every backend (`rzero.engine.generation`) implements and every
+"""The Generator seam: what every backend (`rzero.generation.backends`) implements and every
 caller (labelling, evaluation, the roles) uses: `generate(prompts, n, params)` returns n
 completions per prompt, in prompt order. It lives below the engine so that labelling and
 evaluation can take a generator without importing one.

@@ -42,11 +42,11 @@ MIN_SHARED = 16
 
 def supports_cpu_logps(model) -> bool:
     """A plain (not PEFT- or engine-wrapped) decoder whose every layer attends over the full
-    cache, with no logit scaling or soft-capping, on CPU: the models `rzero.engine.decoding`
+    cache, with no logit scaling or soft-capping, on CPU: the models `rzero.generation.decoding`
     samples (Llama, Qwen2/3 without a sliding window)."""
     from transformers import PreTrainedModel
 
-    from rzero.engine.decoding import supports_decode
+    from rzero.generation.decoding import supports_decode
 
     if not isinstance(model, PreTrainedModel):  # a DeepSpeed engine, DDP, ...
         return False

@@ -26,8 +26,8 @@ from typing import Any
 import torch
 
 from rzero.config import ModelConfig
-from rzero.engine.preference import completion_ids, run_trainer, trainer_arguments
 from rzero.prompts.chat import Chat
+from rzero.training.preference import completion_ids, run_trainer, trainer_arguments
 
 # (token log-probs [rows, positions], response mask [rows, positions], columns) -> loss
 LossFn = Callable[[torch.Tensor, torch.Tensor, dict[str, torch.Tensor]], torch.Tensor]
@@ -122,7 +122,7 @@ def train_weighted(
 ) -> dict[str, Any]:
     """Train `model` in place for `updates` optimiser updates of `options.batch_size` rows
     (micro-batches of `options.micro_batch_size`; optimiser, schedule, warm-up, learning
-    rate and `max_length` from `options` as for `rzero.engine.preference`), the loss of each
+    rate and `max_length` from `options` as for `rzero.training.preference`), the loss of each
     micro-batch `loss_fn(token_logprobs, response_mask, columns)`, the mean over the
     gradient-accumulation steps. Returns the log of every update, the seconds and the
     update count; with `save_to`, saves the weights there."""

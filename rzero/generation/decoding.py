@@ -5,7 +5,7 @@ differs from `model.generate` where the profile of a CPU step said time went:
 
 - the KV cache is allocated once per batch (`PreallocatedCache`): each step writes its key and
   value in place instead of `torch.cat`-ing the whole cache (a copy that grows every step);
-- the next token comes from `rzero.engine.sampling.next_tokens`, which draws from the kept tokens
+- the next token comes from `rzero.generation.sampling.next_tokens`, which draws from the kept tokens
   only instead of one random number per vocabulary entry;
 - a row stops at EOS, at a stop string or after its boxed answer; finished rows leave the
   batch once a quarter of it is done, and waiting prompts take their places (continuous
@@ -30,9 +30,9 @@ import torch
 from transformers.cache_utils import Cache, CacheLayerMixin, DynamicCache
 
 from rzero.engine.lora import merged_parameters
-from rzero.engine.sampling import next_tokens
+from rzero.generation.interface import cut_at_stop
+from rzero.generation.sampling import next_tokens
 from rzero.prompts.boxed import first_box_end
-from rzero.prompts.generator import cut_at_stop
 
 # compact the batch when this share of its rows has finished, and let waiting prompts join
 # when this share of the batch is free (a compaction copies the cache once, about one step's

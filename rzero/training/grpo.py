@@ -20,7 +20,7 @@ TRL's default; a role's `trl:` mapping may override these, never the ones comput
 fields (`managed_options`, checked by `check_trl_options` before a run starts).
 
 On CPU, bf16 training means float32 master weights with bf16 compute (accelerate's
-autocast; `model.train_compute`), and TRL's rollouts go through `rzero.engine.decoding` on a copy of
+autocast; `model.train_compute`), and TRL's rollouts go through `rzero.generation.decoding` on a copy of
 the weights in `model.generation_dtype` (see `rollouts_through_decode`).
 """
 
@@ -149,7 +149,7 @@ def by_completion_length(rows: dict[str, Any]) -> dict[str, Any]:
 
 def trainer_class(cpu_logps: bool):
     """TRL's GRPOTrainer, or with `cpu_logps` a subclass whose per-token log-probabilities
-    come from `rzero.engine.logprobs.completion_logps` (the prompts' shared prefix run once,
+    come from `rzero.training.logprobs.completion_logps` (the prompts' shared prefix run once,
     one log-softmax over the completion positions, each micro-batch cut to its longest
     completion: TRL's numbers, faster on a CPU) where the model and inputs allow it (a plain
     decoder on CPU in one process, text only; anything else goes through TRL's own
@@ -158,7 +158,7 @@ def trainer_class(cpu_logps: bool):
 
     if not cpu_logps:
         return GRPOTrainer
-    from rzero.engine.logprobs import completion_logps, supports_cpu_logps
+    from rzero.training.logprobs import completion_logps, supports_cpu_logps
 
     class CpuLogpsGRPOTrainer(GRPOTrainer):
         def _prepare_inputs(self, generation_batch):
@@ -394,7 +394,7 @@ def train_grpo(
     also receives each row as it comes). With `save_to`, the trained weights are saved there
     as a Hugging Face checkpoint (see `save_trained`). `callbacks`: further transformers
     TrainerCallbacks (a learning curve, say). `cpu_logps`: on CPU the per-token
-    log-probabilities come from `rzero.engine.logprobs` (`trainer_class`; TRL's numbers,
+    log-probabilities come from `rzero.training.logprobs` (`trainer_class`; TRL's numbers,
     faster); False keeps TRL's own forward.
 
     `model` must have been loaded with `from_pretrained(dir)`: TRL rebuilds the frozen KL
@@ -470,7 +470,7 @@ def train_grpo(
     rollouts = contextlib.nullcontext()
     if on_cpu and not args.use_vllm:
         # entered before the trainer exists: the sampling copy is made of the plain model
-        from rzero.engine.decoding import rollouts_through_decode
+        from rzero.generation.decoding import rollouts_through_decode
 
         dtype = generation_dtype(model_cfg.generation_dtype, model_cfg.device)
         rollouts = rollouts_through_decode(model, getattr(torch, dtype), lora=bool(role.lora))

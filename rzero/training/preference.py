@@ -24,9 +24,9 @@ from typing import Any
 import torch
 
 from rzero.config import ModelConfig, SpinConfig
-from rzero.engine.grpo import save_trained, score_completions_only
 from rzero.engine.models import train_compute
 from rzero.prompts.chat import Chat
+from rzero.training.grpo import save_trained, score_completions_only
 
 PAIR_OPTIONS: dict[str, Any] = dict(
     loss_type=["sigmoid"],  # −log σ(β·Δ): SPIN's logistic ℓ
