@@ -35,6 +35,50 @@ def pytest_collection_modifyitems(config, items) -> None:
     )
 
 
+class ScriptedGenerator:
+    """The tests' one scripted Generator (`rzero.generation.interface.Generator`): each
+    prompt's completions come from `script`, either a mapping from a piece of the prompt's
+    text (its last message; the prompt itself when it is a string) to completions, found by
+    `match` ("contains", "prefix" or "exact"; exactly one key must match), or a function
+    (text, n, params) -> completions. n are taken, or fewer when the script has fewer
+    (`cycle`: repeated up to n). Every call is recorded as (prompts, n, params)."""
+
+    def __init__(
+        self, script, *, match: str = "contains", cycle: bool = False, engine: str = "scripted"
+    ):
+        from rzero.generation.interface import GenerationStats
+
+        self.script, self.match, self.cycle, self.engine = script, match, cycle, engine
+        self.stats = GenerationStats()
+        self.calls: list[tuple[list, int, object]] = []
+        self.closed = False
+
+    @staticmethod
+    def text(prompt) -> str:
+        return prompt if isinstance(prompt, str) else prompt[-1]["content"]
+
+    def completions(self, prompt, n: int, params) -> list[str]:
+        text = self.text(prompt)
+        if callable(self.script):
+            out = list(self.script(text, n, params))
+        else:
+            test = {
+                "contains": lambda key: key in text,
+                "prefix": text.startswith,
+                "exact": lambda key: key == text,
+            }[self.match]
+            (key,) = [key for key in self.script if test(key)]
+            out = list(self.script[key])
+        return [out[j % len(out)] for j in range(n)] if self.cycle else out[:n]
+
+    def generate(self, prompts, n, params=None):
+        self.calls.append((list(prompts), n, params))
+        return [self.completions(prompt, n, params) for prompt in prompts]
+
+    def close(self) -> None:
+        self.closed = True
+
+
 def tiny_overrides(model: Path, **extra) -> list[str]:
     """`--set` overrides for a one-iteration loop on a tiny model, small in every size."""
     sets = {

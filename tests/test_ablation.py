@@ -481,7 +481,7 @@ def test_spin_recipes_get_spins_controls():
     cfg = load_config("configs/spin-tiny.yaml")
     assert parse_variants(SYSTEMS["spin"], None) == ["spin", "sft"]
     assert parse_variants(SYSTEMS["spin"], "all") == ["spin", "sft", "one_opponent"]
-    with pytest.raises(ConfigError, match="unknown variant.*'shared'.*run.task='spin'"):
+    with pytest.raises(ConfigError, match="unknown variant.*'shared'.*a spin recipe"):
         parse_variants(SYSTEMS["spin"], "shared")
     sft = variant_config(system_of(cfg), cfg, "sft")
     assert sft.spin.objective == "sft" and sft.spin.epochs == cfg.spin.epochs
@@ -497,7 +497,7 @@ def test_spag_recipes_get_the_sft_control():
     cfg = load_config("configs/spag-tiny.yaml")
     assert parse_variants(SYSTEMS["spag"], None) == ["spag", "sft"]
     assert parse_variants(SYSTEMS["spag"], "all") == ["spag", "sft", "separate_roles"]
-    with pytest.raises(ConfigError, match="unknown variant.*'spin'.*run.task='spag'"):
+    with pytest.raises(ConfigError, match="unknown variant.*'spin'.*a spag recipe"):
         parse_variants(SYSTEMS["spag"], "spin")
     sft = variant_config(system_of(cfg), cfg, "sft")
     assert sft.spag.objective == "sft" and sft.spag.sft_rows == cfg.spag.sft_rows

@@ -12,6 +12,7 @@ import sys
 import time
 from pathlib import Path
 
+from conftest import ScriptedGenerator
 from fault_server import FaultServer
 from test_audit import step_row, write_run
 
@@ -142,20 +143,13 @@ def test_eval_refuses_an_unknown_dtype_or_device_in_one_line(capsys):
         assert err == [f"rzero eval: {flag}={value}: expected one of {allowed}"]
 
 
-class _Recording:
+def recording(spec) -> ScriptedGenerator:
     """A generator standing in for the engine the config names; it records what it served."""
-
-    def __init__(self, spec):
-        self.spec, self.closed, self.engine = spec, False, "vllm"
-        from rzero.generation.backends import GenerationStats
-
-        self.stats = GenerationStats()
-
-    def generate(self, prompts, n, params):
-        return [["The answer is \\boxed{2}."] * n for _ in prompts]
-
-    def close(self):
-        self.closed = True
+    gen = ScriptedGenerator(
+        lambda text, n, params: ["The answer is \\boxed{2}."], cycle=True, engine="vllm"
+    )
+    gen.spec = spec
+    return gen
 
 
 def test_eval_and_generate_use_the_configs_engine(tmp_path, capsys, monkeypatch):
@@ -163,11 +157,11 @@ def test_eval_and_generate_use_the_configs_engine(tmp_path, capsys, monkeypatch)
     # recording stand-in for vLLM), and close it when they are done
     import rzero.generation.backends
 
-    made: list[_Recording] = []
+    made: list = []
 
     def make(cfg, spec, **kwargs):
         assert cfg.generation.backend == "vllm"
-        made.append(_Recording(spec))
+        made.append(recording(spec))
         return made[-1]
 
     monkeypatch.setattr(rzero.generation.backends, "make_generator", make)

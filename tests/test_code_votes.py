@@ -4,6 +4,7 @@ import json
 import random
 
 import pytest
+from conftest import ScriptedGenerator
 
 from rzero.code.azr import SolverLog, proposer_by_type, rate_fields
 from rzero.code.rewards import CodeChallengerReward, PseudoLabelReward, read_proposals
@@ -12,22 +13,15 @@ from rzero.code.votes import CodeVoter, accuracy_by_p_hat, code_vote, exact_labe
 from rzero.config import load_config
 from rzero.executor.rewards import ExecutorSolverReward
 from rzero.executor.tasks import CodeTask, outputs_equal
-from rzero.generation.backends import GenerationStats
 from rzero.labeling.equivalence import Check
 from rzero.labeling.voting import majority_vote_many
 
 ADD = "def f(a, b):\n    return a + b"
 
 
-class Scripted:
-    """A Generator whose every prompt gets the same scripted completions (cycled to n)."""
-
-    def __init__(self, texts: list[str]):
-        self.texts = texts
-        self.stats = GenerationStats()
-
-    def generate(self, prompts, n, params):
-        return [[self.texts[j % len(self.texts)] for j in range(n)] for _ in prompts]
+def scripted(texts: list[str]) -> ScriptedGenerator:
+    """Every prompt gets the same scripted completions (cycled to n)."""
+    return ScriptedGenerator(lambda text, n, params: texts, cycle=True)
 
 
 class OutputsChecker:
@@ -152,7 +146,7 @@ def test_read_proposals_parses_and_runs():
 def test_challenger_reward_is_the_uncertainty_of_the_vote_and_logs_the_truth(tmp_path):
     cfg = cfg_for(tmp_path)
     # 2 of 4 votes say 12 (the truth), 1 says 13, 1 has no tag: p_hat = 2/4
-    solver = Scripted(
+    solver = scripted(
         ["<output>12</output>", "<output>13</output>", "<output>12</output>", "I do not know"]
     )
     log = tmp_path / "steps.jsonl"
@@ -167,7 +161,7 @@ def test_challenger_reward_is_the_uncertainty_of_the_vote_and_logs_the_truth(tmp
 
 def test_challenger_reward_with_a_wrong_majority_records_a_wrong_label(tmp_path):
     cfg = cfg_for(tmp_path)
-    solver = Scripted(
+    solver = scripted(
         ["<output>13</output>", "<output>13</output>", "<output>13</output>", "<output>12</output>"]
     )
     seen = []

@@ -12,14 +12,13 @@ from pathlib import Path
 
 import pytest
 import torch
-from conftest import tiny_overrides
+from conftest import ScriptedGenerator, tiny_overrides
 from rank_report import STANDALONE_RENDEZVOUS, child_env, read_results
 from safetensors.torch import load_file
 
 from rzero.challenger.rewards import ChallengerReward
 from rzero.config import load_config
 from rzero.engine import distributed
-from rzero.generation.backends import GenerationStats
 from rzero.labeling.voting import FrozenSolver
 from rzero.prompts.chat import completion_text
 from rzero.rundir import RunDir
@@ -27,18 +26,6 @@ from rzero.rundir import RunDir
 
 def read_marker(run_dir, k, phase):
     return RunDir(run_dir).marker(k, phase)
-
-
-class ThreeToOne:
-    """A frozen solver whose m = 4 votes are always 1, 1, 1, 2: p_hat = 3/4."""
-
-    def __init__(self):
-        self.stats = GenerationStats()
-        self.questions: list[str] = []
-
-    def generate(self, prompts, n, params):
-        self.questions += [chat[-1]["content"] for chat in prompts]
-        return [["\\boxed{1}", "\\boxed{1}", "\\boxed{1}", "\\boxed{2}"][:n] for _ in prompts]
 
 
 def completion(question: str) -> list[dict[str, str]]:
@@ -70,7 +57,8 @@ def test_rank_1_of_2_gets_its_slice_of_the_global_batch_reward(tmp_path, monkeyp
     )
     monkeypatch.setattr(distributed, "rank", lambda: 1)
     cfg = load_config(None, ["labeling.num_votes=4"])
-    solver = ThreeToOne()
+    # a frozen solver whose m = 4 votes are always 1, 1, 1, 2: p_hat = 3/4
+    solver = ScriptedGenerator(lambda text, n, params: ["\\boxed{1}"] * 3 + ["\\boxed{2}"])
     frozen = FrozenSolver(solver, lambda q: [{"role": "user", "content": q}], cfg.labeling)
     reward = ChallengerReward(
         frozen, cfg.challenger, tmp_path / "steps.jsonl", iteration=1, seed=cfg.run.seed
@@ -78,7 +66,7 @@ def test_rank_1_of_2_gets_its_slice_of_the_global_batch_reward(tmp_path, monkeyp
     got = reward(prompts=[None] * 4, completions=rank1)
     assert got == pytest.approx([0.25, 0.375, 0.375, 0.375])
     # the frozen solver saw all 8 questions in one call; the log holds the global batch once
-    assert len(solver.questions) == 8
+    assert [len(prompts) for prompts, _, _ in solver.calls] == [8]
     rows = [json.loads(x) for x in (tmp_path / "steps.jsonl").read_text().splitlines()]
     assert len(rows) == 8
     assert [r["r_rep"] for r in rows] == pytest.approx([0.25] + [0.125] * 3 + [0.25] + [0.125] * 3)

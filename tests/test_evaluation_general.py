@@ -6,11 +6,11 @@ from __future__ import annotations
 import json
 
 import pytest
+from conftest import ScriptedGenerator
 
 from rzero import evaluation as ev
 from rzero.evaluation import loaders
 from rzero.evaluation.general import choice_letter, problem_text, text_match
-from rzero.generation.backends import GenerationStats
 from rzero.stats import wilson_interval
 
 CHOICES = ["42", "a dog", "x + 1"]
@@ -157,22 +157,6 @@ def test_at_k_names_the_benchmark_and_its_samples(tmp_path):
         ev.load_benchmark(f"aime={path}@0")
 
 
-class Scripted:
-    """Completions scripted per question; records how many samples each call asked for."""
-
-    def __init__(self, script: dict[str, list[str]]):
-        self.script, self.stats, self.calls = script, GenerationStats(), []
-
-    def generate(self, prompts, n, params):
-        self.calls.append((n, params.temperature))
-        out = []
-        for chat in prompts:
-            user = chat[-1]["content"]
-            (key,) = [q for q in self.script if user.startswith(q)]
-            out.append(self.script[key][:n])
-        return out
-
-
 MC = [
     {
         "id": "m1",
@@ -193,12 +177,13 @@ MATH = [{"id": "a1", "problem": "What is 3+4?", "answer": "7"}]
 
 
 def test_evaluate_scores_choices_and_samples_one_benchmark_k_times():
-    gen = Scripted(
-        {
+    gen = ScriptedGenerator(
+        match="prefix",
+        script={
             "Which is four?": ["so \\boxed{(B)}"],
             "Which is three?": ["\\boxed{4}"],  # names option B by its text: wrong
             "What is 3+4?": ["\\boxed{7}", "\\boxed{7}", "\\boxed{8}", "\\boxed{7}"],
-        }
+        },
     )
     results = ev.evaluate(gen, {"mmlupro": MC, "aime@4": MATH}, temperature=0.6)
     # mmlupro greedy: 1 of 2 right; aime@4: 3 of 4 samples right -> mean@4 = 0.75, maj@4 = 1
@@ -212,7 +197,7 @@ def test_evaluate_scores_choices_and_samples_one_benchmark_k_times():
     assert results["average"] == pytest.approx((0.5 + 0.75) / 2)
     assert results["metrics"] == ["pass@1", "mean@4", "maj@4"]
     # one greedy call for the two questions, one call of 4 samples at the temperature
-    assert gen.calls == [(1, 0.0), (4, 0.6)]
+    assert [(n, p.temperature) for _, n, p in gen.calls] == [(1, 0.0), (4, 0.6)]
     assert results["settings"]["samples"] == {"mmlupro": 1, "aime@4": 4}
     md = ev.results_markdown(results)
     # pass@1's interval: Wilson for the greedy benchmark; none for one item sampled 4 times
@@ -222,11 +207,12 @@ def test_evaluate_scores_choices_and_samples_one_benchmark_k_times():
 
 def test_majority_of_choice_samples_is_by_option():
     # "B", "(b)" and the text "4" all name option B: the majority is B, which is right
-    gen = Scripted(
-        {
+    gen = ScriptedGenerator(
+        match="prefix",
+        script={
             "Which is four?": ["\\boxed{B}", "\\boxed{(b)}", "\\boxed{4}"],
             "Which is three?": ["\\boxed{B}", "\\boxed{A}", "no box"],
-        }
+        },
     )
     results = ev.evaluate(gen, {"mc": MC}, num_samples=3)
     row = results["benchmarks"]["mc"]

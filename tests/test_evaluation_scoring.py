@@ -7,11 +7,11 @@ from __future__ import annotations
 import json
 
 import pytest
-from conftest import tiny_llama
+from conftest import ScriptedGenerator, tiny_llama
 
 from rzero import evaluation as ev
 from rzero.cli import build_parser
-from rzero.generation.backends import GenerationStats, HFGenerator, SamplingParams
+from rzero.generation.backends import HFGenerator
 from rzero.stats import wilson_interval
 
 # ---------------------------------------------------------------- scoring
@@ -43,24 +43,6 @@ def test_score_completion_direction():
 # ---------------------------------------------------------------- evaluate
 
 
-class ScriptedGenerator:
-    """A Generator whose completions are scripted per problem."""
-
-    def __init__(self, script: dict[str, list[str]]):
-        self.script = script
-        self.stats = GenerationStats()
-        self.calls: list[tuple[int, int, SamplingParams]] = []
-
-    def generate(self, prompts, n, params):
-        self.calls.append((len(prompts), n, params))
-        out = []
-        for chat in prompts:
-            user = chat[-1]["content"]
-            (problem,) = [p for p in self.script if p in user]
-            out.append(self.script[problem][:n])
-        return out
-
-
 ITEMS = [
     {"id": "a", "problem": "What is 2+2?", "answer": "4"},
     {"id": "b", "problem": "What is 3/4 as a fraction?", "answer": "\\frac{3}{4}"},
@@ -86,7 +68,7 @@ def test_evaluate_greedy_pass_at_1():
     assert results["average"] == pytest.approx(2 / 3)
     assert results["metrics"] == ["pass@1"]
     # batch=2 -> two calls of 2 and 1 prompts, greedy with one sample each
-    assert [(size, n) for size, n, _ in gen.calls] == [(2, 1), (1, 1)]
+    assert [(len(ps), n) for ps, n, _ in gen.calls] == [(2, 1), (1, 1)]
     assert all(p.temperature == 0.0 for _, _, p in gen.calls)
     assert [r["correct"] for r in results["items"]] == [[True], [True], [False]]
     assert results["items"][2]["predictions"] == [None]

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 import torch
-from conftest import iterate_cli, tiny_overrides
+from conftest import ScriptedGenerator, iterate_cli, tiny_overrides
 from safetensors.torch import load_file
 
 from rzero.config import load_config
@@ -339,27 +339,19 @@ def test_every_run_carries_the_self_play_audit(one_iteration):
     assert "Science card" in (run / "report.html").read_text()
 
 
-class OneTemplate:
+def one_template() -> ScriptedGenerator:
     """A collapsed challenger: every completion is one word problem with new numbers."""
-
-    def __init__(self):
-        from rzero.generation.backends import GenerationStats
-
-        self.stats = GenerationStats()
-
-    def generate(self, prompts, n, params):
-        return [
-            [
-                f"<question>Tom has {a} apples and buys {a + 3} more. How many apples does "
-                f"he have now?</question> So \\boxed{{{2 * a + 3}}}."
-                for a in range(params.seed % 50, params.seed % 50 + n)
-            ]
-            for _ in prompts
+    return ScriptedGenerator(
+        lambda text, n, params: [
+            f"<question>Tom has {a} apples and buys {a + 3} more. How many apples does "
+            f"he have now?</question> So \\boxed{{{2 * a + 3}}}."
+            for a in range(params.seed % 50, params.seed % 50 + n)
         ]
+    )
 
 
 class CollapsedChallengerRun(MathRun):
-    """The loop as it is, with the pool written by `OneTemplate`."""
+    """The loop as it is, with the pool written by `one_template`."""
 
     def pool_phase(self, k, challenger):
         self.collapsed = True
@@ -370,7 +362,7 @@ class CollapsedChallengerRun(MathRun):
 
     def generator(self, checkpoint):
         if getattr(self, "collapsed", False):
-            return OneTemplate()
+            return one_template()
         return super().generator(checkpoint)
 
 

@@ -2,18 +2,10 @@
 
 from __future__ import annotations
 
+from conftest import ScriptedGenerator
+
 from rzero.challenger.train import sample_pool
 from rzero.config import load_config
-from rzero.generation.backends import GenerationStats
-
-
-class ScriptedChallenger:
-    def __init__(self, texts):
-        self.texts = texts
-        self.stats = GenerationStats()
-
-    def generate(self, prompts, n, params=None):
-        return [self.texts[:n]]
 
 
 def test_pool_drops_malformed_duplicate_and_held_out_questions():
@@ -26,7 +18,7 @@ def test_pool_drops_malformed_duplicate_and_held_out_questions():
     ]
     cfg = load_config(None, [f"challenger.pool_size={len(texts)}"])
     pool, counts = sample_pool(
-        ScriptedChallenger(texts), cfg, seed=0, held_out=["What is 36 + 19?"]
+        ScriptedGenerator(lambda text, n, params: texts), cfg, seed=0, held_out=["What is 36 + 19?"]
     )
     assert [r["question"] for r in pool] == [
         "What is 12 + 7?",

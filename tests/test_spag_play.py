@@ -7,8 +7,9 @@ import math
 
 import pytest
 import torch
+from conftest import ScriptedGenerator
 
-from rzero.generation.interface import GenerationStats, SamplingParams
+from rzero.generation.interface import SamplingParams
 from rzero.spag.game import ATTACKER, ATTACKER_WINS, DEFENDER, DEFENDER_WINS, TIE, VIOLATION
 from rzero.spag.objective import imitation_loss, sequence_logprob, spag_loss, turn_rewards
 from rzero.spag.play import SCRIPT, ModelPlayer, ScriptedPlayer, collect, role_prompt, utterance
@@ -67,24 +68,10 @@ def test_scripted_games_play_through_the_collection_with_known_outcomes():
     assert wins.count(ATTACKER) == 2 and wins.count(DEFENDER) == 1
 
 
-class Echo:
-    """A generator that answers every prompt with one fixed text and records its calls."""
-
-    engine = "echo"
-
-    def __init__(self, text):
-        self.text, self.calls, self.stats = text, [], GenerationStats()
-
-    def generate(self, prompts, n, params):
-        self.calls.append((prompts, n, params))
-        return [[self.text] * n for _ in prompts]
-
-    def close(self):
-        pass
-
-
 def test_a_model_player_sees_the_word_only_as_attacker_and_its_turns_are_cleaned():
-    gen = Echo("Attacker: Think of something sweet.\nDefender: ok")
+    gen = ScriptedGenerator(
+        lambda text, n, params: ["Attacker: Think of something sweet.\nDefender: ok"], cycle=True
+    )
     player = ModelPlayer(gen, SamplingParams(temperature=1.2, max_new_tokens=32, seed=7))
     games = collect({ATTACKER: player, DEFENDER: ScriptedPlayer()}, ["honey", "salt"], max_turns=2)
     assert [t for _, t in games[0].turns][0] == "Think of something sweet."
