@@ -72,8 +72,10 @@ TEST_WORKERS ?= 2
 test: setup $(DEV_STAMP) $(ENGINE_STAMP)
 	OMP_NUM_THREADS=$${OMP_NUM_THREADS:-1} $(VENV)/bin/pytest -q -n $(TEST_WORKERS) --dist worksteal --durations=30 $(PYTEST_ARGS)
 
+# the inner loop: every test but those marked slow (each starts a process, a server or a
+# launch, or trains or converts a real model); `make test` runs them all
 test-fast: setup $(DEV_STAMP)
-	$(VENV)/bin/pytest -q -m "not slow" $(PYTEST_ARGS)
+	OMP_NUM_THREADS=$${OMP_NUM_THREADS:-1} $(VENV)/bin/pytest -q -m "not slow" -n $(TEST_WORKERS) --dist worksteal --durations=20 $(PYTEST_ARGS)
 
 # ruff (lint and format), the import contracts of pyproject.toml ([tool.importlinter]) and the cycle check
 lint: setup $(DEV_STAMP)

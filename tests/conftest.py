@@ -23,10 +23,27 @@ SHORT_CHALLENGER = Path(__file__).parent / "data" / "challenger_short.txt"
 SHORT_SOLVER = Path(__file__).parent / "data" / "solver_short.txt"
 
 
+# fixtures that run a whole system or start servers: a test that uses one is slow too
+SLOW_FIXTURES = {
+    "one_iteration",
+    "ablated",
+    "rzero_code_run",
+    "azr_run",
+    "spin_run",
+    "spag_run",
+    "vote_run",
+    "two_servers",
+}
+
+
 def pytest_collection_modifyitems(config, items) -> None:
-    """The slow end-to-end tests first (the rehearsal, the longest, before them), the rest in
-    their order: with several workers (`make test`: pytest-xdist, work stealing) the longest
-    tests then start at once instead of ending the run alone."""
+    """Every test on a `SLOW_FIXTURES` fixture is marked slow (`make test-fast` skips them),
+    then the slow end-to-end tests first (the rehearsal, the longest, before them), the rest
+    in their order: with several workers (`make test`: pytest-xdist, work stealing) the
+    longest tests then start at once instead of ending the run alone."""
+    for item in items:
+        if SLOW_FIXTURES & set(getattr(item, "fixturenames", ())):
+            item.add_marker(pytest.mark.slow)
     items.sort(
         key=lambda item: (
             item.get_closest_marker("slow") is None,

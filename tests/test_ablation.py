@@ -173,6 +173,7 @@ def test_unknown_variant_is_a_clear_error():
 # ---------------------------------------------------------------- the ablation runs
 
 
+@pytest.mark.slow
 def test_ablate_writes_one_run_per_variant_and_the_comparison(ablated):
     out = ablated["out"]
     for variant, shared in (("separate", False), ("shared", True)):
@@ -426,6 +427,7 @@ def test_rerunning_ablate_resumes_without_training(ablated, monkeypatch):
     } == markers
 
 
+@pytest.mark.slow
 def test_ablate_refuses_a_run_dir_of_another_config_before_any_work(ablated, tmp_path, capsys):
     recipe = tmp_path / "recipe.yaml"
     raw = ablated["cfg"].to_dict()

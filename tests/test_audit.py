@@ -256,6 +256,7 @@ EXPECTED = {
 }
 
 
+@pytest.mark.slow
 def test_faults_become_unjudged_and_good_items_are_unaffected(tmp_path):
     steps = {0: [step_row(q, a, p_hat=0.6) for q, a in LABELS.items()]}
     # the labelled set repeats two questions: judged once, reported in both places
@@ -413,6 +414,7 @@ def test_html_escapes_model_text():
 # ---------------------------------------------------------------- end to end, real server
 
 
+@pytest.mark.slow
 def test_embedded_judge_end_to_end_with_transformers_serve(tiny_checkpoint, tmp_path):
     """No judge configured: the base model (here a tiny random Llama) is served with
     `transformers serve`, audits, and is stopped; the report says what such a judge is worth."""

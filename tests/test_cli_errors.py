@@ -12,6 +12,7 @@ import sys
 import time
 from pathlib import Path
 
+import pytest
 from conftest import ScriptedGenerator
 from fault_server import FaultServer
 from test_audit import step_row, write_run
@@ -124,10 +125,12 @@ def _interrupt(tmp_path: Path, sig: int) -> None:
     assert [row["question"] for row in cache] == ["What is 2+3?"]
 
 
+@pytest.mark.slow
 def test_ctrl_c_leaves_at_once_with_a_consistent_cache(tmp_path):
     _interrupt(tmp_path, signal.SIGINT)
 
 
+@pytest.mark.slow
 def test_sigterm_leaves_at_once_with_a_consistent_cache(tmp_path):
     _interrupt(tmp_path, signal.SIGTERM)
 

@@ -170,6 +170,7 @@ def azr_run(code_checkpoint, tmp_path_factory) -> Path:
 # -- R-Zero on code ------------------------------------------------------------------------
 
 
+@pytest.mark.slow
 def test_rzero_code_writes_the_math_loops_layout(rzero_code_run):
     for name in [
         "config.yaml",
@@ -287,6 +288,7 @@ def test_executor_audit_judges_every_label_exactly(rzero_code_run):
 # -- Absolute Zero --------------------------------------------------------------------------
 
 
+@pytest.mark.slow
 def test_azr_logs_proposals_of_every_type_with_learnability(azr_run):
     logged = rows(azr_run / "iter_01/challenger_steps.jsonl")
     assert len(logged) == 12  # 1 step x 3 prompts (one per type) x G 4
@@ -373,6 +375,7 @@ def test_auditing_an_azr_run_says_there_is_nothing_to_audit(azr_run):
 # -- the shared phase runner ------------------------------------------------------------
 
 
+@pytest.mark.slow
 def test_a_code_phase_killed_after_its_outputs_is_redone_on_resume(
     code_checkpoint, rzero_code_run, tmp_path
 ):

@@ -111,6 +111,7 @@ def _run_child(
 _CPU_ENV = {"CUDA_VISIBLE_DEVICES": "", "DS_ACCELERATOR": "cpu"}
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(("ds_config", "stage"), [("zero2.json", 2), ("zero3.json", 3)])
 def test_grpo_step_under_zero_changes_the_parameters(tiny_checkpoint, tmp_path, ds_config, stage):
     result = _run_child(tmp_path, tiny_checkpoint, ds_config, cpu=True)
@@ -120,6 +121,7 @@ def test_grpo_step_under_zero_changes_the_parameters(tiny_checkpoint, tmp_path, 
     assert result["changed"] == result["tensors"]
 
 
+@pytest.mark.slow
 def test_accelerate_launch_with_the_zero2_config(tiny_checkpoint, tmp_path):
     """The command accelerate_command builds, run for real: accelerate reads
     configs/accelerate/deepspeed_zero2.yaml, which points the Trainer at zero2.json."""

@@ -99,6 +99,7 @@ def _env(results: Path) -> dict[str, str]:
     return child_env(results, PYTHONUNBUFFERED="1", OMP_NUM_THREADS="1")
 
 
+@pytest.mark.slow
 def test_on_main_under_two_real_processes(tmp_path):
     script = tmp_path / "two.py"
     script.write_text(TWO_PROCESS_SCRIPT)

@@ -85,6 +85,7 @@ def test_unknown_direction_is_rejected(checker):
         checker.equivalent("1", "2", direction="sideways")
 
 
+@pytest.mark.slow
 def test_guard_cuts_off_a_hung_check_and_replaces_the_worker():
     with EquivalenceChecker(timeout_s=1.0) as c:
         assert c.equivalent("1/2", "0.5")  # worker up
@@ -126,6 +127,7 @@ def test_a_deadline_below_the_limit_is_a_budget_cut_and_not_cached():
         assert c.stats().budget_cuts == 1
 
 
+@pytest.mark.slow
 def test_a_budget_pays_for_a_worker_still_starting_even_at_the_full_limit():
     # a budget equal to the limit is still a budget: the replacement worker's start-up
     # (about half a second) comes out of it, so the call ends within the budget
@@ -225,6 +227,7 @@ def test_invalid_settings_are_rejected():
         EquivalenceChecker(cache_size=-1)
 
 
+@pytest.mark.slow
 def test_a_pair_that_ran_out_of_budget_is_not_retried_with_less():
     with EquivalenceChecker(timeout_s=2.0, inner_timeout_s=None) as c:
         c.equivalent("1", "1.0")  # worker up
@@ -240,6 +243,7 @@ def test_a_pair_that_ran_out_of_budget_is_not_retried_with_less():
         assert full.source == "timeout"
 
 
+@pytest.mark.slow
 def test_an_answer_that_keeps_timing_out_gets_no_more_worker_time():
     # with a 2 s limit math-verify's own 1 s timeout stops each tower comparison;
     # after 3 timeouts (and no completed comparison) the tower is skipped outright

@@ -116,6 +116,7 @@ def test_hub_loader_connection_refused_fails_fast(empty_caches, monkeypatch):
     assert "Connection refused" in _assert_unavailable_fast("math500")
 
 
+@pytest.mark.slow
 def test_hub_loader_hanging_hub_fails_fast(empty_caches, silent_server, monkeypatch):
     import huggingface_hub.constants
 

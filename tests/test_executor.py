@@ -63,8 +63,11 @@ def _sandbox_dirs() -> set[str]:
 
 
 @pytest.fixture(autouse=True)
-def nothing_left_behind():
+def nothing_left_behind(tmp_path, monkeypatch):
     """Every test: no child process, no sandbox-uid process, no sandbox directory remains."""
+    # the sandbox's working directories go to this test's own temporary folder, so another
+    # test process's sandbox (pytest-xdist) is not counted as this test's leftover
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
     # what an earlier test file left running on purpose (the equivalence worker is a
     # long-lived child of this process) is not this test's leftover
     before, dirs = _leftovers(), _sandbox_dirs()

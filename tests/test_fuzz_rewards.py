@@ -133,6 +133,7 @@ def timed(fn, *args, **kwargs):
     return result
 
 
+@pytest.mark.slow
 def test_adversarial_completions(checker):
     rng = random.Random(20250801)
     texts = [completion(rng, i) for i in range(NUM_COMPLETIONS)]

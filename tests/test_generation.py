@@ -394,6 +394,7 @@ def two_servers(tiny_checkpoint, tmp_path_factory):
         yield servers
 
 
+@pytest.mark.slow
 def test_openai_backend_against_transformers_serve(two_servers):
     server = two_servers[0]
     gen = OpenAIGenerator([server.base_url], server.model, concurrency=2, timeout=60, retries=0)

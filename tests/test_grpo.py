@@ -56,6 +56,7 @@ def one_step(checkpoint, tmp_path, micro: int):
     return step, delta
 
 
+@pytest.mark.slow
 def test_micro_batches_give_the_full_batch_update(tiny_checkpoint, tmp_path):
     # batch = 2 prompts x G 4 = 8 sequences: one pass of 8 against four passes of 2
     full, d_full = one_step(tiny_checkpoint, tmp_path, micro=0)

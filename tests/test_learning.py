@@ -82,11 +82,13 @@ def grpo_learns(curve: list[float]) -> bool:
     return sum(curve[:3]) / 3 < 0.8 and sum(curve[-5:]) / 5 >= 0.9
 
 
+@pytest.mark.slow
 def test_grpo_lifts_a_reachable_reward_from_chance_to_near_one(tokenizer, tmp_path):
     curve = grpo_reward_curve(tokenizer, tmp_path, learning_rate=3e-2)
     assert grpo_learns(curve), [round(r, 2) for r in curve]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("broken", ["learning rate 0", "advantage sign flipped"])
 def test_grpo_with_a_broken_update_does_not_learn(tokenizer, tmp_path, broken):
     curve = grpo_reward_curve(
@@ -149,11 +151,13 @@ def sft_learns(before: float, after: float) -> bool:
     return before < 0.05 and after >= 0.9
 
 
+@pytest.mark.slow
 def test_sft_lifts_the_target_from_chance_to_near_certain(tokenizer, tmp_path):
     before, after = sft_probabilities(tokenizer, tmp_path, 3e-2)
     assert sft_learns(before, after), (before, after)
 
 
+@pytest.mark.slow
 def test_sft_with_learning_rate_0_does_not_learn(tokenizer, tmp_path):
     before, after = sft_probabilities(tokenizer, tmp_path, 0.0)
     assert not sft_learns(before, after) and after == pytest.approx(before, rel=1e-4)
@@ -202,6 +206,7 @@ def test_dpo_lifts_the_preference_from_indifference_to_near_certain(tokenizer, t
     assert dpo_learns(before, after), (before, after)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("broken", ["learning rate 0", "preference sign flipped"])
 def test_dpo_with_a_broken_update_does_not_learn(tokenizer, tmp_path, broken):
     before, after = dpo_shares(

@@ -30,6 +30,7 @@ def changed(a, b) -> bool:
     return any(not torch.equal(wa[k], wb[k]) for k in wa)
 
 
+@pytest.mark.slow
 def test_full_iteration_writes_every_artifact(one_iteration):
     run = one_iteration
     for name in [
@@ -115,6 +116,7 @@ def test_report_lists_the_iteration(one_iteration):
     assert read_marker(one_iteration, 1, "solver")["compute"]["weights"] == "float32"
 
 
+@pytest.mark.slow
 def test_shared_mode_updates_one_model(format_checkpoint, tmp_path):
     cfg = load_config(
         None, tiny_overrides(format_checkpoint, **{"roles.shared": True, "eval.enabled": False})
@@ -127,6 +129,7 @@ def test_shared_mode_updates_one_model(format_checkpoint, tmp_path):
     assert read_marker(tmp_path / "run", 1, "labelling") is not None
 
 
+@pytest.mark.slow
 def test_zero_valid_questions_and_empty_band(tiny_checkpoint, tmp_path):
     # a random model writes no <question>: every reward is 0, the step still runs and logs,
     # and with nothing in the band the solver phase is skipped with a warning
@@ -152,6 +155,7 @@ def test_run_dir_with_other_config_is_refused(one_iteration, format_checkpoint):
         MathRun(cfg, one_iteration)
 
 
+@pytest.mark.slow
 def test_dead_solver_server_fails_the_phase_naming_the_url(
     format_checkpoint, tmp_path, refused_port
 ):
@@ -223,6 +227,7 @@ def test_a_run_killed_in_every_phase_resumes_to_the_same_rows(
     assert not list(run_dir.rglob("*.tmp")) and not list(run_dir.rglob(".trainer_*"))
 
 
+@pytest.mark.slow
 def test_challenger_phase_can_serve_its_frozen_solver_as_replicas(format_checkpoint, tmp_path):
     # generation.solver_replicas: the phase starts `transformers serve` replicas of S_{k-1},
     # the reward queries them over HTTP, and they are stopped when the phase ends
@@ -366,6 +371,7 @@ class CollapsedChallengerRun(MathRun):
         return super().generator(checkpoint)
 
 
+@pytest.mark.slow
 def test_a_collapsing_challenger_trips_the_diversity_warning_and_stops_the_run(
     format_checkpoint, tmp_path
 ):
@@ -394,6 +400,7 @@ def test_a_collapsing_challenger_trips_the_diversity_warning_and_stops_the_run(
     assert "## Stopped" not in (run_dir / "report.md").read_text()
 
 
+@pytest.mark.slow
 def test_coerror_and_the_cross_iteration_matrix_join_a_finished_run(
     one_iteration, format_checkpoint, tmp_path
 ):

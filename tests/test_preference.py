@@ -4,6 +4,7 @@ and both trainers update the weights for the planned number of updates."""
 
 from __future__ import annotations
 
+import pytest
 import torch
 from transformers import AutoModelForCausalLM
 
@@ -36,6 +37,7 @@ def _model(path):
     return AutoModelForCausalLM.from_pretrained(path, dtype=torch.float32)
 
 
+@pytest.mark.slow
 def test_pair_logprobs_match_trls_reference_and_its_loss_is_spin_loss(
     tiny_checkpoint, tokenizer, tmp_path
 ):
@@ -91,6 +93,7 @@ def test_pair_logprobs_match_trls_reference_and_its_loss_is_spin_loss(
     assert abs(trl_loss - ours) < 1e-3, (trl_loss, ours)
 
 
+@pytest.mark.slow
 def test_train_pairs_raises_the_chosen_margin_and_sft_the_chosen_likelihood(
     tiny_checkpoint, tokenizer, tmp_path
 ):

@@ -83,6 +83,7 @@ def test_a_moved_run_resumes_on_its_own_files(
     assert loads == [str(copy / "iter_01/solver")]
 
 
+@pytest.mark.slow
 def test_a_truncated_file_redoes_its_phase_and_the_ones_after(
     one_iteration, format_checkpoint, tmp_path, capsys
 ):
@@ -99,6 +100,7 @@ def test_a_truncated_file_redoes_its_phase_and_the_ones_after(
     assert RunDir(copy).marker(1, "challenger") == before
 
 
+@pytest.mark.slow
 def test_a_deleted_checkpoint_redoes_the_phase_that_wrote_it(
     one_iteration, format_checkpoint, tmp_path, capsys
 ):
@@ -162,6 +164,7 @@ def _cli(*args: str) -> subprocess.CompletedProcess:
     )
 
 
+@pytest.mark.slow
 def test_user_errors_are_one_line_and_exit_2(one_iteration, format_checkpoint, tmp_path):
     # a damaged marker and a damaged config.yaml, through the CLI: one line, exit 2
     copy = _copy(one_iteration, tmp_path / "run")

@@ -33,6 +33,7 @@ def test_free_port_is_bindable():
         s.bind(("127.0.0.1", port))  # raises if the port were taken
 
 
+@pytest.mark.slow
 def test_transformers_serve_answers_chat_and_stops(tiny_checkpoint, tmp_path):
     from openai import OpenAI
 
@@ -86,6 +87,7 @@ def test_server_that_dies_reports_its_log_tail(tmp_path):
     assert "loading failed: no weights" in str(err.value)
 
 
+@pytest.mark.slow
 def test_server_that_never_gets_healthy_times_out_and_is_killed(tmp_path):
     marker = tmp_path / "pid"
 

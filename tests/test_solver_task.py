@@ -97,6 +97,7 @@ def _marker(run: Path, k: int, phase: str) -> dict:
     return json.loads((run / f"iter_{k:02d}" / "phases" / f"{phase}.json").read_text())
 
 
+@pytest.mark.slow
 def test_a_vote_run_labels_trains_with_every_trl_metric_and_evaluates(vote_run):
     run = RunDir(vote_run)
     assert run.iterations() == [0, 1]
@@ -144,6 +145,7 @@ def test_a_finished_run_resumes_without_redoing_anything(vote_run, format_checkp
     assert {p: p.stat().st_mtime_ns for p in vote_run.glob("iter_*/phases/*.json")} == before
 
 
+@pytest.mark.slow
 def test_the_grid_runs_each_label_source_and_tabulates_them(format_checkpoint, tmp_path):
     recipe = tmp_path / "learn.yaml"
     recipe.write_text("run:\n  task: solver\n")
@@ -173,6 +175,7 @@ def test_the_grid_runs_each_label_source_and_tabulates_them(format_checkpoint, t
     assert truth["label_accuracy"] == 1.0
 
 
+@pytest.mark.slow
 def test_bad_questions_get_one_line_and_write_nothing(format_checkpoint, tmp_path):
     missing = tmp_path / "none.jsonl"
     args = [sys.executable, "-m", "rzero", "iterate", "--run-dir", str(tmp_path / "run")]

@@ -63,6 +63,7 @@ def _marker(run: Path, k: int, phase: str) -> dict:
     return json.loads((run / f"iter_{k:02d}" / "phases" / f"{phase}.json").read_text())
 
 
+@pytest.mark.slow
 def test_a_spag_run_stores_every_game_and_audits_the_population(spag_run):
     run = RunDir(spag_run)
     assert run.iterations() == [0, 1, 2]
@@ -122,6 +123,7 @@ def test_a_spag_run_stores_every_game_and_audits_the_population(spag_run):
     assert (1, "games") in phases and (2, "tournament") in phases
 
 
+@pytest.mark.slow
 def test_a_spag_run_killed_after_training_resumes_to_the_same_games(spag_model, spag_run, tmp_path):
     run_dir = tmp_path / "run"
     overrides = spag_overrides(spag_model, **{"run.iterations": 1})
@@ -145,6 +147,7 @@ def episode(i: int, outcome: str, n: int) -> dict:
     return {"id": f"e{i}", "target": "garden", "turns": turns, "outcome": outcome, "messages": n}
 
 
+@pytest.mark.slow
 def test_the_offline_update_raises_the_winners_turns(spag_model, tmp_path):
     cfg = load_config(None, spag_overrides(spag_model, **{"spag.epochs": 4.0}))
     eps = [episode(0, ATTACKER_WINS, 4), episode(1, DEFENDER_WINS, 2), episode(2, ATTACKER_WINS, 2)]
@@ -179,6 +182,7 @@ def test_the_offline_update_raises_the_winners_turns(spag_model, tmp_path):
     assert role_gradient_cosine(model, tokenizer, rows[:2], cfg.spag) is None  # one role only
 
 
+@pytest.mark.slow
 def test_imitation_learns_from_a_teacher_served_over_http(spag_model, tmp_path):
     seed = 0
     words = target_words("train", 3, seed * 7919)
@@ -224,12 +228,14 @@ def test_imitation_learns_from_a_teacher_served_over_http(spag_model, tmp_path):
         ),
     ],
 )
+@pytest.mark.slow
 def test_bad_spag_settings_are_one_clear_line(spag_model, tmp_path, sets, message):
     out = iterate_cli(tmp_path / "run", spag_overrides(spag_model, **sets))
     assert out.returncode == 2 and message in out.stderr, out.stderr[-1500:]
     assert "Traceback" not in out.stderr and not (tmp_path / "run" / "iter_01").exists()
 
 
+@pytest.mark.slow
 def test_the_sft_control_plays_the_games_and_trains_only_the_sft_rows(
     spag_model, spag_run, tmp_path
 ):
@@ -259,6 +265,7 @@ def test_the_sft_control_plays_the_games_and_trains_only_the_sft_rows(
     assert train["metrics"]["updates"] == max(1, -(-(winners + 4) // 4))
 
 
+@pytest.mark.slow
 def test_separate_roles_train_one_model_per_role_on_its_own_turns(spag_model, tmp_path):
     run_dir = tmp_path / "run"
     run = run_spag(

@@ -104,6 +104,7 @@ def test_the_official_collection_ends_a_game_at_an_unread_guess_phrase():
     assert word[0].outcome.result == ATTACKER_WINS  # a wrong guess in the word match
 
 
+@pytest.mark.slow
 def test_the_scripted_anchor_can_neither_say_nor_spell_a_target():
     from rzero.spag.game import mentions, spells_out
 

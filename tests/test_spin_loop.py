@@ -59,6 +59,7 @@ def _marker(run: Path, k: int, phase: str) -> dict:
     return json.loads((run / f"iter_{k:02d}" / "phases" / f"{phase}.json").read_text())
 
 
+@pytest.mark.slow
 def test_a_spin_run_writes_pairs_merges_them_and_measures_the_dynamics(spin_run):
     run = RunDir(spin_run)
     assert run.iterations() == [0, 1, 2]
@@ -132,6 +133,7 @@ def test_scores_carried_from_the_iteration_before_are_what_scoring_again_gives(s
     )
 
 
+@pytest.mark.slow
 def test_a_spin_run_killed_after_training_resumes_to_the_same_numbers(
     spin_model, spin_run, tmp_path
 ):
@@ -151,6 +153,7 @@ def test_a_spin_run_killed_after_training_resumes_to_the_same_numbers(
         assert ours == pytest.approx(theirs, rel=1e-4, abs=1e-4)
 
 
+@pytest.mark.slow
 def test_the_sft_control_spends_the_same_updates_without_an_opponent(spin_model, tmp_path):
     run = run_spin(
         load_config(
@@ -253,6 +256,7 @@ def test_sft_files_are_read_and_bad_ones_refused_in_one_line(tmp_path):
     assert len(load_sft(EMBEDDED, 5)) == 5
 
 
+@pytest.mark.slow
 def test_spin_config_errors_name_the_key(spin_model, tmp_path):
     with pytest.raises(ConfigError, match="audit.enabled=true: SPIN"):
         load_config(None, spin_overrides(spin_model, **{"audit.enabled": True}))
@@ -267,6 +271,7 @@ def test_spin_config_errors_name_the_key(spin_model, tmp_path):
     assert not (tmp_path / "run").exists()  # nothing written
 
 
+@pytest.mark.slow
 def test_rzero_plan_shows_a_spin_recipe(spin_model):
     import subprocess
     import sys

@@ -113,6 +113,7 @@ def wandb_records(path):
     return records
 
 
+@pytest.mark.slow
 def test_the_loop_metrics_and_warnings_reach_the_real_wandb_client_offline(tmp_path, monkeypatch):
     monkeypatch.setenv("WANDB_MODE", "offline")
     monkeypatch.setenv("WANDB_SILENT", "true")
@@ -137,6 +138,7 @@ def test_the_loop_metrics_and_warnings_reach_the_real_wandb_client_offline(tmp_p
     assert rows[3]["eval/easy/pass@1"] == 0.5
 
 
+@pytest.mark.slow
 def test_the_loop_metrics_and_warnings_reach_the_real_mlflow_client(tmp_path):
     from mlflow import MlflowClient
 
@@ -161,6 +163,7 @@ def test_mlflow_metric_names_keep_what_mlflow_allows():
     assert trackers.mlflow_key("x(1)") == "x_1_"
 
 
+@pytest.mark.slow
 def test_tensorboard_gets_the_phase_metrics(tmp_path):
     run = run_two_commits(tmp_path, "[tensorboard]")
     assert list((run.path / "tensorboard").glob("events.out.tfevents.*"))
