@@ -21,7 +21,7 @@ counts for n = 1..4 become sparse count matrices over a shared n-gram vocabulary
 clipped matches sum_g min(c_i(g), c_j(g)) of every pair come from sparse products of
 thresholded indicators, min(a, b) = sum_{t ≥ 1} [a ≥ t]·[b ≥ t]; the BLEU formula is
 then evaluated on whole matrices. This equals the per-pair loop over sacrebleu to
-floating-point rounding (tests/test_repetition.py, bench/repetition.py).
+floating-point rounding (tests/roles/test_repetition.py, bench/repetition.py).
 """
 
 from __future__ import annotations

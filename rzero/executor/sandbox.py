@@ -7,7 +7,7 @@ never `eval`; the result is `repr(f(*inputs))`, or an error. Each call is one fr
 `run_many` drives calls from a bounded thread pool.
 
 The walls, outermost first (`sandbox_probe` shows what a confined child sees: ids, limits,
-interfaces, root; tests/test_executor.py runs hostile programs against each wall):
+interfaces, root; tests/code/test_executor.py runs hostile programs against each wall):
   * a separate process in its own session, killed as a group at `timeout_s` plus a start-up
     grace, and always killed as a group before it is reaped, so nothing outlives a call;
   * when we run as root (the usual case here): new network namespace, through libc's

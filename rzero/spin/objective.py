@@ -12,7 +12,7 @@ The training itself runs through TRL's `DPOTrainer` with ``loss_type="sigmoid"``
 ``beta = λ``, the reference model being the iteration's opponent p_θt (the start-of-
 iteration weights, its log-probabilities precomputed). TRL's sigmoid loss is
 −log σ(β·Δ) = log(1 + e^(−β·Δ)) = ℓ(λ·Δ) with Δ the difference of the two log-ratios: exactly
-`spin_loss`; `tests/test_spin_objective.py` checks TRL's loss against this function on a
+`spin_loss`; `tests/spin/test_spin_objective.py` checks TRL's loss against this function on a
 model's own log-probabilities, and the held-out dynamics (`rzero.spin.dynamics`) call it.
 """
 

@@ -111,7 +111,7 @@ def score_completions_only():
     tokens against at most 128 of completion. Inside this context the head scores the labelled
     positions only on CPU as well. The log-probabilities are the same numbers (each position's
     projection is its own row); only the gradient's float32 summation order changes
-    (`tests/test_grpo_fused_head.py`; `bench/fused_head.py` times it). A TRL without the
+    (`tests/training/test_grpo_fused_head.py`; `bench/fused_head.py` times it). A TRL without the
     switch leaves the head as it is."""
     import trl.trainer.utils as trl_utils
 

@@ -27,7 +27,7 @@ CPU, and `completion_logps` does both differently, with the same numbers:
   columns after the longest completion of a micro-batch are cut before the forward (their
   log-probabilities are 0, as TRL's masked ones are).
 
-What differs from TRL's forward is float rounding (`tests/test_grpo_logprobs.py` checks
+What differs from TRL's forward is float rounding (`tests/training/test_grpo_logprobs.py` checks
 log-probabilities, entropies, loss and gradients against it on random inputs, and one GRPO
 update's logged loss and gradient norm through `train_grpo`).
 """

@@ -5,7 +5,7 @@ This module knows pairs (a prompt chat, a chosen and a rejected answer) and rows
 chat and an answer), not where they came from: SPIN (`rzero.spin`) builds them. With
 ``loss_type="sigmoid"`` and ``beta=λ`` DPOTrainer minimises −log σ(λ·Δ), Δ = the chosen
 answer's log-ratio against the reference minus the rejected one's: SPIN's logistic loss
-(`rzero.spin.objective.spin_loss`, checked against TRL in tests/test_spin_objective.py).
+(`rzero.spin.objective.spin_loss`, checked against TRL in tests/spin/test_spin_objective.py).
 The reference is the model as it is when training starts (the opponent), its
 log-probabilities precomputed (`precompute_ref_log_probs`), so no second copy is held.
 

@@ -289,7 +289,7 @@ def test_one_iteration_of_the_tiny_recipe_with_the_embedded_model(tmp_path):
         capture_output=True,
         text=True,
         timeout=1500,
-        cwd=Path(__file__).parent.parent,
+        cwd=Path(__file__).parents[2],
     )
     assert proc.returncode == 0, proc.stderr[-3000:]
     it = run_dir / "iter_01"

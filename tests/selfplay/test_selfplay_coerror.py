@@ -24,7 +24,7 @@ def test_independence_would_predict_the_product_of_error_rates():
 
 
 def test_correlation_with_its_interval():
-    # φ = 1600 / 2100 (tests/test_stats.py works it out)
+    # φ = 1600 / 2100 (tests/reports/test_stats.py works it out)
     c = role_co_error(A, B)["overall"]
     assert c["phi"] == pytest.approx(1600 / 2100)
     assert c["phi_ci"][0] > 0.6

@@ -43,7 +43,7 @@ from rzero.generation.replicas import ReplicaSpec, SolverReplicas, replica_plan,
 VLLM_SERVER = (sys.executable, "-m", "vllm.entrypoints.openai.api_server", "--model")
 LAUNCH = [sys.executable, "-m", "accelerate.commands.launch"]
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 QWEN = "configs/r-zero-qwen3-4b.yaml"  # model.dtype: bfloat16
 
 

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 _SPEC = importlib.util.spec_from_file_location(
-    "sweep", Path(__file__).parent.parent / "scripts" / "sweep.py"
+    "sweep", Path(__file__).parents[2] / "scripts" / "sweep.py"
 )
 sweep = importlib.util.module_from_spec(_SPEC)
 _SPEC.loader.exec_module(sweep)

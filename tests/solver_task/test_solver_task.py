@@ -207,7 +207,7 @@ def test_a_random_draw_of_shuffled_labels_is_mostly_wrong():
 def test_the_plan_of_the_learning_recipe_says_what_an_iteration_does(capsys):
     from rzero.cli import main
 
-    recipe = Path(__file__).parent.parent / "configs" / "learn-solver.yaml"
+    recipe = Path(__file__).parents[2] / "configs" / "learn-solver.yaml"
     assert main(["plan", "--config", str(recipe), "--set", "solver_task.labels=vote"]) == 0
     out = capsys.readouterr().out
     assert "the solver alone on fixed questions" in out and "challenger" not in out

@@ -14,7 +14,7 @@ from rzero.config import ConfigError, ModelConfig, SolverConfig, load_config
 from rzero.engine.models import load_model, load_tokenizer
 from rzero.training.grpo import ALGORITHM_OPTIONS, grpo_config, train_grpo
 
-CONFIGS = sorted(Path(__file__).parent.parent.glob("configs/*.yaml"))
+CONFIGS = sorted(Path(__file__).parents[2].glob("configs/*.yaml"))
 
 
 def length_reward(prompts, completions, **kwargs):
@@ -134,7 +134,7 @@ def test_every_recipe_sets_the_algorithm_explicitly(path, tmp_path):
 
 @pytest.mark.parametrize("name", ["r-zero-qwen3-4b.yaml", "r-zero-reference.yaml"])
 def test_gpu_recipes_follow_the_official_optimiser(name, tmp_path):
-    cfg = load_config(Path(__file__).parent.parent / "configs" / name)
+    cfg = load_config(Path(__file__).parents[2] / "configs" / name)
     args = {
         role.section: grpo_config(
             role, tmp_path, seed=0, model_cfg=cfg.model, generation_cfg=cfg.generation

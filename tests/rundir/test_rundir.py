@@ -18,7 +18,7 @@ from rzero.io import DamagedFileError, read_jsonl
 from rzero.math.run import run_iterations
 from rzero.rundir import RunDir, RunDirConflict
 
-ROOT = Path(__file__).parent.parent
+ROOT = Path(__file__).parents[2]
 
 
 def _rows(path: Path) -> int:

@@ -466,7 +466,7 @@ def test_unknown_variant_on_the_command_line_exits_2(capsys):
 
 
 def test_the_ablate_recipe_loads_for_every_variant():
-    recipe = Path(__file__).parent.parent / "configs" / "ablate-tiny.yaml"
+    recipe = Path(__file__).parents[2] / "configs" / "ablate-tiny.yaml"
     cfg = load_config(recipe)
     for variant in SYSTEMS["math"].variants:
         vcfg = variant_config(system_of(cfg), cfg, variant)

@@ -1,6 +1,6 @@
 """The self-play audit wired into a run (rzero.selfplay.watch, rzero.math.sections):
 each phase's marker gets its numbers and warnings, a stop fires from the stored marker, the
-fingerprint ignores the watch (the trackers: tests/test_trackers.py). No model runs here:
+fingerprint ignores the watch (the trackers: tests/rundir/test_trackers.py). No model runs here:
 the run directories are written by hand."""
 
 import json

@@ -12,7 +12,7 @@ from rzero.config import ChallengerConfig, ConfigError, load_config
 from rzero.config.schedule import role_schedule
 from rzero.math.plan import plan_rows, plan_value
 
-CONFIGS = Path(__file__).parent.parent / "configs"
+CONFIGS = Path(__file__).parents[2] / "configs"
 QWEN = CONFIGS / "r-zero-qwen3-4b.yaml"
 REFERENCE = CONFIGS / "r-zero-reference.yaml"
 

@@ -7,7 +7,7 @@ import yaml
 
 from rzero.config import ConfigError, RZeroConfig, describe_fields, load_config
 
-CONFIGS = sorted(Path(__file__).parent.parent.glob("configs/*.yaml"))
+CONFIGS = sorted(Path(__file__).parents[2].glob("configs/*.yaml"))
 
 
 @pytest.mark.parametrize("path", CONFIGS, ids=lambda p: p.name)

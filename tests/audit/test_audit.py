@@ -6,10 +6,10 @@ from __future__ import annotations
 import json
 import math
 import uuid
-from pathlib import Path
 
 import pytest
 import yaml
+from fake_runs import labelled_row, step_row, write_run
 from fault_server import FaultServer
 
 from rzero.audit import judge as judge_mod
@@ -20,53 +20,6 @@ from rzero.audit.sampling import select_items
 from rzero.config import AuditConfig
 from rzero.engine.models import generation_dtype
 from rzero.io import read_jsonl, write_jsonl_atomic, write_text_atomic
-
-# ---------------------------------------------------------------- fake run directories
-
-
-def step_row(question, label, p_hat=0.5, *, iteration=1, step=0, valid=True):
-    return {
-        "iteration": iteration,
-        "step": step,
-        "global_step": (iteration - 1) * 5 + step,
-        "question": question,
-        "challenger_answer": label,
-        "valid": valid,
-        "answers": [label] * 10,
-        "label": label,
-        "p_hat": p_hat,
-        "num_groups": 2,
-        "top2_margin": 0.2,
-        "parse_rate": 1.0,
-        "r_unc": 1.0,
-        "r_rep": 0.1,
-        "reward": 0.9,
-    }
-
-
-def labelled_row(question, label, p_hat=0.5, kept=True):
-    return {
-        "question": question,
-        "answers": [label] * 10,
-        "label": label,
-        "p_hat": p_hat,
-        "num_groups": 2,
-        "top2_margin": 0.2,
-        "parse_rate": 1.0,
-        "kept": kept,
-        "groups": {label: 5},
-    }
-
-
-def write_run(
-    run_dir: Path, steps: dict[int, list[dict]], labelled: list[dict], iteration: int = 1
-) -> Path:
-    d = run_dir / f"iter_{iteration:02d}"
-    rows = [dict(r, iteration=iteration, step=s) for s, rs in steps.items() for r in rs]
-    write_jsonl_atomic(d / "challenger_steps.jsonl", rows)
-    write_jsonl_atomic(d / "labelled.jsonl", labelled)
-    write_text_atomic(run_dir / "config.yaml", yaml.safe_dump({"run": {"iterations": 1}}))
-    return run_dir
 
 
 def judge_cfg(server: FaultServer, **kw) -> AuditConfig:

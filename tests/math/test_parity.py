@@ -12,7 +12,7 @@ from rzero.config import ChallengerConfig, LabelingConfig, RZeroConfig, load_con
 from rzero.math.plan import plan_rows, plan_value
 from rzero.training.grpo import grpo_config
 
-ROOT = Path(__file__).parent.parent
+ROOT = Path(__file__).parents[2]
 DOC = ROOT / "docs" / "parity.md"
 RECIPES = ("r-zero-qwen3-4b.yaml", "r-zero-reference.yaml")
 

@@ -22,7 +22,7 @@ import pytest
 from rzero.engine.serving import free_port
 from rzero.engine.watchdog import descendants, parents
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 CONFIG = "configs/rehearsal.yaml"
 
 pytestmark = [

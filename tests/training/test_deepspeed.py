@@ -20,7 +20,7 @@ from rank_report import STANDALONE_RENDEZVOUS, child_env, read_results
 from rzero.config import load_config
 from rzero.engine.launch import accelerate_command
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 
 CHILD = r"""
 import importlib, sys

@@ -14,8 +14,8 @@ from pathlib import Path
 
 import pytest
 from conftest import ScriptedGenerator
+from fake_runs import step_row, write_run
 from fault_server import FaultServer
-from test_audit import step_row, write_run
 
 from rzero.cli import main
 from rzero.io import read_jsonl
