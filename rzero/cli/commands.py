@@ -150,7 +150,7 @@ def launch_and_wait(argv: list[str], env: dict[str, str]) -> int:
 
 def cmd_config(args) -> int:
     if args.fields:
-        for key, tp, default, help_text in describe_fields():
+        for key, tp, default, help_text in describe_fields(args.task):
             print(f"{key} ({tp}, default {default!r})\n    {help_text}")
         return 0
     cfg = load_config(args.config, args.overrides)

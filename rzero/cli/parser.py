@@ -188,6 +188,13 @@ def build_parser() -> argparse.ArgumentParser:
     _add_config_args(p)
     p.add_argument("--fields", action="store_true", help="list every field with its help")
     p.add_argument(
+        "--task",
+        default=None,
+        metavar="TASK",
+        help="with --fields: only the sections a run of TASK reads (math, "
+        "rzero_code, azr, solver, spin, spag)",
+    )
+    p.add_argument(
         "--get",
         metavar="SECTION.KEY",
         default=None,

@@ -294,10 +294,35 @@ def config_from_dict(raw: dict[str, Any]) -> RZeroConfig:
     return _build(raw)
 
 
-def describe_fields() -> list[tuple[str, str, Any, str]]:
-    """(key, type, default, help) for every field, for `rzero config --fields`."""
+# the sections every system reads (the grader's settings are labeling's), then each task's
+# own: what `rzero config --fields --task T` lists
+SHARED_SECTIONS = ("model", "generation", "labeling", "eval", "watch", "run")
+TASK_SECTIONS = {
+    "math": ("roles", "challenger", "solver", "audit"),
+    "rzero_code": ("roles", "challenger", "solver", "audit", "code"),
+    "azr": ("roles", "challenger", "solver", "code"),
+    "solver": ("solver", "solver_task"),
+    "spin": ("spin",),
+    "spag": ("spag",),
+}
+
+
+def sections_for(task: str) -> tuple[str, ...]:
+    """The sections a run of `task` reads, in the config's order."""
+    if task not in TASK_SECTIONS:
+        raise ConfigError(f"--task {task!r}: the tasks are {', '.join(TASK_SECTIONS)}")
+    wanted = set(SHARED_SECTIONS) | set(TASK_SECTIONS[task])
+    return tuple(name for name in _sections() if name in wanted)
+
+
+def describe_fields(task: str | None = None) -> list[tuple[str, str, Any, str]]:
+    """(key, type, default, help) for every field, or for those a run of `task` reads, for
+    `rzero config --fields [--task T]`."""
     rows = []
+    names = sections_for(task) if task is not None else tuple(_sections())
     for name, cls in _sections().items():
+        if name not in names:
+            continue
         hints = typing.get_type_hints(cls)
         default = getattr(_DEFAULTS, name)
         for f in dataclasses.fields(cls):

@@ -255,3 +255,21 @@ def test_prompts_per_update_zero_is_one_update_per_step():
     cfg = load_config(None, ["solver.prompts_per_step=4"])
     assert cfg.solver.prompts_per_update == 0
     assert (cfg.solver.update_prompts, cfg.solver.updates_per_step) == (4, 1)
+
+
+def test_fields_of_one_task_list_only_the_sections_it_reads(capsys):
+    from rzero.cli import main
+    from rzero.cli.systems import SYSTEMS
+    from rzero.config.schema import TASK_SECTIONS
+
+    assert set(TASK_SECTIONS) == set(SYSTEMS)
+    assert main(["config", "--fields", "--task", "spin"]) == 0
+    sections = {
+        line.split(".")[0]
+        for line in capsys.readouterr().out.splitlines()
+        if line and not line.startswith(" ")
+    }
+    assert "spin" in sections and "run" in sections
+    assert not sections & {"challenger", "solver", "roles", "code", "spag", "solver_task"}
+    assert main(["config", "--fields", "--task", "chess"]) == 2
+    assert "--task 'chess': the tasks are math" in capsys.readouterr().err
