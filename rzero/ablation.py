@@ -21,6 +21,7 @@ from pathlib import Path
 
 from rzero.config import ConfigError, RZeroConfig, apply_override, config_from_dict
 from rzero.reports.comparison import compare
+from rzero.rundir.lock import RunLock
 from rzero.rundir.run import System
 
 DEFAULT_OUT = "runs/ablate"
@@ -73,11 +74,21 @@ def ablate(
     fresh: bool = False,
 ) -> Path:
     """Run each variant in OUT/<variant> (resuming), then compare; returns the table's
-    Markdown file (comparison.md, or the system's own)."""
-
+    Markdown file (comparison.md, or the system's own). One ablation writes OUT at a time
+    (`RunLock` on OUT; each variant's run locks its own folder)."""
     if not variants:
         raise ConfigError(f"ablate: no variants given; choose from {', '.join(system.variants)}")
-    out_dir = Path(out_dir)
+    with RunLock(out_dir):
+        return _ablate(system, cfg, variants, Path(out_dir), fresh)
+
+
+def _ablate(
+    system: System,
+    cfg: RZeroConfig,
+    variants: list[str] | tuple[str, ...],
+    out_dir: Path,
+    fresh: bool,
+) -> Path:
     configs: dict[str, RZeroConfig] = {}
     for variant in dict.fromkeys(variants):
         vcfg = variant_config(system, cfg, variant)

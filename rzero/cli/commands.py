@@ -183,7 +183,7 @@ def cmd_plan(args) -> int:
 
 
 def cmd_audit(args) -> int:
-    from rzero.audit import audit_run
+    from rzero.rundir import RunLock
 
     run_dir = Path(args.run_dir)
     saved = run_dir / "config.yaml"
@@ -191,6 +191,14 @@ def cmd_audit(args) -> int:
         print(f"error: {run_dir} is not a run directory (no config.yaml)", file=sys.stderr)
         return 2
     cfg = load_config(saved, args.overrides)
+    with RunLock(run_dir):  # it writes RUN_DIR/audit/ and the report: one writer at a time
+        return audit(args, run_dir, cfg)
+
+
+def audit(args, run_dir: Path, cfg) -> int:
+    """`rzero audit` on a run folder this process holds the lock of."""
+    from rzero.audit import audit_run
+
     report = audit_run(
         run_dir,
         cfg.audit,

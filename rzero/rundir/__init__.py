@@ -7,11 +7,13 @@ base of a system's run. It names no system: each declares its own `Layout`.
     phases.py  PhaseRunner: resume-or-run, timing, peak memory, generator lifetimes, the
                commit crash point and the system's hooks around each commit; TrackerLog
     hub.py     HubPush: run.push_to_hub, each trained checkpoint a branch, the model card
+    lock.py    RunLock: one writer per run folder (flock, and the holder named)
     run.py     Run: the set-up, phase runner, trackers, hub push, report rebuild and stop
                every system's run shares; StopRun and the stop rule
 """
 
 from rzero.rundir.folder import Layout, RunDir, RunDirConflict
+from rzero.rundir.lock import RunLock, RunLocked
 from rzero.rundir.phases import (
     PhaseRunner,
     Timing,
@@ -28,6 +30,8 @@ __all__ = [
     "Run",
     "RunDir",
     "RunDirConflict",
+    "RunLock",
+    "RunLocked",
     "StopRun",
     "Timing",
     "TrackerLog",

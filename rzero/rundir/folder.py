@@ -64,6 +64,7 @@ class Layout:
             raise ValueError(f"layout {self.name}: no outputs declared for {missing}")
 
 
+LOCK_FILE = ".lock"  # the writer's lock (`rzero.rundir.lock`), kept by --fresh
 RUN_PREFIX = "run:"  # a marker's path inside RUN_DIR, relative to it
 
 
@@ -180,7 +181,14 @@ class RunDir:
         """Create RUN_DIR, or check that the run there was made with this config (its
         `config.yaml` and the fingerprints in its markers)."""
         if fresh and self.path.exists():
-            shutil.rmtree(self.path)
+            # everything but the lock this writer holds
+            for child in self.path.iterdir():
+                if child.name == LOCK_FILE:
+                    continue
+                if child.is_dir() and not child.is_symlink():
+                    shutil.rmtree(child)
+                else:
+                    child.unlink()
         saved = self.path / "config.yaml"
         if saved.is_file():
             old = self.config()

@@ -6,7 +6,8 @@ algorithm (`iterate`, each phase through `self.phases.run`), its report (`rebuil
 check of what it reads from outside its config (`check_inputs`). `Run` does the rest, the
 same way for every system:
 
-    set-up      the outside inputs checked before anything is written, the folder created
+    set-up      the outside inputs checked before anything is written, the folder's lock
+                taken (`RunLock`: one writer per folder), the folder created
                 or its config checked against the saved one (`RunDir.prepare`), committed
                 outputs verified (`RunDir.verify`), the grader's settings, the base model
     phases      one `PhaseRunner`: resume-or-run, timing, memory, generator lifetimes;
@@ -32,6 +33,7 @@ from rzero.engine.models import load_for_training, resolve_model
 from rzero.labeling.equivalence import use_settings
 from rzero.rundir.folder import Layout, RunDir
 from rzero.rundir.hub import HubPush
+from rzero.rundir.lock import RunLock
 from rzero.rundir.phases import Hook, PhaseRunner, TrackerLog
 
 __all__ = ["Run", "StopRun", "System", "check_stop", "stop_of", "stopping", "warning_name"]
@@ -87,6 +89,9 @@ class Run:
         # outside inputs, before anything is written (every process: a subclass may keep
         # what it read)
         self.check_inputs()
+        # one writer per folder: the main process holds the lock for the run's life
+        self.lock = RunLock(run_dir)
+        distributed.on_main(lambda: self.lock.acquire() and None)
         distributed.on_main(self.rundir.prepare, cfg, fresh)
         distributed.on_main(self.rundir.verify, cfg, full=cfg.run.verify == "full")
         # one grader (labeling.equivalence) for votes, rewards and evaluation
@@ -138,8 +143,12 @@ class Run:
 
     def run(self) -> Path:
         """`iterate`; a `StopRun` ends it after the phase that committed the warning, with
-        one line on stderr. The trackers close either way."""
-        stopped(self.iterate, self.trackers.close)
+        one line on stderr. The trackers close and the folder's lock is released either
+        way."""
+        try:
+            stopped(self.iterate, self.trackers.close)
+        finally:
+            self.lock.release()
         return self.rundir.path
 
 
