@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import errno
 import json
 import os
+import re
 import tempfile
 from collections.abc import Iterable
 from pathlib import Path
@@ -90,3 +92,63 @@ def read_jsonl(path: str | Path, *, torn_tail_ok: bool = False) -> list[dict[str
             raise DamagedFileError(f"{path}: line {number} is not a JSON object")
         rows.append(row)
     return rows
+
+
+class DiskFull(OSError):
+    """A write failed for want of space (ENOSPC, a quota, the file size limit); what was
+    committed before stays, and a rerun after freeing space resumes."""
+
+
+# errno -> what ran out; and the same as the words libraries wrap an OS error in (Rust's
+# safetensors writer, torch's stream writer)
+_SPACE = {
+    errno.ENOSPC: "no space left on",
+    errno.EDQUOT: "the disk quota is exceeded on",
+    errno.EFBIG: "the file size limit (RLIMIT_FSIZE) is reached on",
+}
+_SPACE_WORDS = re.compile(
+    r"No space left|StorageFull|os error 28|Disk quota|os error 122|"
+    r"File too large|FileTooLarge|os error 27"
+)
+
+
+def space_error(exc: BaseException) -> str | None:
+    """What ran out, when `exc` (or an exception it was raised from) is a failed write for
+    want of space; None otherwise."""
+    seen = set()
+    while exc is not None and id(exc) not in seen:
+        seen.add(id(exc))
+        if isinstance(exc, OSError) and exc.errno in _SPACE:
+            return _SPACE[exc.errno]
+        text = str(exc)
+        if (m := _SPACE_WORDS.search(text)) is not None:
+            word = m.group(0)
+            if word in ("File too large", "FileTooLarge", "os error 27"):
+                return _SPACE[errno.EFBIG]
+            if word in ("Disk quota", "os error 122"):
+                return _SPACE[errno.EDQUOT]
+            return _SPACE[errno.ENOSPC]
+        exc = exc.__cause__ or exc.__context__
+    return None
+
+
+def mount_point(path: str | Path) -> str:
+    """The mount point of the file system `path` is on (its first existing parent's)."""
+    p = Path(path).resolve()
+    while not p.exists():
+        p = p.parent
+    while not os.path.ismount(p):
+        p = p.parent
+    return str(p)
+
+
+def disk_full(exc: BaseException, path: str | Path) -> DiskFull | None:
+    """A `DiskFull` naming the device and the path being written, when `exc` is a write
+    that failed for want of space; None otherwise."""
+    what = space_error(exc)
+    if what is None:
+        return None
+    return DiskFull(
+        f"{what} {mount_point(path)} while writing {path}; what was committed "
+        "before is kept: free space and rerun the same command to resume"
+    )

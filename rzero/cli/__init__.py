@@ -64,7 +64,7 @@ def main(argv: list[str] | None = None) -> int:
     # replicas started by this run are stopped on the way out
     if threading.current_thread() is threading.main_thread():
         signal.signal(signal.SIGTERM, _raise_interrupt)
-    from rzero.io import DamagedFileError
+    from rzero.io import DamagedFileError, DiskFull
     from rzero.rundir import RunDirConflict
 
     try:
@@ -74,6 +74,10 @@ def main(argv: list[str] | None = None) -> int:
         # a user error: one line naming the file or field and the fix, exit 2
         print(f"error: {exc}", file=sys.stderr)
         return 2
+    except DiskFull as exc:
+        # the machine's fault, not the user's input: one line, exit 1
+        print(f"error: {exc}", file=sys.stderr)
+        return 1
     except KeyboardInterrupt:
         print("interrupted", file=sys.stderr)
         return 130

@@ -29,6 +29,7 @@ from rzero.engine import distributed, trackers
 from rzero.engine.models import compute_dtypes
 from rzero.faults import crash_point
 from rzero.generation.backends import make_generator
+from rzero.io import disk_full
 from rzero.rundir.folder import RunDir
 
 Hook = Callable[[int, str, dict[str, Any]], Any]
@@ -77,13 +78,24 @@ class PhaseRunner:
         if done is None:
             if distributed.is_main():
                 log.info("%s", where)
-            if phase in self.rundir.layout.training:
-                # every training process trains; the main one commits, the others get it
-                done = distributed.on_main(self._commit, k, phase, *self._work(k, phase, fn, args))
-            else:
-                done = distributed.on_main(
-                    lambda: self._commit(k, phase, *self._work(k, phase, fn, args))
-                )
+            try:
+                if phase in self.rundir.layout.training:
+                    # every training process trains; the main one commits, the others get it
+                    done = distributed.on_main(
+                        self._commit, k, phase, *self._work(k, phase, fn, args)
+                    )
+                else:
+                    done = distributed.on_main(
+                        lambda: self._commit(k, phase, *self._work(k, phase, fn, args))
+                    )
+            except Exception as exc:
+                # a write that failed for want of space: one line naming the device and the
+                # path; the marker was not written, so the phase is redone on resume
+                outputs = self.rundir.layout.outputs.get(phase) or (phase,)
+                full = disk_full(exc, _filename(exc) or self.rundir.iter_dir(k) / outputs[0])
+                if full is None:
+                    raise
+                raise full from exc
         for hook in self.on_marker:
             hook(done)
         if "checkpoint" in done:
@@ -210,3 +222,14 @@ def peak_rss_gib() -> float | None:
     except ImportError:
         return None
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2**20  # kB on Linux
+
+
+def _filename(exc: BaseException) -> str | None:
+    """The file an OSError in `exc`'s chain names, if any."""
+    seen = set()
+    while exc is not None and id(exc) not in seen:
+        seen.add(id(exc))
+        if isinstance(exc, OSError) and exc.filename:
+            return str(exc.filename)
+        exc = exc.__cause__ or exc.__context__
+    return None
