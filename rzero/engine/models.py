@@ -209,29 +209,77 @@ def cpu_flags(cpuinfo: str = "/proc/cpuinfo") -> set[str]:
 BF16_MIN_SPEEDUP = 1.2
 
 
-@functools.cache
-def bf16_speedup() -> float:
+def cpu_model(cpuinfo: str = "/proc/cpuinfo") -> str:
+    """The CPU's model name as Linux reports it ("unknown" elsewhere)."""
+    try:
+        text = Path(cpuinfo).read_text()
+    except OSError:
+        return "unknown"
+    for line in text.splitlines():
+        key, _, value = line.partition(":")
+        if key.strip() == "model name":
+            return value.strip()
+    return "unknown"
+
+
+def measure_bf16_speedup(rounds: int = 15) -> float:
     """How much faster this CPU runs an nn.Linear(576, 1536) over 256 rows (one layer of the
-    embedded model on a batch) in bfloat16 than in float32: the best of 5 timings each,
-    measured once per process (about 0.1 s)."""
+    embedded model on a batch) in bfloat16 than in float32: the median over `rounds` of the
+    ratio of one float32 call to the bfloat16 call right after it, so that a load on the
+    machine slows both sides of each ratio alike."""
+    import statistics
     import time
 
     import torch
 
-    best = {}
     x = torch.randn(256, 576)
-    layer = torch.nn.Linear(576, 1536)
+    layers = {
+        dtype: torch.nn.Linear(576, 1536).to(dtype) for dtype in (torch.float32, torch.bfloat16)
+    }
+    inputs = {dtype: x.to(dtype) for dtype in layers}
+
+    def timed(dtype) -> float:
+        t0 = time.perf_counter()
+        layers[dtype](inputs[dtype])
+        return time.perf_counter() - t0
+
+    ratios = []
     with torch.no_grad():
-        for dtype in (torch.float32, torch.bfloat16):
-            lin, inputs = layer.to(dtype), x.to(dtype)
-            lin(inputs)
-            times = []
-            for _ in range(5):
-                t0 = time.perf_counter()
-                lin(inputs)
-                times.append(time.perf_counter() - t0)
-            best[dtype] = min(times)
-    return best[torch.float32] / best[torch.bfloat16]
+        for dtype in layers:  # warm-up
+            timed(dtype)
+        for _ in range(rounds):
+            ratios.append(timed(torch.float32) / timed(torch.bfloat16))
+    return statistics.median(ratios)
+
+
+@functools.cache
+def bf16_speedup() -> float:
+    """`measure_bf16_speedup`, measured once per machine and kept in the cache
+    (`cache_dir()/bf16_speedup.json`, keyed by the CPU model and torch's version), so every
+    process of every run on a machine decides "auto" alike: measured in each process, a
+    loaded machine once chose bfloat16 for one process of a run and float32 for the next."""
+    import fcntl
+    import json
+
+    import torch
+
+    key = f"{cpu_model()} | torch {torch.__version__}"
+    path = cache_dir() / "bf16_speedup.json"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with open(path.with_suffix(".lock"), "a") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)  # one process measures, the others read its value
+        try:
+            known = json.loads(path.read_text())
+        except (OSError, ValueError):
+            known = {}
+        if not isinstance(known, dict):
+            known = {}
+        if key not in known:
+            from rzero.io import write_json_atomic
+
+            known[key] = round(measure_bf16_speedup(), 4)
+            write_json_atomic(path, known)
+        return float(known[key])
 
 
 def generation_dtype(requested: str, device: str = "cpu") -> str:

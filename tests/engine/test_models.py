@@ -115,3 +115,26 @@ def test_a_model_load_silences_only_the_weight_loading_bar(tiny_checkpoint):
     assert isinstance(hf_logging.tqdm(range(3), desc="Loading weights"), hf_logging.EmptyTqdm)
     other = hf_logging.tqdm(range(3), desc="Downloading", disable=True)
     assert not isinstance(other, hf_logging.EmptyTqdm)  # downloads keep their bar
+
+
+def test_the_bf16_decision_is_measured_once_per_machine_and_shared_by_every_process(tmp_path):
+    """ "auto" must not flip between the processes of one run: the first process measures,
+    the cache keeps the value under the CPU model, the next processes read it."""
+    import json
+    import subprocess
+    import sys
+
+    from rzero.engine.models import cpu_model
+
+    env = {**os.environ, "RZERO_CACHE": str(tmp_path)}
+    code = "from rzero.engine.models import bf16_speedup; print(bf16_speedup())"
+    first, second = (
+        subprocess.run(
+            [sys.executable, "-c", code], env=env, capture_output=True, text=True, check=True
+        ).stdout.strip()
+        for _ in range(2)
+    )
+    assert first == second
+    stored = json.loads((tmp_path / "bf16_speedup.json").read_text())
+    (key,) = stored
+    assert key.startswith(cpu_model()) and str(stored[key]) == first
