@@ -23,7 +23,8 @@ import time
 import torch
 
 from rzero.engine.models import DEFAULT_MODEL, generation_dtype, load_model, load_tokenizer
-from rzero.generation.backends import HFGenerator, SamplingParams
+from rzero.generation.backends import HFGenerator
+from rzero.generation.interface import SamplingParams
 from rzero.prompts.solver import solver_chat
 
 QUESTIONS = [

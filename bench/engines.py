@@ -41,7 +41,8 @@ from rzero.engine.models import (
     resolve_model,
 )
 from rzero.evaluation import load_benchmarks
-from rzero.generation.backends import HFGenerator, SamplingParams
+from rzero.generation.backends import HFGenerator
+from rzero.generation.interface import SamplingParams
 from rzero.prompts.solver import solver_chat
 
 FORMS = [

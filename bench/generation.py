@@ -14,7 +14,8 @@ from dataclasses import replace
 import torch
 
 from rzero.engine.models import DEFAULT_MODEL
-from rzero.generation.backends import HFGenerator, SamplingParams
+from rzero.generation.backends import HFGenerator
+from rzero.generation.interface import SamplingParams
 
 PROMPTS = [
     f"Solve step by step: what is {a} times {b} plus {a + b}?"

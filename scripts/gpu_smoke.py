@@ -218,7 +218,8 @@ def main() -> int:
     from rzero.challenger.rewards import ChallengerReward
     from rzero.config import GRPOSection, load_config
     from rzero.engine.models import load_model, load_tokenizer
-    from rzero.generation.backends import HFGenerator, SamplingParams
+    from rzero.generation.backends import HFGenerator
+    from rzero.generation.interface import SamplingParams
     from rzero.labeling.voting import FrozenSolver
     from rzero.prompts.challenger import challenger_chat
     from rzero.prompts.solver import solver_chat

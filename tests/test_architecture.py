@@ -90,3 +90,21 @@ def test_every_system_has_the_same_shape():
         assert {"report.py", "plan.py", "layout.py"} <= present, package
         assert "run.py" in present, package
     assert {system.name for system in SYSTEMS.values()} == set(SYSTEMS)
+
+
+def test_the_sampling_seam_has_one_import_path():
+    """Generator, SamplingParams and the rest of the seam come from
+    `rzero.generation.interface` only, never through a backend."""
+    import re
+
+    seam = re.compile(
+        r"from rzero\.generation\.backends import [^\n]*\b(Generator|SamplingParams|"
+        r"GenerationStats|GenerationError|cut_at_stop)\b"
+    )
+    found = [
+        str(p.relative_to(ROOT))
+        for folder in ("rzero", "tests", "bench", "scripts")
+        for p in (ROOT / folder).rglob("*.py")
+        if seam.search(p.read_text())
+    ]
+    assert found == []

@@ -18,7 +18,7 @@ from rzero.challenger.rewards import ChallengerReward
 from rzero.config import RZeroConfig
 from rzero.engine import distributed
 from rzero.faults import crash_point
-from rzero.generation.backends import Generator, SamplingParams
+from rzero.generation.interface import Generator, SamplingParams
 from rzero.labeling.answers import extract_boxed, extract_question
 from rzero.labeling.voting import FrozenSolver
 from rzero.prompts.challenger import challenger_chat

@@ -64,7 +64,8 @@ def cmd_info(args) -> int:
 def cmd_generate(args) -> int:
     """Sample with the config's engine (generation.backend: hf, vllm or openai servers)."""
     from rzero import preflight
-    from rzero.generation.backends import SamplingParams, make_generator
+    from rzero.generation.backends import make_generator
+    from rzero.generation.interface import SamplingParams
 
     cfg = load_config(args.config, args.overrides)
     preflight.check_engines(cfg)

@@ -50,7 +50,7 @@ from rzero.code.votes import CodeVoter, accuracy_fields, vote_row
 from rzero.config import RZeroConfig
 from rzero.executor.prompts import solver_messages
 from rzero.executor.tasks import CodeTask
-from rzero.generation.backends import SamplingParams
+from rzero.generation.interface import SamplingParams
 from rzero.generation.replicas import frozen_solver as serve_frozen
 from rzero.io import read_jsonl, write_jsonl_atomic
 from rzero.solver.dataset import kept as in_band

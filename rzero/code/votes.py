@@ -24,7 +24,7 @@ from rzero.config import LabelingConfig
 from rzero.executor.parsing import parse_answer
 from rzero.executor.prompts import solver_messages
 from rzero.executor.tasks import CodeTask, canonical
-from rzero.generation.backends import Generator
+from rzero.generation.interface import Generator
 from rzero.labeling.voting import Votes, vote_params
 from rzero.stats import wilson_interval
 

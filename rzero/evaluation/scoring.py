@@ -30,7 +30,7 @@ from tqdm.auto import tqdm
 from rzero.evaluation.general import majority_general, problem_text, score_general
 from rzero.evaluation.loaders import load_benchmarks, split_samples
 from rzero.evaluation.synthetic import Item
-from rzero.generation.backends import Generator, SamplingParams
+from rzero.generation.interface import Generator, SamplingParams
 from rzero.io import write_json_atomic, write_text_atomic
 from rzero.labeling.answers import extract_boxed
 from rzero.labeling.equivalence import Direction, equivalent, equivalent_many

@@ -468,7 +468,8 @@ def _replica_client(cfg: RZeroConfig, urls: list[str], model: str, spec: Replica
 
 @contextmanager
 def _main_solver(cfg: RZeroConfig, checkpoint: str, run_files: Path) -> Iterator[Any]:
-    from rzero.generation.backends import GenerationError, frozen_solver_generator
+    from rzero.generation.backends import frozen_solver_generator
+    from rzero.generation.interface import GenerationError
 
     g = cfg.generation
     if g.solver_replicas == 0:

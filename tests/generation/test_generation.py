@@ -1,8 +1,9 @@
 import pytest
 import torch
 
-from rzero.generation.backends import HFGenerator, OpenAIGenerator, SamplingParams, cut_at_stop
+from rzero.generation.backends import HFGenerator, OpenAIGenerator
 from rzero.generation.decoding import StopCheck, decode
+from rzero.generation.interface import SamplingParams, cut_at_stop
 from rzero.prompts.boxed import first_box_end
 
 
@@ -54,7 +55,7 @@ def test_hf_rejects_zero_samples(hf):
 
 
 def test_openai_generator_needs_a_url():
-    from rzero.generation.backends import GenerationError
+    from rzero.generation.interface import GenerationError
 
     with pytest.raises(GenerationError, match="no base URL"):
         OpenAIGenerator([], "m")
@@ -421,7 +422,7 @@ def test_openai_backend_spreads_requests_over_servers(two_servers):
 
 
 def test_openai_backend_error_names_the_url(refused_port):
-    from rzero.generation.backends import GenerationError
+    from rzero.generation.interface import GenerationError
 
     url = f"http://127.0.0.1:{refused_port}/v1"
     gen = OpenAIGenerator([url], "m", timeout=5, retries=0)

@@ -12,7 +12,8 @@ import subprocess
 import pytest
 from conftest import tiny_llama
 
-from rzero.generation.backends import SamplingParams, VLLMGenerator
+from rzero.generation.backends import VLLMGenerator
+from rzero.generation.interface import SamplingParams
 
 pytestmark = [
     pytest.mark.slow,

@@ -159,7 +159,7 @@ def test_run_dir_with_other_config_is_refused(one_iteration, format_checkpoint):
 def test_dead_solver_server_fails_the_phase_naming_the_url(
     format_checkpoint, tmp_path, refused_port
 ):
-    from rzero.generation.backends import GenerationError
+    from rzero.generation.interface import GenerationError
 
     urls = tmp_path / "urls.txt"
     url = f"http://127.0.0.1:{refused_port}/v1"  # nothing listens there
