@@ -12,6 +12,7 @@ reports (what every report shares); cli (`rzero`).
 Modules at the root:
 
     ablation.py   `rzero ablate`: a recipe's variants as resumable runs, compared
+    rewards.py    R-Zero's rewards as TRL reward functions, for your own GRPOTrainer
     preflight.py  what a run reads from outside its config, checked before anything is written
     render.py     Markdown and HTML tables and pages, figures: written once
     stats.py      the interval arithmetic every report uses
