@@ -174,7 +174,8 @@ class FormattedChallengerReward:
         self.substituted = 0
 
     def __call__(self, prompts, completions, **kwargs):
-        from rzero.labeling.answers import completion_text, extract_boxed, extract_question
+        from rzero.labeling.answers import extract_boxed, extract_question
+        from rzero.prompts.chat import completion_text
 
         fixed = []
         for c in completions:
