@@ -112,15 +112,22 @@ _SPACE_WORDS = re.compile(
 )
 
 
-def space_error(exc: BaseException) -> str | None:
-    """What ran out, when `exc` (or an exception it was raised from) is a failed write for
-    want of space; None otherwise."""
+def exception_chain(exc: BaseException | None):
+    """`exc` and the exceptions it was raised from (`__cause__`, else `__context__`)."""
     seen = set()
     while exc is not None and id(exc) not in seen:
         seen.add(id(exc))
-        if isinstance(exc, OSError) and exc.errno in _SPACE:
-            return _SPACE[exc.errno]
-        text = str(exc)
+        yield exc
+        exc = exc.__cause__ or exc.__context__
+
+
+def space_error(exc: BaseException) -> str | None:
+    """What ran out, when `exc` (or an exception it was raised from) is a failed write for
+    want of space; None otherwise."""
+    for link in exception_chain(exc):
+        if isinstance(link, OSError) and link.errno in _SPACE:
+            return _SPACE[link.errno]
+        text = str(link)
         if (m := _SPACE_WORDS.search(text)) is not None:
             word = m.group(0)
             if word in ("File too large", "FileTooLarge", "os error 27"):
@@ -128,7 +135,6 @@ def space_error(exc: BaseException) -> str | None:
             if word in ("Disk quota", "os error 122"):
                 return _SPACE[errno.EDQUOT]
             return _SPACE[errno.ENOSPC]
-        exc = exc.__cause__ or exc.__context__
     return None
 
 

@@ -29,7 +29,7 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from rzero.challenger.repetition import repetition_penalties
-from rzero.challenger.rewards import challenger_rewards, uncertainty_reward
+from rzero.challenger.rewards import challenger_rewards, format_gate, uncertainty_reward
 from rzero.config import LabelingConfig
 from rzero.generation.interface import Generator
 from rzero.labeling.answers import extract_boxed, extract_question
@@ -88,11 +88,7 @@ def _questions(completions: list, *, need_answer: bool = True) -> list[str | Non
     for c in completions:
         text = completion_text(c)
         q = extract_question(text)
-        ok = (
-            q is not None
-            and q.strip() != ""
-            and (extract_boxed(text) is not None or not need_answer)
-        )
+        ok = format_gate(q, extract_boxed(text), need_answer=need_answer) and q.strip() != ""
         out.append(q if ok else None)
     return out
 

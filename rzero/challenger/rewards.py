@@ -185,6 +185,14 @@ def uncertainty_reward(
     raise ValueError(f"form must be one of {_FORMS}, got {form!r}")
 
 
+def format_gate(question: str | None, own_answer: str | None, *, need_answer: bool = True) -> bool:
+    """R-Zero's format check of one challenger completion: a ``<question>…</question>``
+    and, with `need_answer` (this project's default, ``challenger.format_gate:
+    tags_and_answer``), a boxed answer of its own; the paper's check and the official code
+    need only the tags."""
+    return question is not None and (own_answer is not None or not need_answer)
+
+
 @dataclass(frozen=True)
 class RewardParts:
     """One completion's reward and what it was made of (for logging)."""
@@ -331,13 +339,11 @@ class ChallengerReward:
         c = self.cfg
         questions = [extract_question(t) for t in texts]
         own_answers = [extract_boxed(t) for t in texts]
-        # the format gate: this project's default also needs the challenger's own boxed
-        # answer; the paper's check and the official code need only the tags
         need_answer = c.format_gate == "tags_and_answer"
         valid_idx = [
             i
             for i, (q, a) in enumerate(zip(questions, own_answers, strict=True))
-            if q is not None and (a is not None or not need_answer)
+            if format_gate(q, a, need_answer=need_answer)
         ]
         answers, votes = self.solver.vote(
             [questions[i] for i in valid_idx],

@@ -241,9 +241,9 @@ def build_parser() -> argparse.ArgumentParser:
     from rzero.cli.systems import SYSTEMS
 
     choices = "; ".join(
-        f"{', '.join(sys.variants)} (a {task} recipe; default {','.join(sys.default_variants)})"
-        for task, sys in SYSTEMS.items()
-        if sys.variants
+        f"{', '.join(system.variants)} (a {task} recipe; default {','.join(system.default_variants)})"
+        for task, system in SYSTEMS.items()
+        if system.variants
     )
 
     p = command(

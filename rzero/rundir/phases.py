@@ -29,7 +29,7 @@ from rzero.engine import distributed, trackers
 from rzero.engine.models import compute_dtypes
 from rzero.faults import crash_point
 from rzero.generation.backends import make_generator
-from rzero.io import disk_full
+from rzero.io import disk_full, exception_chain
 from rzero.rundir.folder import RunDir
 
 Hook = Callable[[int, str, dict[str, Any]], Any]
@@ -226,10 +226,7 @@ def peak_rss_gib() -> float | None:
 
 def _filename(exc: BaseException) -> str | None:
     """The file an OSError in `exc`'s chain names, if any."""
-    seen = set()
-    while exc is not None and id(exc) not in seen:
-        seen.add(id(exc))
-        if isinstance(exc, OSError) and exc.filename:
-            return str(exc.filename)
-        exc = exc.__cause__ or exc.__context__
+    for link in exception_chain(exc):
+        if isinstance(link, OSError) and link.filename:
+            return str(link.filename)
     return None
