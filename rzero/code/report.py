@@ -17,9 +17,17 @@ from typing import Any
 from rzero.config import RZeroConfig
 from rzero.executor.tasks import CodeTask, call_text
 from rzero.io import write_text_atomic
-from rzero.render import heading, html_page, html_table, markdown_table, preformatted
+from rzero.render import (
+    errorbar_png,
+    figure,
+    heading,
+    html_page,
+    html_table,
+    markdown_table,
+    preformatted,
+)
 from rzero.reports import committed, phase_times, write_metrics
-from rzero.reports.cells import audit_link
+from rzero.reports.cells import audit_link, update_panel
 from rzero.rundir import RunDir
 
 Table = tuple[str, list[str], list[list[Any]]]
@@ -336,6 +344,18 @@ def render_html(run: RunDir, cfg: RZeroConfig) -> str:
     # the intro's Markdown list items as plain paragraphs (no bullets or backticks in HTML)
     parts: list[Any] = [line.removeprefix("- ").replace("`", "") for line in _intro(run, cfg)]
     parts += audit_link(run)
+    parts.append(
+        figure(
+            errorbar_png(
+                [
+                    update_panel(run, "challenger", "proposer: reward per update"),
+                    update_panel(run, "solver", "solver: reward per update"),
+                ]
+            ),
+            "TRL's log of every update: the mean reward (solid) and the share of groups whose "
+            "answers all scored alike (dotted), which carry no gradient.",
+        )
+    )
     for name, header, rows in tables:
         parts += [heading(name), html_table(header, rows) if rows else "(none yet)"]
     if examples:

@@ -8,7 +8,7 @@ import json
 from collections.abc import Sequence
 from typing import Any
 
-from rzero.render import Html, link
+from rzero.render import Html, Panel, Series, link
 from rzero.reports import committed
 from rzero.rundir import RunDir
 
@@ -85,3 +85,36 @@ def audit_link(run: RunDir) -> list[Html]:
             f"{link('audit/report.html', 'audit/report.html')}</p>"
         )
     ]
+
+
+def update_panel(run: RunDir, phase: str, title: str) -> Panel:
+    """TRL's log of every optimiser update of a GRPO phase (the markers' ``updates``), over
+    the run's iterations in turn: the mean reward and the share of groups whose answers all
+    scored alike (``frac_reward_zero_std``, which carry no gradient). The axis reaches
+    below 0 when a reward does (a format penalty)."""
+    series, start, lowest = [], 0, 0.0
+    for k in run.trained_iterations():
+        log = (run.marker(k, phase) or {}).get("updates", [])
+        x = [start + i + 1 for i in range(len(log))]
+        start += len(log)
+        if not log:
+            continue
+        reward = [r.get("reward", 0.0) for r in log]
+        lowest = min(lowest, *reward)
+        series.append(Series(f"iteration {k}: reward", x, reward, fmt="o-"))
+        series.append(
+            Series(
+                f"iteration {k}: groups with no reward variance",
+                x,
+                [r.get("frac_reward_zero_std", 0.0) for r in log],
+                fmt="x:",
+            )
+        )
+    return Panel(
+        title,
+        "update",
+        "mean reward / share",
+        series,
+        ylim=(min(0.0, lowest - 0.05), 1.05),
+        empty_text=f"the {phase} phase did not train",
+    )

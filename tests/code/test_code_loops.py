@@ -343,7 +343,12 @@ def test_azr_report_has_the_per_type_table(azr_run):
     assert "## Per iteration and task type" in report
     for kind in ("deduction", "abduction", "induction"):
         assert f"| 2 | {kind} |" in report
-    assert "<script" not in (azr_run / "report.html").read_text()
+    page = (azr_run / "report.html").read_text()
+    assert "<script" not in page
+    # TRL's log of every update of both GRPO phases, drawn (an inlined PNG)
+    assert "TRL&#x27;s log of every update" in page or "TRL's log of every update" in page
+    assert page.count("data:image/png;base64,") >= 1
+    assert len(RunDir(azr_run).marker(2, "solver")["updates"]) > 0
 
 
 # -- config ---------------------------------------------------------------------------------
