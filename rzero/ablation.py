@@ -128,5 +128,5 @@ def _ablate(
         return system.summary([out_dir / v for v in configs], out_dir)
 
     # -- one table over all of them
-    paths = compare([out_dir / v for v in configs], out_dir)
+    paths = compare([out_dir / v for v in configs], system.name, out_dir)
     return paths["md"]

@@ -23,29 +23,30 @@ def check(cfg: RZeroConfig) -> None:
     from rzero.prompts.challenger import challenger_chat
     from rzero.prompts.solver import solver_chat
 
-    for key, build in (
-        ("challenger.prompt_file", lambda: challenger_chat(cfg.challenger.prompt_file)),
-        ("solver.prompt_file", lambda: solver_chat("1 + 1 = ?", cfg.solver.prompt_file)),
-    ):
-        path = getattr(cfg, key.split(".")[0]).prompt_file
+    roles = [r for r in (cfg.challenger, cfg.solver) if r is not None]
+    builds = {
+        "challenger": lambda: challenger_chat(cfg.challenger.prompt_file),
+        "solver": lambda: solver_chat("1 + 1 = ?", cfg.solver.prompt_file),
+    }
+    for role in roles:
         try:
-            build()
+            builds[role.section]()
         except (OSError, ValueError) as exc:
             raise ConfigError(
-                f"{key}={path!r}: {exc}; point it at a prompt file in the "
-                f"format of rzero/prompts/templates.py"
+                f"{role.section}.prompt_file={role.prompt_file!r}: {exc}; point it at a "
+                f"prompt file in the format of rzero/prompts/templates.py"
             ) from None
-    for role in (cfg.challenger, cfg.solver):
+    for role in roles:
         if role.lora and importlib.util.find_spec("peft") is None:
             raise ConfigError(
                 f"{role.section}.lora={role.lora!r}: LoRA trains through peft, "
                 "which is not installed; `make setup EXTRAS=peft` (or `pip "
                 "install 'rzero[peft]'`), or drop the lora mapping"
             )
-    if cfg.challenger.trl or cfg.solver.trl:
+    if any(role.trl for role in roles):
         from rzero.training.grpo import check_trl_options  # imports torch: only when needed
 
-        for role in (cfg.challenger, cfg.solver):
+        for role in roles:
             check_trl_options(role)
 
 
@@ -141,7 +142,7 @@ def check_launch(cfg: RZeroConfig, machine_rank: int, port: int) -> None:
                     f"config {ds_file!r}, which is not JSON: {exc}"
                 ) from None
             stage = (ds.get("zero_optimization") or {}).get("stage", stage)
-        lora = [r.section for r in (cfg.challenger, cfg.solver) if r.lora]
+        lora = [r.section for r in (cfg.challenger, cfg.solver) if r is not None and r.lora]
         if stage == 3 and lora:
             raise ConfigError(
                 f"{lora[0]}.lora with run.accelerate_config={str(path)!r} "

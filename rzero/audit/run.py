@@ -264,13 +264,13 @@ def audit_run(
     run = run_dir if isinstance(run_dir, RunDir) else RunDir(run_dir)
     if not run.path.is_dir():
         raise FileNotFoundError(f"audit: run directory {str(run.path)!r} does not exist")
+    if run.config().audit is None:
+        raise ConfigError(
+            f"{run.path}: its system has no pseudo-labels to audit (its config has no "
+            "audit section)"
+        )
     if cfg.judge == "executor":  # a rzero_code run: every label checked exactly
         return audit_with_executor(run)
-    if run.config().run.task == "azr":
-        raise ConfigError(
-            f"{run.path} is an Absolute Zero run: its rewards are the executor's "
-            "verdicts and there are no pseudo-labels to audit"
-        )
     items = select_items(run, cfg.per_step, cfg.seed)
     if not items:
         log.warning(

@@ -191,7 +191,15 @@ def cmd_audit(args) -> int:
     if not saved.is_file():
         print(f"error: {run_dir} is not a run directory (no config.yaml)", file=sys.stderr)
         return 2
-    cfg = load_config(saved, args.overrides)
+    cfg = load_config(saved, args.overrides, run_folder=True)
+    if cfg.audit is None:
+        print(
+            f"error: {run_dir} is a run.task={cfg.run.task!r} run, which has no audit "
+            "section: its rewards come from the truth, an executor or a game's rules, "
+            "not from pseudo-labels a judge could audit",
+            file=sys.stderr,
+        )
+        return 2
     with RunLock(run_dir):  # it writes RUN_DIR/audit/ and the report: one writer at a time
         return audit(args, run_dir, cfg)
 
@@ -324,7 +332,7 @@ def cmd_eval(args) -> int:
             temperature=args.temperature,
             seed=pick(args.seed, cfg.run.seed),
             batch=batch,
-            prompt_path=pick(args.prompt, cfg.solver.prompt_file),
+            prompt_path=pick(args.prompt, cfg.solver.prompt_file if cfg.solver else None),
             direction=cfg.labeling.equivalence,
         )
     finally:
@@ -358,12 +366,17 @@ def cmd_ablate(args) -> int:
 
 
 def cmd_compare(args) -> int:
+    from rzero.cli.systems import system_of
     from rzero.io import DamagedFileError
     from rzero.reports.comparison import CompareError, compare, printed_summary
+    from rzero.rundir import RunDir
 
     try:
-        paths = compare(args.run_dirs, args.out)
-    except (CompareError, DamagedFileError) as exc:
+        # the runs' system, read from the first (a mixed list is refused by `compare`)
+        first = RunDir(args.run_dirs[0]).config() if args.run_dirs else None
+        system = system_of(first).name if first is not None else "math"
+        paths = compare(args.run_dirs, system, args.out)
+    except (CompareError, DamagedFileError, ConfigError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
     print(printed_summary(paths["md"]), end="")

@@ -94,57 +94,101 @@ def fingerprinted(key: str) -> bool:
     return key not in NOT_FINGERPRINTED and f"{key.split('.')[0]}.*" not in NOT_FINGERPRINTED
 
 
+# the sections every system reads (the grader's settings are labeling's), then each task's
+# own: a recipe holds only its task's (`run.task`), and `rzero config --fields --task T`
+# lists them
+SHARED_SECTIONS = ("model", "generation", "labeling", "eval", "watch", "run")
+TASK_SECTIONS = {
+    "math": ("roles", "challenger", "solver", "audit"),
+    "rzero_code": ("roles", "challenger", "solver", "audit", "code"),
+    "azr": ("roles", "challenger", "solver", "code"),
+    "solver": ("solver", "solver_task"),
+    "spin": ("spin",),
+    "spag": ("spag",),
+}
+# each section's defaults (the roles' default budgets are the tiny loop's)
+SECTION_DEFAULTS: dict[str, Any] = {
+    "model": ModelConfig,
+    "roles": RolesConfig,
+    "challenger": lambda: ChallengerConfig(steps=5, group_size=4),
+    "solver": lambda: SolverConfig(steps=15, group_size=5),
+    "labeling": LabelingConfig,
+    "generation": GenerationConfig,
+    "audit": AuditConfig,
+    "eval": EvalConfig,
+    "watch": WatchConfig,
+    "code": CodeConfig,
+    "spin": SpinConfig,
+    "spag": SpagConfig,
+    "solver_task": SolverTaskConfig,
+    "run": RunConfig,
+}
+
+
 @dataclass(frozen=True)
 class RZeroConfig:
+    """One run's config: the shared sections, and the sections of its task (`run.task`,
+    `TASK_SECTIONS`); another task's section is None, and one given is an error naming the
+    task. A task's section left out takes its defaults."""
+
     model: ModelConfig = field(default_factory=ModelConfig)
-    roles: RolesConfig = field(default_factory=RolesConfig)
-    challenger: ChallengerConfig = field(
-        default_factory=lambda: ChallengerConfig(steps=5, group_size=4)
-    )
-    solver: SolverConfig = field(default_factory=lambda: SolverConfig(steps=15, group_size=5))
+    roles: RolesConfig | None = None
+    challenger: ChallengerConfig | None = None
+    solver: SolverConfig | None = None
     labeling: LabelingConfig = field(default_factory=LabelingConfig)
     generation: GenerationConfig = field(default_factory=GenerationConfig)
-    audit: AuditConfig = field(default_factory=AuditConfig)
+    audit: AuditConfig | None = None
     eval: EvalConfig = field(default_factory=EvalConfig)
     watch: WatchConfig = field(default_factory=WatchConfig)
-    code: CodeConfig = field(default_factory=CodeConfig)
-    spin: SpinConfig = field(default_factory=SpinConfig)
-    spag: SpagConfig = field(default_factory=SpagConfig)
-    solver_task: SolverTaskConfig = field(default_factory=SolverTaskConfig)
+    code: CodeConfig | None = None
+    spin: SpinConfig | None = None
+    spag: SpagConfig | None = None
+    solver_task: SolverTaskConfig | None = None
     run: RunConfig = field(default_factory=RunConfig)
 
+    @property
+    def sections(self) -> tuple[str, ...]:
+        """The names of the sections this run has, in the config's order."""
+        return tuple(f.name for f in dataclasses.fields(self) if getattr(self, f.name) is not None)
+
     def to_dict(self) -> dict[str, Any]:
-        return dataclasses.asdict(self)
+        return {name: dataclasses.asdict(getattr(self, name)) for name in self.sections}
 
     def to_yaml(self) -> str:
         return yaml.safe_dump(self.to_dict(), sort_keys=False)
 
     def fingerprint(self, ignore: tuple[str, ...] = NOT_FINGERPRINTED) -> str:
         """Hash of everything that changes what a run computes (not where it is written,
-        how it is checked or watched, or where its metrics go). `ignore`: `section.key` or
-        `section.*`."""
+        how it is checked or watched, or where its metrics go): the sections the run has.
+        `ignore`: `section.key` or `section.*`."""
+        return _hash(self.to_dict(), ignore)
+
+    def legacy_fingerprint(self, ignore: tuple[str, ...] = NOT_FINGERPRINTED) -> str:
+        """The fingerprint a run folder's markers hold when an earlier rzero, whose configs
+        carried every section, wrote them: the sections of the math loop and the code tier
+        at their defaults where this task has none (with the audit off, which those tasks
+        had to set), and the run's own of spin, spag and solver_task. `RunDir.prepare`
+        accepts either, so such a folder resumes."""
         d = self.to_dict()
-        for task, section in (("spin", "spin"), ("spag", "spag"), ("solver", "solver_task")):
-            if d["run"]["task"] != task:
-                # the section of another task changes nothing, and runs made before it
-                # existed keep their fingerprint
-                d.pop(section)
-        defaults = RZeroConfig().to_dict()
-        for key in FINGERPRINTED_WHEN_SET:
-            section, name = key.split(".")
-            if d[section][name] == defaults[section][name]:
-                d[section].pop(name)
-        for key in ignore:
-            section, name = key.split(".")
-            if name == "*":
-                d.pop(section, None)
-            else:
-                d[section].pop(name, None)
-        return hashlib.sha256(json.dumps(d, sort_keys=True).encode()).hexdigest()[:16]
+        for name in ("roles", "challenger", "solver", "audit", "code"):
+            if name not in d:
+                d[name] = dataclasses.asdict(SECTION_DEFAULTS[name]())
+                if name == "audit":
+                    d[name]["enabled"] = False
+        return _hash(d, ignore)
 
     def __post_init__(self) -> None:
+        task = self.run.task if isinstance(self.run, RunConfig) else None
+        own = set(SHARED_SECTIONS) | set(TASK_SECTIONS.get(task, ()))
         for f in dataclasses.fields(self):
-            if not isinstance(getattr(self, f.name), _sections()[f.name]):
+            value = getattr(self, f.name)
+            if value is None and f.name in own:
+                object.__setattr__(self, f.name, value := SECTION_DEFAULTS[f.name]())
+            if value is None:
+                continue
+            if f.name not in own:
+                raise ConfigError(foreign_section(f.name, task))
+            if not isinstance(value, _sections()[f.name]):
                 raise ConfigError(f"{f.name}: expected a {_sections()[f.name].__name__}")
         shared = set(self.run.train_gpus) & set(self.generation.solver_gpus)
         if shared and self.generation.solver_replicas > 0:
@@ -162,27 +206,68 @@ class RZeroConfig:
             )
         check_code_tier(self)
         for role in (self.challenger, self.solver):
+            if role is None:
+                continue
             try:
                 role_schedule(role, self.run.training_processes)
             except ValueError as exc:
                 raise ConfigError(str(exc)) from None
 
 
+def foreign_section(name: str, task: str | None) -> str:
+    """The error for a section `name` in a recipe of `task`, which has none."""
+    own = ", ".join(sections_for(task)) if task in TASK_SECTIONS else "?"
+    return (
+        f"{name}: a run.task={task!r} recipe has no {name} section (its sections: {own}); "
+        f"remove it, or set run.task to a task that reads it"
+    )
+
+
+def _hash(d: dict[str, Any], ignore: tuple[str, ...]) -> str:
+    """The fingerprint of a config's mapping `d` (changed in place): the fields added after
+    run folders existed only where set away from their default, less `ignore`."""
+    for key in FINGERPRINTED_WHEN_SET:
+        section, name = key.split(".")
+        if section in d and d[section][name] == getattr(SECTION_DEFAULTS[section](), name):
+            d[section].pop(name)
+    for key in ignore:
+        section, name = key.split(".")
+        if name == "*":
+            d.pop(section, None)
+        elif section in d:
+            d[section].pop(name, None)
+    return hashlib.sha256(json.dumps(d, sort_keys=True).encode()).hexdigest()[:16]
+
+
 def _sections() -> dict[str, type]:
     hints = typing.get_type_hints(RZeroConfig)
-    return {f.name: hints[f.name] for f in dataclasses.fields(RZeroConfig)}
+    return {
+        f.name: next(
+            t for t in typing.get_args(hints[f.name]) or (hints[f.name],) if t is not type(None)
+        )
+        for f in dataclasses.fields(RZeroConfig)
+    }
 
 
-def _build(raw: dict[str, Any]) -> RZeroConfig:
+def _build(raw: dict[str, Any], run_folder: bool = False) -> RZeroConfig:
+    """The config of a recipe's mapping `raw`. `run_folder`: `raw` is a run folder's config.yaml,
+    where an earlier rzero wrote every section: another task's are dropped there."""
     sections = _sections()
     if not isinstance(raw, dict):
         raise ConfigError(f"config: expected a mapping of sections, got {type(raw).__name__}")
+    task = (
+        (raw.get("run") or {}).get("task", RunConfig().task)
+        if isinstance(raw.get("run") or {}, dict)
+        else None
+    )
     built = {}
     for name, value in raw.items():
         if name not in sections:
             raise ConfigError(
                 f"{name}: unknown section; allowed sections are {', '.join(sections)}"
             )
+        if run_folder and task in TASK_SECTIONS and name not in sections_for(task):
+            continue
         if value is None:
             value = {}
         if not isinstance(value, dict):
@@ -193,10 +278,7 @@ def _build(raw: dict[str, Any]) -> RZeroConfig:
                 raise ConfigError(
                     f"{name}.{key}: unknown key; allowed keys in '{name}' are {', '.join(allowed)}"
                 )
-        defaults = {
-            f.name: getattr(_DEFAULTS, name).__dict__[f.name]
-            for f in dataclasses.fields(sections[name])
-        }
+        defaults = SECTION_DEFAULTS[name]().__dict__
         built[name] = sections[name](**{**defaults, **value})
     return RZeroConfig(**built)
 
@@ -243,7 +325,7 @@ def apply_override(raw: dict[str, Any], text: str) -> None:
     fields = raw[section]
     if not isinstance(fields, dict):
         raise ConfigError(f"{section}: expected a mapping of fields")
-    defaults = getattr(_DEFAULTS, section, None)
+    defaults = SECTION_DEFAULTS[section]() if section in SECTION_DEFAULTS else None
     current = fields[key] if key in fields else getattr(defaults, key, None)
     if path:
         fields[key] = _set_below(current, path, value, replace, [section, key], text)
@@ -271,9 +353,14 @@ def _set_below(
     return {**mapping, head: entry}
 
 
-def load_config(path: str | Path | None = None, overrides: list[str] | None = None) -> RZeroConfig:
+def load_config(
+    path: str | Path | None = None,
+    overrides: list[str] | None = None,
+    run_folder: bool = False,
+) -> RZeroConfig:
     """Read a YAML recipe (or the defaults), apply `--set` overrides (`apply_override`: a
-    mapping merges into the recipe's, `:=` replaces), validate."""
+    mapping merges into the recipe's, `:=` replaces), validate. `run_folder`: `path` is a
+    run folder's config.yaml (`_build`)."""
     raw: dict[str, Any] = {}
     if path is not None:
         path = Path(path)
@@ -287,24 +374,13 @@ def load_config(path: str | Path | None = None, overrides: list[str] | None = No
             raise ConfigError(f"config file {str(path)!r}: expected a mapping of sections")
     for text in overrides or []:
         apply_override(raw, text)
-    return _build(raw)
+    return _build(raw, run_folder)
 
 
-def config_from_dict(raw: dict[str, Any]) -> RZeroConfig:
-    return _build(raw)
-
-
-# the sections every system reads (the grader's settings are labeling's), then each task's
-# own: what `rzero config --fields --task T` lists
-SHARED_SECTIONS = ("model", "generation", "labeling", "eval", "watch", "run")
-TASK_SECTIONS = {
-    "math": ("roles", "challenger", "solver", "audit"),
-    "rzero_code": ("roles", "challenger", "solver", "audit", "code"),
-    "azr": ("roles", "challenger", "solver", "code"),
-    "solver": ("solver", "solver_task"),
-    "spin": ("spin",),
-    "spag": ("spag",),
-}
+def config_from_dict(raw: dict[str, Any], run_folder: bool = False) -> RZeroConfig:
+    """The config of a mapping of sections; `run_folder`: a run folder's config.yaml
+    (`_build`)."""
+    return _build(raw, run_folder)
 
 
 def sections_for(task: str) -> tuple[str, ...]:
@@ -324,7 +400,7 @@ def describe_fields(task: str | None = None) -> list[tuple[str, str, Any, str]]:
         if name not in names:
             continue
         hints = typing.get_type_hints(cls)
-        default = getattr(_DEFAULTS, name)
+        default = SECTION_DEFAULTS[name]()
         for f in dataclasses.fields(cls):
             rows.append(
                 (
@@ -341,7 +417,7 @@ def check_code_tier(cfg) -> None:
     """What `run.task` allows of the other sections of a run config `cfg` (rzero.code);
     ConfigError naming the field and the fix otherwise."""
     task = cfg.run.task
-    if (cfg.audit.judge == "executor") != (task == "rzero_code"):
+    if cfg.audit is not None and (cfg.audit.judge == "executor") != (task == "rzero_code"):
         fix = "executor" if task == "rzero_code" else "model"
         raise ConfigError(
             f"audit.judge={cfg.audit.judge!r} with run.task={task!r}: only "
@@ -350,19 +426,13 @@ def check_code_tier(cfg) -> None:
         )
     if task == "math":
         return
-    if task == "solver" and cfg.audit.enabled:
-        raise ConfigError(
-            "audit.enabled=true: the solver task's labels are recorded against "
-            "the known answers (labelled.jsonl), there is no judge audit; set "
-            "it to false"
-        )
     if cfg.run.training_processes > 1:
         raise ConfigError(
             f"run.train_gpus={cfg.run.train_gpus!r}, run.cpu_processes="
             f"{cfg.run.cpu_processes}: run.task={task!r} trains in one process; "
             f"leave run.train_gpus empty, cpu_processes and num_machines 1"
         )
-    for role in ("challenger", "solver") if task != "solver" else ():
+    for role in ("challenger", "solver") if task in ("rzero_code", "azr") else ():
         if getattr(cfg, role).prompt_file is not None:
             raise ConfigError(
                 f"{role}.prompt_file: run.task={task!r} uses the code "
@@ -373,21 +443,3 @@ def check_code_tier(cfg) -> None:
             "roles.train_challenger=false: AZR's tasks are the proposer "
             "phase's own rollouts; set it to true"
         )
-    if task == "spag" and cfg.audit.enabled:
-        raise ConfigError(
-            "audit.enabled=true: SPAG's outcomes come from the game's rules, "
-            "there are no pseudo-labels to audit; set it to false"
-        )
-    if task == "spin" and cfg.audit.enabled:
-        raise ConfigError(
-            "audit.enabled=true: SPIN's data answers come from its SFT set, "
-            "there are no pseudo-labels to audit; set it to false"
-        )
-    if task == "azr" and cfg.audit.enabled:
-        raise ConfigError(
-            "audit.enabled=true: AZR's rewards are the executor's verdicts, "
-            "there are no pseudo-labels to audit; set it to false"
-        )
-
-
-_DEFAULTS = RZeroConfig()

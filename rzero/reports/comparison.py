@@ -147,8 +147,9 @@ def _cell(run: dict[str, Any], k: int) -> dict[str, Any]:
     return out
 
 
-def build_comparison(run_dirs: list[str | Path]) -> dict[str, Any]:
-    """The comparison as one JSON-able dict (what comparison.json holds)."""
+def build_comparison(run_dirs: list[str | Path], system: str) -> dict[str, Any]:
+    """The comparison as one JSON-able dict (what comparison.json holds) of runs of the
+    system named `system` (its layout's name)."""
     paths = [Path(p) for p in run_dirs]
     if not paths:
         raise CompareError("compare: give at least one run directory")
@@ -157,6 +158,12 @@ def build_comparison(run_dirs: list[str | Path]) -> dict[str, Any]:
         raise CompareError("compare: the same run directory is given twice")
     runs = [_load_run(p) for p in paths]
     names = _names(resolved)
+    kinds = {r["cfg"].sections for r in runs}
+    if len(kinds) > 1:
+        raise CompareError(
+            "compare: the runs are of different systems (their configs have different "
+            f"sections: {' / '.join(', '.join(k) for k in kinds)}); compare runs of one system"
+        )
 
     flat = [_flatten(r["raw"]) for r in runs]
     keys = sorted(set().union(*flat) - {"run.output_dir"})
@@ -173,21 +180,22 @@ def build_comparison(run_dirs: list[str | Path]) -> dict[str, Any]:
             {
                 "iteration": k,
                 "solver_step": {
-                    n: k * r["cfg"].solver.steps for n, r in zip(names, runs, strict=True)
+                    n: k * r["cfg"].solver.steps if r["cfg"].solver else k
+                    for n, r in zip(names, runs, strict=True)
                 },
                 "variants": {n: _cell(r, k) for n, r in zip(names, runs, strict=True)},
             }
         )
     first = runs[0]["cfg"]
     return {
-        "task": first.run.task,
+        "system": system,
         "runs": [
             {
                 "name": n,
                 "path": str(r["path"]),
-                "shared": r["cfg"].roles.shared,
+                "shared": r["cfg"].roles.shared if r["cfg"].roles else None,
                 "iterations": r["cfg"].run.iterations,
-                "solver_steps": r["cfg"].solver.steps,
+                "solver_steps": r["cfg"].solver.steps if r["cfg"].solver else None,
                 "audit": (
                     {
                         "report": str(r["path"] / "audit" / "report.json"),
@@ -218,9 +226,12 @@ def build_comparison(run_dirs: list[str | Path]) -> dict[str, Any]:
 # ---------------------------------------------------------------- rendering
 
 
-def compare(run_dirs: list[str | Path], out_dir: str | Path | None = None) -> dict[str, Path]:
-    """Write comparison.{md,html,json,png} (default: into the run dirs' common parent)."""
-    comp = build_comparison(run_dirs)
+def compare(
+    run_dirs: list[str | Path], system: str, out_dir: str | Path | None = None
+) -> dict[str, Path]:
+    """Write comparison.{md,html,json,png} of runs of the system `system` (its layout's
+    name; default: into the run dirs' common parent)."""
+    comp = build_comparison(run_dirs, system)
     if out_dir is None:
         out_dir = os.path.commonpath([str(Path(p).resolve().parent) for p in run_dirs])
         if Path(out_dir) == Path(out_dir).parent:

@@ -60,11 +60,11 @@ def _value(v: Any) -> str:
     return json.dumps(v, ensure_ascii=False)
 
 
-SYMMETRIC = {"spin": "SPIN", "spag": "SPAG"}  # run.task -> name; no challenger, no labels
+SYMMETRIC = {"spin": "SPIN", "spag": "SPAG"}  # system -> name; no challenger, no labels
 
 
 def _symmetric(comp: dict[str, Any]) -> bool:
-    return comp.get("task") in SYMMETRIC
+    return comp.get("system") in SYMMETRIC
 
 
 def _differences(comp: dict[str, Any]) -> list[tuple[str, list[str], list[list[str]]]]:
@@ -85,7 +85,7 @@ def _differences(comp: dict[str, Any]) -> list[tuple[str, list[str], list[list[s
 
 
 def _title(comp: dict[str, Any]) -> str:
-    return f"{SYMMETRIC.get(comp.get('task'), 'R-Zero')} ablation: comparison"
+    return f"{SYMMETRIC.get(comp.get('system'), 'R-Zero')} ablation: comparison"
 
 
 def _caption(comp: dict[str, Any]) -> str:
@@ -177,7 +177,7 @@ def _header_lines(comp: dict[str, Any]) -> list[str]:
         + ".",
     ]
     if _symmetric(comp):
-        unit = "epoch" if comp["task"] == "spag" else "iteration"
+        unit = "epoch" if comp["system"] == "spag" else "iteration"
         lines.append(
             f"Eval avg: the evaluation average (pass@1, %) of the model after that "
             f"{unit}; iteration 0 is the base model."

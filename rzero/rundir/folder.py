@@ -171,7 +171,7 @@ class RunDir:
                 f"{saved}: not valid YAML ({exc}); restore it or rerun with --fresh"
             ) from None
         try:
-            return config_from_dict(raw)
+            return config_from_dict(raw, run_folder=True)
         except ConfigError as exc:
             raise ConfigError(f"{saved}: {exc}") from None
 
@@ -193,21 +193,25 @@ class RunDir:
         if saved.is_file():
             old = self.config()
             if old.fingerprint() != cfg.fingerprint():
+                before, after = old.to_dict(), cfg.to_dict()
                 changed = [
                     f"{s}.{k}"
-                    for s, sec in cfg.to_dict().items()
-                    for k, v in sec.items()
-                    if old.to_dict()[s][k] != v and fingerprinted(f"{s}.{k}")
+                    for s in dict.fromkeys([*before, *after])
+                    for k in dict.fromkeys([*before.get(s, {}), *after.get(s, {})])
+                    if before.get(s, {}).get(k) != after.get(s, {}).get(k)
+                    and fingerprinted(f"{s}.{k}")
                 ]
                 raise RunDirConflict(
                     f"{self.path} holds a run made with a different config (changed: "
                     f"{', '.join(changed) or 'unknown'}); use another RUN_DIR, or pass "
                     f"--fresh to delete it and start over"
                 )
+        # a marker an earlier rzero wrote holds the fingerprint of its every-section config
+        accepted = (None, cfg.fingerprint(), cfg.legacy_fingerprint())
         for k in self.iterations():
             for phase in self.layout.phases:
                 m = self.marker(k, phase)
-                if m is not None and m.get("fingerprint") not in (None, cfg.fingerprint()):
+                if m is not None and m.get("fingerprint") not in accepted:
                     raise RunDirConflict(
                         f"{self.marker_path(k, phase)} was committed by a run with a different "
                         f"config (fingerprint {m['fingerprint']}, this config "

@@ -226,9 +226,11 @@ def test_every_config_field_is_read_somewhere():
 
     root = Path(rzero.__file__).parent
     source = "\n".join(p.read_text() for p in root.rglob("*.py") if p.name != "schema.py")
+    from rzero.config.schema import SECTION_DEFAULTS
+
     unread = []
     for section in dataclasses.fields(RZeroConfig):
-        for f in dataclasses.fields(getattr(RZeroConfig(), section.name)):
+        for f in dataclasses.fields(SECTION_DEFAULTS[section.name]()):
             if not re.search(rf"\.{f.name}\b", source):
                 unread.append(f"{section.name}.{f.name}")
     assert unread == []
@@ -273,3 +275,83 @@ def test_fields_of_one_task_list_only_the_sections_it_reads(capsys):
     assert not sections & {"challenger", "solver", "roles", "code", "spag", "solver_task"}
     assert main(["config", "--fields", "--task", "chess"]) == 2
     assert "--task 'chess': the tasks are math" in capsys.readouterr().err
+
+
+# ---------------------------------------------------------------- one task, its sections
+
+# each recipe's fingerprint as rzero computed it when every config carried every section
+# (main at 927fe48): the fingerprint in the markers of a run folder made then
+EVERY_SECTION_FINGERPRINTS = {
+    "ablate-tiny.yaml": "1672dbc8af44f4df",
+    "azr-tiny.yaml": "884372779267190e",
+    "cpu-learn.yaml": "59e16bc2a32ff5c6",
+    "learn-solver.yaml": "b737140d1d93b2b2",
+    "r-zero-code-tiny.yaml": "12ea176663fb34e5",
+    "r-zero-qwen3-4b.yaml": "b745aa98b677898d",
+    "r-zero-reference.yaml": "3615ae095c05dfbd",
+    "rehearsal.yaml": "60125e8048f3a26c",
+    "spag-llama2-7b.yaml": "252fb7fe8ba5753a",
+    "spag-tiny.yaml": "7e3a96d0be4038aa",
+    "spin-tiny.yaml": "99a40bee712bbfd5",
+    "spin-zephyr.yaml": "54669db12ac37d5b",
+    "tiny.yaml": "bcdbf77e47cf9432",
+}
+
+
+def test_a_recipe_has_only_its_tasks_sections_and_another_is_one_line_naming_the_task():
+    from rzero.config.schema import SHARED_SECTIONS, TASK_SECTIONS
+
+    for task, own in TASK_SECTIONS.items():
+        judge = ["audit.judge=executor"] if task == "rzero_code" else []
+        cfg = load_config(None, [f"run.task={task}", *judge])
+        assert set(cfg.sections) == set(SHARED_SECTIONS) | set(own)
+        assert set(cfg.to_dict()) == set(cfg.sections)
+    spin = load_config("configs/spin-tiny.yaml")
+    assert spin.challenger is None and spin.solver is None and spin.audit is None
+    with pytest.raises(ConfigError) as err:
+        load_config("configs/spin-tiny.yaml", ["challenger.steps=3"])
+    assert str(err.value).startswith("challenger: a run.task='spin' recipe has no challenger")
+    assert "\n" not in str(err.value)
+
+
+def test_the_fingerprint_is_the_sections_that_exist():
+    spin = load_config("configs/spin-tiny.yaml")
+    # another task's defaults are not part of it: only what a SPIN run reads is
+    assert spin.fingerprint() != load_config("configs/spin-tiny.yaml", ["spin.learning_rate=3e-7"]).fingerprint()
+    assert "challenger" not in spin.to_yaml() and "spin:" in spin.to_yaml()
+
+
+@pytest.mark.parametrize("name", sorted(EVERY_SECTION_FINGERPRINTS))
+def test_every_recipe_still_has_the_fingerprint_its_old_run_folders_hold(name):
+    cfg = load_config(Path(__file__).parents[2] / "configs" / name)
+    assert cfg.legacy_fingerprint() == EVERY_SECTION_FINGERPRINTS[name]
+
+
+def test_a_run_folder_made_with_every_section_resumes(tmp_path):
+    import dataclasses
+    import json
+
+    from rzero.config.schema import SECTION_DEFAULTS
+    from rzero.rundir import RunDir
+    from rzero.spin.layout import LAYOUT
+
+    cfg = load_config("configs/spin-tiny.yaml")
+    # the run folder as rzero wrote it then: config.yaml with every section (the audit
+    # off, as a SPIN recipe had to say), a committed marker with the old fingerprint
+    old = {
+        name: cfg.to_dict().get(name) or dataclasses.asdict(SECTION_DEFAULTS[name]())
+        for name in SECTION_DEFAULTS
+    }
+    old["audit"]["enabled"] = False
+    (tmp_path / "config.yaml").write_text(yaml.safe_dump(old, sort_keys=False))
+    marker = RunDir(tmp_path, LAYOUT).marker_path(0, LAYOUT.phases[0])
+    marker.parent.mkdir(parents=True)
+    marker.write_text(json.dumps({"fingerprint": EVERY_SECTION_FINGERPRINTS["spin-tiny.yaml"]}))
+    assert RunDir(tmp_path).config() == cfg
+    RunDir(tmp_path, LAYOUT).prepare(cfg)  # accepted: no RunDirConflict
+    assert "challenger" not in (tmp_path / "config.yaml").read_text()
+    # a changed config is still refused
+    from rzero.rundir.folder import RunDirConflict
+
+    with pytest.raises(RunDirConflict, match="spin.learning_rate"):
+        RunDir(tmp_path, LAYOUT).prepare(load_config("configs/spin-tiny.yaml", ["spin.learning_rate=3e-7"]))

@@ -122,11 +122,12 @@ def code_overrides(model: Path, task: str, **extra) -> list[str]:
         "code.solver_samples": 2,
         "code.tasks_per_type": 2,
         "code.induction_inputs": 3,
-        "audit.judge": "executor" if task == "rzero_code" else "model",
         # lambda 1 clipped every valid proposal of this tiny model to 0 (r_unc 0.5, r_rep
         # >= 0.5): no reward variance, no GRPO update; 0.5 keeps the penalty and a signal
         "challenger.repetition_lambda": 0.5,
     }
+    if task == "rzero_code":
+        sets["audit.judge"] = "executor"
     sets.update(extra)
     return [f"{k}={v}" for k, v in sets.items()]
 
@@ -360,7 +361,7 @@ def test_azr_report_has_the_per_type_table(azr_run):
         (["run.task=rzero_code"], "audit.judge='model' with run.task='rzero_code'"),
         (["audit.judge=executor"], "audit.judge='executor' with run.task='math'"),
         (["run.task=azr", "roles.train_challenger=false"], "roles.train_challenger=false"),
-        (["run.task=azr", "audit.enabled=true"], "no pseudo-labels to audit"),
+        (["run.task=azr", "audit.enabled=true"], "recipe has no audit section"),
         (["run.task=azr", "challenger.prompt_file=x.txt"], "challenger.prompt_file"),
         (["run.task=azr", "run.train_gpus=[0,1]"], "trains in one process"),
     ],

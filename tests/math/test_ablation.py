@@ -299,7 +299,7 @@ def test_audited_label_accuracy_and_interval_appear(ablated, tmp_path):
     (tmp_path / "shared/audit").mkdir()
     (tmp_path / "shared/audit/report.json").write_text(json.dumps(report))
 
-    paths = compare([tmp_path / "separate", tmp_path / "shared"])
+    paths = compare([tmp_path / "separate", tmp_path / "shared"], "math")
     assert paths["md"] == tmp_path / "comparison.md"  # default: the common parent
     md = paths["md"].read_text()
     rows = table(md, MAIN)
@@ -324,7 +324,7 @@ def test_html_escapes_every_text(ablated, tmp_path):
         run_dir,
         ignore=shutil.ignore_patterns("*.safetensors", "tensorboard"),
     )
-    page = compare([run_dir], tmp_path)["html"].read_text()
+    page = compare([run_dir], "math", tmp_path)["html"].read_text()
     assert "<b>odd" not in page and "&lt;b&gt;odd &amp; name" in page
 
 

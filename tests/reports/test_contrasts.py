@@ -165,12 +165,12 @@ def test_a_missing_evaluation_is_a_dash_not_an_error(tmp_path):
 def test_the_comparison_shows_the_differences(tmp_path):
     ref = _run(tmp_path, "separate", [_eval({"easy": [0] * 50}), _eval({"easy": [1] * 50})], 1)
     other = _run(tmp_path, "shared", [_eval({"easy": [0] * 50}), _eval({"easy": [0] * 50})], 1)
-    comp = build_comparison([ref.path, other.path])
+    comp = build_comparison([ref.path, other.path], "math")
     md = render_markdown(comp)
     assert "## Differences between the variants" in md
     assert "iteration 1, shared minus separate: pass@1 -1.000" in md
     assert "outside the evaluation noise, below" in render_html(comp)
-    solo = render_markdown(build_comparison([ref.path]))
+    solo = render_markdown(build_comparison([ref.path], "math"))
     assert "Differences between the variants" not in solo
 
 

@@ -221,7 +221,7 @@ def test_imitation_learns_from_a_teacher_served_over_http(spag_model, tmp_path):
     [
         ({"spag.batch_size": 3}, "spag.batch_size=3: not a multiple of spag.micro_batch_size=2"),
         ({"spag.teacher_url": "http://x"}, "spag.teacher_url and spag.teacher_model: set both"),
-        ({"audit.enabled": "true"}, "SPAG's outcomes come from the game's rules"),
+        ({"audit.enabled": "true"}, "a run.task='spag' recipe has no audit section"),
         (
             {"spag.sft_data": "/nonexistent.jsonl"},
             "spag.sft_data='/nonexistent.jsonl': no such file",

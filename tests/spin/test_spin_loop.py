@@ -176,7 +176,7 @@ def test_a_spin_comparison_speaks_of_spin_not_of_r_zeros_labels(spin_run, tmp_pa
     from rzero.reports.comparison import compare
 
     shutil.copytree(spin_run, tmp_path / "again")
-    md = compare([spin_run, tmp_path / "again"], tmp_path / "cmp")["md"].read_text()
+    md = compare([spin_run, tmp_path / "again"], "spin", tmp_path / "cmp")["md"].read_text()
     assert md.startswith("# SPIN ablation: comparison")
     assert "## Evaluation per iteration" in md and "## Differences between the variants" in md
     for rzero_only in ("label acc", "solver step", "labelled pool", "Qwen3-4B-Base"):
@@ -258,7 +258,7 @@ def test_sft_files_are_read_and_bad_ones_refused_in_one_line(tmp_path):
 
 @pytest.mark.slow
 def test_spin_config_errors_name_the_key(spin_model, tmp_path):
-    with pytest.raises(ConfigError, match="audit.enabled=true: SPIN"):
+    with pytest.raises(ConfigError, match="a run.task='spin' recipe has no audit section"):
         load_config(None, spin_overrides(spin_model, **{"audit.enabled": True}))
     with pytest.raises(ConfigError, match="spin.batch_size=6: not a multiple"):
         load_config(

@@ -121,7 +121,7 @@ def test_a_step_samples_one_rollout_and_makes_rollout_over_update_updates(
 def test_every_recipe_sets_the_algorithm_explicitly(path, tmp_path):
     # each option that changes the algorithm is rzero's value or the recipe's, never TRL's
     cfg = load_config(path)
-    for role in (cfg.challenger, cfg.solver):
+    for role in (r for r in (cfg.challenger, cfg.solver) if r is not None):
         args = grpo_config(
             role, tmp_path, seed=0, model_cfg=cfg.model, generation_cfg=cfg.generation
         )
