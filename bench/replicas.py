@@ -1,10 +1,11 @@
 """The frozen solver served two ways on one machine, the same requests through both:
 
-  manager   rzero's replica manager (`SolverReplicas`): `--replicas` vLLM servers, one port
-            and one process group each, the client spreading requests round-robin over them
-            (what `generation.solver_replicas` starts today);
-  dp        one `vllm serve --data-parallel-size N` (vLLM's API server module), N engine cores
-            behind one endpoint, vLLM balancing them.
+  manager   `--replicas` vLLM servers, one port and one process group each, rzero's client
+            spreading requests round-robin over them (what earlier rzero versions could
+            start, and what a user scripting N `vllm serve` would run);
+  dp        rzero's solver server (`SolverServer`): one `vllm serve --data-parallel-size N`,
+            N engine cores behind one endpoint, vLLM balancing them (what
+            `generation.solver_replicas` starts).
 
 Both serve the embedded SmolLM2-135M-Instruct with the rehearsal's engine settings
 (`configs/rehearsal.yaml`: dtype, run seed, KV cache per engine, eager mode, longest
@@ -19,10 +20,10 @@ One way after the other, once each: on a shared machine compare load averages.
 from __future__ import annotations
 
 import argparse
-import functools
 import json
 import os
 import time
+from contextlib import ExitStack
 from pathlib import Path
 
 from engines import vote_questions  # bench/ is on sys.path when run as a script
@@ -33,7 +34,7 @@ from rzero.engine.serving import serve_checkpoint, vllm_serve_command
 from rzero.engine.watchdog import descendants
 from rzero.generation.backends import OpenAIGenerator
 from rzero.generation.interface import SamplingParams
-from rzero.generation.replicas import SolverReplicas, vllm_server_args
+from rzero.generation.solver_server import SolverServer, vllm_server_args
 from rzero.prompts.solver import solver_chat
 
 
@@ -70,32 +71,43 @@ def serve_requests(urls: list[str], model: str, prompts, args) -> dict:
 
 
 def run_manager(checkpoint: str, extra: list[str], prompts, args) -> dict:
+    def command(path: str, host: str, port: int) -> list[str]:
+        return vllm_serve_command(path, host, port, extra_args=extra)
+
+    logs = Path(args.logs) / "manager"
+    logs.mkdir(parents=True, exist_ok=True)
     t0 = time.perf_counter()
-    with SolverReplicas(
-        checkpoint,
-        replicas=args.replicas,
-        engine="vllm",
-        extra_args=extra,
-        log_dir=Path(args.logs) / "manager",
-    ) as service:
+    with ExitStack() as stack:
+        served = [
+            stack.enter_context(
+                serve_checkpoint(
+                    checkpoint,
+                    log_path=logs / f"server{i}.log",
+                    command=command,
+                    startup_timeout=900,
+                )
+            )
+            for i in range(args.replicas)
+        ]
         startup = time.perf_counter() - t0
-        result = serve_requests(service.urls, service.model, prompts, args)
-        result["rss_gib"] = tree_rss_gib({p.pid for p in service.processes})
+        result = serve_requests([s.base_url for s in served], served[0].model, prompts, args)
+        result["rss_gib"] = tree_rss_gib({s.pid for s in served})
         t1 = time.perf_counter()
     return {"startup_s": startup, "stop_s": time.perf_counter() - t1, **result}
 
 
 def run_dp(checkpoint: str, extra: list[str], prompts, args) -> dict:
-    command = functools.partial(
-        vllm_serve_command, extra_args=[*extra, "--data-parallel-size", str(args.replicas)]
-    )
-    log = Path(args.logs) / "dp.log"
-    log.parent.mkdir(parents=True, exist_ok=True)
     t0 = time.perf_counter()
-    with serve_checkpoint(checkpoint, log_path=log, command=command, startup_timeout=900) as served:
+    with SolverServer(
+        checkpoint,
+        engines=args.replicas,
+        engine="vllm",
+        extra_args=extra,
+        log_dir=Path(args.logs) / "dp",
+    ) as server:
         startup = time.perf_counter() - t0
-        result = serve_requests([served.base_url], served.model, prompts, args)
-        result["rss_gib"] = tree_rss_gib({served.pid})
+        result = serve_requests([server.url], server.model, prompts, args)
+        result["rss_gib"] = tree_rss_gib({server.process.pid})
         t1 = time.perf_counter()
     return {"startup_s": startup, "stop_s": time.perf_counter() - t1, **result}
 

@@ -37,7 +37,7 @@ from rzero.audit.sampling import AuditItem, select_items
 from rzero.config import AuditConfig, ConfigError
 from rzero.engine.models import generation_dtype, resolve_model
 from rzero.engine.serving import serve_checkpoint, transformers_serve_command, vllm_serve_command
-from rzero.generation.replicas import vllm_server_args
+from rzero.generation.solver_server import vllm_server_args
 from rzero.io import write_jsonl_atomic
 from rzero.labeling.equivalence import Direction
 from rzero.rundir import RunDir

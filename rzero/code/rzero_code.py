@@ -51,7 +51,7 @@ from rzero.config import RZeroConfig
 from rzero.executor.prompts import solver_messages
 from rzero.executor.tasks import CodeTask
 from rzero.generation.interface import SamplingParams
-from rzero.generation.replicas import frozen_solver as serve_frozen
+from rzero.generation.solver_server import frozen_solver as serve_frozen
 from rzero.io import read_jsonl, write_jsonl_atomic
 from rzero.solver.dataset import kept as in_band
 from rzero.solver.dataset import p_hat_histogram

@@ -77,6 +77,15 @@ NOT_FINGERPRINTED = (
     "run.hub_private",
     "watch.*",
 )
+# fields that are gone, and the value that is now what every run does: a recipe or a run
+# folder's config.yaml may still name one at that value; any other is one line saying why
+REMOVED_FIELDS = {
+    "generation.solver_data_parallel": (
+        True,
+        "the frozen solver is one server per machine (`vllm serve "
+        "--data-parallel-size N`); N servers on N ports are no longer run",
+    ),
+}
 # fields added after run directories existed: hashed only when set away from their default,
 # so a run made before a field existed still resumes (its fingerprint is unchanged)
 FINGERPRINTED_WHEN_SET = (
@@ -175,6 +184,9 @@ class RZeroConfig:
                 d[name] = dataclasses.asdict(SECTION_DEFAULTS[name]())
                 if name == "audit":
                     d[name]["enabled"] = False
+        for key, (value, _) in REMOVED_FIELDS.items():
+            section, field_name = key.split(".")
+            d[section][field_name] = value
         return _hash(d, ignore)
 
     def __post_init__(self) -> None:
@@ -273,6 +285,7 @@ def _build(raw: dict[str, Any], run_folder: bool = False) -> RZeroConfig:
         if not isinstance(value, dict):
             raise ConfigError(f"{name}={value!r}: expected a mapping of fields")
         allowed = [f.name for f in dataclasses.fields(sections[name])]
+        value = _without_removed(name, value)
         for key in value:
             if key not in allowed:
                 raise ConfigError(
@@ -281,6 +294,18 @@ def _build(raw: dict[str, Any], run_folder: bool = False) -> RZeroConfig:
         defaults = SECTION_DEFAULTS[name]().__dict__
         built[name] = sections[name](**{**defaults, **value})
     return RZeroConfig(**built)
+
+
+def _without_removed(section: str, fields: dict[str, Any]) -> dict[str, Any]:
+    """`fields` of `section` less the REMOVED_FIELDS set to what every run now does;
+    ConfigError for one set otherwise."""
+    kept = dict(fields)
+    for key, (now, why) in REMOVED_FIELDS.items():
+        owner, name = key.split(".")
+        if owner == section and name in kept:
+            if kept.pop(name) != now:
+                raise ConfigError(f"{key}={fields[name]!r}: {why}; remove it")
+    return kept
 
 
 def _parse_override(text: str) -> tuple[list[str], Any, bool]:

@@ -99,21 +99,15 @@ class GenerationConfig(Section):
     )
     solver_replicas: int = option(
         0,
-        "Serve the frozen solver of each challenger phase as this many "
-        "OpenAI-compatible replicas (vllm serve on GPU, transformers "
-        "serve on CPU), started and stopped by the phase; 0: in-process.",
+        "Serve the frozen solver of each challenger phase as one "
+        "OpenAI-compatible server per machine with this many engines, "
+        "started and stopped by the phase: `vllm serve "
+        "--data-parallel-size N` on GPU (or on CPU with backend vllm), "
+        "`transformers serve` (one engine) on any other CPU; 0: in-process.",
         min=0,
     )
     solver_gpus: list[int] = option(
-        [], "GPUs for the solver replicas (replicas x tensor_parallel_size of them); empty: CPU."
-    )
-    solver_data_parallel: bool = option(
-        True,
-        "vLLM solver replicas: one `vllm serve "
-        "--data-parallel-size N` per machine, its N engines "
-        "behind one endpoint (vLLM balances them); false: N "
-        "servers on N ports, rzero's client spreading the "
-        "requests round-robin.",
+        [], "GPUs for the solver server (engines x tensor_parallel_size of them); empty: CPU."
     )
     api_key_env: str | None = option(
         None,
@@ -130,13 +124,21 @@ class GenerationConfig(Section):
     kv_cache_gib: float | None = option(
         None,
         "vllm: KV cache size in GiB, for the in-process "
-        "engine and the solver replicas. None: on GPUs "
+        "engine and the solver server. None: on GPUs "
         "vLLM's own (gpu_memory_utilization), on a CPU 2 GiB "
         "of host memory (vLLM-CPU would claim 92 % of it "
         "and fail to start beside anything else).",
         min=0.0,
         min_exclusive=True,
     )
+
+    def check(self) -> None:
+        if self.solver_replicas > 1 and self.backend != "vllm" and not self.solver_gpus:
+            raise ConfigError(
+                f"generation.solver_replicas={self.solver_replicas}: on a CPU without "
+                "backend vllm the frozen solver is one `transformers serve`, one engine; "
+                "set it to 1, or backend to vllm (the vllm-cpu extra) for several engines"
+            )
 
     def kv_cache_bytes(self, on_gpu: bool) -> int | None:
         """The KV cache vLLM is given, in bytes; None leaves it to vLLM (GPUs only)."""

@@ -1,19 +1,19 @@
-"""Scale-out (SPEC §6): training under accelerate; the frozen solver's replicas are in
-`rzero.engine.serving`.
+"""Scale-out (SPEC §6): training under accelerate; the frozen solver's server is in
+`rzero.generation.solver_server`.
 
 The reference hardware is one 8-GPU node split in two: GPUs 0-3 train the challenger with
-TRL + accelerate + DeepSpeed ZeRO while GPUs 4-7 serve the frozen solver, one `vllm serve`
-replica per GPU. The challenger reward reaches the solver through the OpenAI-compatible
-protocol: `rzero serve-solver` (or `SolverReplicas` inside a program) writes the replicas'
-URLs, one a line, to the file that `generation.solver_urls_file` names, and
-`OpenAIGenerator` spreads the reward's requests round-robin over them. Beyond one node the
-same two pieces scale together: `accelerate launch --num_machines N` trains on every
-node's training GPUs, and every node serves the frozen solver on its own solver GPUs, the
-reward's requests spread over all of them (`rzero.generation.replicas.frozen_solver`).
+TRL + accelerate + DeepSpeed ZeRO while GPUs 4-7 serve the frozen solver as one `vllm serve
+--data-parallel-size 4`. The challenger reward reaches the solver through the
+OpenAI-compatible protocol: `rzero serve-solver` (or `SolverServer` inside a program) writes
+the server's URL to the file that `generation.solver_urls_file` names. Beyond one node the
+same two pieces scale together: `accelerate launch --num_machines N` trains on every node's
+training GPUs, and every node serves the frozen solver on its own solver GPUs, one URL per
+node, the reward's requests spread over all of them
+(`rzero.generation.solver_server.frozen_solver`).
 
 What decides *what* runs is a pure function, so the exact commands are tested and can be
-printed: `accelerate_command` (the training launch) here, `replica_plan` (per replica:
-GPUs, port, URL, argv) in `rzero.generation.replicas`.
+printed: `accelerate_command` (the training launch) here, `server_plan` (GPUs, port, URL,
+argv) in `rzero.generation.solver_server`.
 """
 
 from __future__ import annotations
@@ -219,27 +219,23 @@ def placement_markdown(
             if g.solver_gpus
             else "CPU"
         )
-        one_endpoint = engine == "vllm" and g.solver_data_parallel and g.solver_replicas > 1
         what = (
-            f"{g.solver_replicas} vllm engines behind one `--data-parallel-size "
-            f"{g.solver_replicas}` server"
-            if one_endpoint
-            else f"{g.solver_replicas} {engine} replica(s)"
-        )
-        ports = (
-            "a free port" if one_endpoint or g.solver_replicas == 1 else "consecutive free ports"
+            f"one `vllm serve --data-parallel-size {g.solver_replicas}` ({g.solver_replicas} "
+            "engines behind one endpoint)"
+            if engine == "vllm" and g.solver_replicas > 1
+            else f"one {engine} server"
         )
         if r.num_machines > 1:
             solver = (
                 f"{what} on {where} of every machine, started by its first process for "
-                f"each challenger phase on {ports} of all interfaces, reached at the "
-                "machine's host name (RZERO_NODE_ADDRESS overrides); all machines' URLs "
+                "each challenger phase on a free port of all interfaces, reached at the "
+                "machine's host name (RZERO_NODE_ADDRESS overrides); one URL per machine "
                 "in iter_KK/solver_urls.txt"
             )
         else:
             solver = (
                 f"{what} on {where}, started by the main process for each challenger "
-                f"phase on {ports} of loopback; the URLs in iter_KK/solver_urls.txt"
+                "phase on a free port of loopback; its URL in iter_KK/solver_urls.txt"
             )
     elif g.solver_urls_file:
         solver = f"the servers listed in {g.solver_urls_file}"

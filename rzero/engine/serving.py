@@ -56,6 +56,7 @@ class ServedModel:
     port: int
     pid: int
     log_path: Path
+    process: subprocess.Popen | None = None  # poll() says whether it is still running
 
 
 def offline_env(model_path: str | Path, env: Mapping[str, str] | None = None) -> dict[str, str]:
@@ -215,63 +216,56 @@ def start_server(
 
 
 def wait_healthy(
-    procs: Sequence[subprocess.Popen],
-    roots: Sequence[str],
+    proc: subprocess.Popen,
+    root: str,
     model: str,
-    commands: Sequence[Sequence[str]],
-    log_paths: Sequence[Path],
+    command: Sequence[str],
+    log_path: Path,
     startup_timeout: float,
     health_path: str = "/health",
-    names: Sequence[str] | None = None,
+    name: str | None = None,
 ) -> None:
-    """Wait until every server answers its health check and lists `model`; `names` says
-    what each server is in an error (default "model server <root>").
+    """Wait until the server at `root` answers its health check and lists `model`; `name`
+    says what the server is in an error (default "model server <root>").
 
-    Raises ServerError, with the tail of that server's log, when one exits first, is not
+    Raises ServerError, with the tail of the server's log, when it exits first, is not
     healthy within `startup_timeout` seconds, or does not list `model` in `/v1/models`.
     """
-    names = names or [f"model server {root}" for root in roots]
+    name = name or f"model server {root}"
     deadline = time.monotonic() + startup_timeout
-    pending = set(range(len(procs)))
-    while pending:
-        for i in sorted(pending):
-            code = procs[i].poll()
-            if code is not None:
-                raise server_error(
-                    f"{names[i]} exited with code {code} before it was healthy",
-                    commands[i],
-                    log_paths[i],
-                )
-            try:
-                status, _ = _get_json(roots[i] + health_path, timeout=2.0)
-            except (OSError, urllib.error.URLError):
-                continue  # not listening yet
-            if status == 200:
-                pending.discard(i)
-        if pending and time.monotonic() > deadline:
-            i = min(pending)
+    while True:
+        code = proc.poll()
+        if code is not None:
             raise server_error(
-                f"{names[i]} not healthy at {roots[i]}{health_path} after {startup_timeout:.0f} s",
-                commands[i],
-                log_paths[i],
+                f"{name} exited with code {code} before it was healthy", command, log_path
             )
-        if pending:
-            time.sleep(0.25)
-    for name, root, command, log_path in zip(names, roots, commands, log_paths, strict=True):
-        # a wrong name is the classic failure (the server answers 400 to every request), so
-        # check it here, once, with a clear message
-        _, listing = _get_json(root + "/v1/models", timeout=10.0)
-        names = (
-            [m.get("id") for m in (listing or {}).get("data", []) if isinstance(m, dict)]
-            if isinstance(listing, dict)
-            else []
-        )
-        if model not in names:
+        try:
+            status, _ = _get_json(root + health_path, timeout=2.0)
+        except (OSError, urllib.error.URLError):
+            status = None  # not listening yet
+        if status == 200:
+            break
+        if time.monotonic() > deadline:
             raise server_error(
-                f"{name} at {root} does not list the model {model!r} (it lists {names})",
+                f"{name} not healthy at {root}{health_path} after {startup_timeout:.0f} s",
                 command,
                 log_path,
             )
+        time.sleep(0.25)
+    # a wrong name is the classic failure (the server answers 400 to every request), so
+    # check it here, once, with a clear message
+    _, listing = _get_json(root + "/v1/models", timeout=10.0)
+    names = (
+        [m.get("id") for m in (listing or {}).get("data", []) if isinstance(m, dict)]
+        if isinstance(listing, dict)
+        else []
+    )
+    if model not in names:
+        raise server_error(
+            f"{name} at {root} does not list the model {model!r} (it lists {names})",
+            command,
+            log_path,
+        )
 
 
 def server_error(what: str, command: Sequence[str], log_path: Path) -> ServerError:
@@ -294,8 +288,11 @@ def serve(
     startup_timeout: float = 300.0,
     stop_grace: float = 15.0,
     env: Mapping[str, str] | None = None,
+    name: str | None = None,
 ) -> Iterator[ServedModel]:
-    """Run `command` (a server that will listen on host:port), wait for health, yield, stop.
+    """Run `command` (a server that will listen on host:port), wait for health, yield, stop:
+    the one start/health/stop lifecycle of every server rzero starts (the audit's judge,
+    the frozen solver). `name` says what the server is in an error.
 
     Raises ServerError, with the tail of the server's log, if the process exits before it is
     healthy, does not become healthy within `startup_timeout` seconds, or does not list
@@ -306,9 +303,14 @@ def serve(
     root = f"http://{host}:{port}"
     proc = start_server(command, log_path, env)
     try:
-        wait_healthy([proc], [root], model, [command], [log_path], startup_timeout, health_path)
+        wait_healthy(proc, root, model, command, log_path, startup_timeout, health_path, name)
         yield ServedModel(
-            base_url=root + "/v1", model=model, port=port, pid=proc.pid, log_path=log_path
+            base_url=root + "/v1",
+            model=model,
+            port=port,
+            pid=proc.pid,
+            log_path=log_path,
+            process=proc,
         )
     finally:
         stop_server(proc, stop_grace)

@@ -1,7 +1,7 @@
 """`python -m rzero.engine.watchdog PID`: when process PID dies, kill what it had started.
 
 A model engine is several processes: vLLM's offline engine runs its engine core and workers
-as children of the process that built it, and a server replica runs its own engine core
+as children of the process that built it, and a solver server runs its own engine cores
 beside it. Stopped in order (a phase ending, Ctrl-C, SIGTERM) they are shut down by their
 owners. Killed with SIGKILL — by an out-of-memory killer, a scheduler, or `kill -9` of the
 launcher, whose ranks then die with it (`distributed.init`) — the owner runs no code, the

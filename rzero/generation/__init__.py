@@ -9,5 +9,5 @@
                   make_generator (`generation.backend`)
     decoding.py   rzero's own batched decoder (pre-allocated KV cache)
     sampling.py   the token sampler the decoder uses
-    replicas.py   the frozen solver's servers (one or several replicas) and their URLs
+    solver_server.py  the frozen solver as one server per machine, and its URL
 """

@@ -455,8 +455,8 @@ def read_urls_file(path: str) -> list[str]:
 
 
 def frozen_solver_generator(cfg, checkpoint: str) -> Generator:
-    """The challenger phase's frozen solver: server replicas when `rzero serve-solver` wrote
-    their URLs to `generation.solver_urls_file`, else the configured backend."""
+    """The challenger phase's frozen solver: the servers whose URLs `rzero serve-solver` wrote
+    to `generation.solver_urls_file`, else the configured backend."""
     gen = cfg.generation
     if gen.solver_urls_file:
         return OpenAIGenerator(

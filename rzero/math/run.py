@@ -43,7 +43,7 @@ from rzero.challenger.train import sample_pool, train_challenger
 from rzero.config import RZeroConfig
 from rzero.evaluation import evaluate, evaluation_phase, load_benchmark, load_benchmarks
 from rzero.generation.backends import make_generator
-from rzero.generation.replicas import frozen_solver as serve_frozen
+from rzero.generation.solver_server import frozen_solver as serve_frozen
 from rzero.io import write_json_atomic, write_jsonl_atomic
 from rzero.labeling.voting import FrozenSolver
 from rzero.math import report
@@ -94,7 +94,7 @@ class MathRun(Run):
         model, tokenizer = self.load(start)
         with ExitStack() as stack:
             # only the main process scores the challenger's steps, so only it holds S_{k-1}
-            # (its replicas may run on every machine)
+            # (its server may run on every machine)
             solver = stack.enter_context(
                 serve_frozen(self.cfg, self.rundir.resolve(frozen_solver), it)
             )

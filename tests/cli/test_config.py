@@ -317,7 +317,10 @@ def test_a_recipe_has_only_its_tasks_sections_and_another_is_one_line_naming_the
 def test_the_fingerprint_is_the_sections_that_exist():
     spin = load_config("configs/spin-tiny.yaml")
     # another task's defaults are not part of it: only what a SPIN run reads is
-    assert spin.fingerprint() != load_config("configs/spin-tiny.yaml", ["spin.learning_rate=3e-7"]).fingerprint()
+    assert (
+        spin.fingerprint()
+        != load_config("configs/spin-tiny.yaml", ["spin.learning_rate=3e-7"]).fingerprint()
+    )
     assert "challenger" not in spin.to_yaml() and "spin:" in spin.to_yaml()
 
 
@@ -354,4 +357,6 @@ def test_a_run_folder_made_with_every_section_resumes(tmp_path):
     from rzero.rundir.folder import RunDirConflict
 
     with pytest.raises(RunDirConflict, match="spin.learning_rate"):
-        RunDir(tmp_path, LAYOUT).prepare(load_config("configs/spin-tiny.yaml", ["spin.learning_rate=3e-7"]))
+        RunDir(tmp_path, LAYOUT).prepare(
+            load_config("configs/spin-tiny.yaml", ["spin.learning_rate=3e-7"])
+        )

@@ -1,5 +1,6 @@
-"""rzero.engine.launch and rzero.generation.replicas: GPU lists, the replicas' and the training launch's exact commands, and
-the frozen solver as real `transformers serve` replicas (the protocol of `vllm serve`)."""
+"""rzero.engine.launch and rzero.generation.solver_server: GPU lists, the solver server's and
+the training launch's exact commands, and the frozen solver as a real `transformers serve`
+(the protocol of `vllm serve`)."""
 
 from __future__ import annotations
 
@@ -31,14 +32,14 @@ from rzero.engine.launch import (
 )
 from rzero.engine.models import generation_dtype
 from rzero.engine.serving import ServerError, free_port, transformers_serve_command
-from rzero.generation import replicas as replicas_mod
+from rzero.generation import solver_server as server_mod
 from rzero.generation.backends import (
     GenerationError,
     OpenAIGenerator,
     SamplingParams,
     read_urls_file,
 )
-from rzero.generation.replicas import ReplicaSpec, SolverReplicas, replica_plan, vllm_server_args
+from rzero.generation.solver_server import ServerSpec, SolverServer, server_plan, vllm_server_args
 
 VLLM_SERVER = (sys.executable, "-m", "vllm.entrypoints.openai.api_server", "--model")
 LAUNCH = [sys.executable, "-m", "accelerate.commands.launch"]
@@ -66,46 +67,13 @@ def test_parse_gpus_reads_lists_and_ranges():
         parse_gpus("four")
 
 
-# ---------------------------------------------------------------- replica plan
+# ---------------------------------------------------------------- the server's plan
 
 
-def test_replica_plan_pins_one_gpu_and_one_port_per_vllm_replica():
-    plan = replica_plan(4, (4, 5, 6, 7), 1, 8100, "127.0.0.1", checkpoint="runs/q/iter_01/solver")
-    assert plan[0] == ReplicaSpec(
-        index=0,
-        gpus=(4,),
-        cuda_visible_devices="4",
-        port=8100,
-        url="http://127.0.0.1:8100/v1",
-        command=(
-            *VLLM_SERVER,
-            "runs/q/iter_01/solver",
-            "--host",
-            "127.0.0.1",
-            "--port",
-            "8100",
-            "--tensor-parallel-size",
-            "1",
-        ),
-    )
-    assert [s.cuda_visible_devices for s in plan] == ["4", "5", "6", "7"]
-    assert [s.port for s in plan] == [8100, 8101, 8102, 8103]
-    assert [s.url for s in plan] == [f"http://127.0.0.1:{p}/v1" for p in range(8100, 8104)]
-    assert list(plan[3].command) == [
-        *VLLM_SERVER,
-        "runs/q/iter_01/solver",
-        "--host",
-        "127.0.0.1",
-        "--port",
-        "8103",
-        "--tensor-parallel-size",
-        "1",
-    ]
-
-
-def test_replica_plan_with_tensor_parallelism_and_a_public_address():
-    # 2 replicas x TP 2 on GPUs 4-7; bound on every interface, advertised under the node name
-    plan = replica_plan(
+def test_server_plan_is_one_vllm_server_with_its_engines_behind_one_endpoint():
+    # 2 engines x TP 2 on GPUs 4-7 behind one `vllm serve --data-parallel-size 2`; bound on
+    # every interface, advertised under the node name
+    spec = server_plan(
         2,
         (4, 5, 6, 7),
         2,
@@ -115,114 +83,76 @@ def test_replica_plan_with_tensor_parallelism_and_a_public_address():
         url_host="node3",
         gpu_memory_utilization=0.85,
     )
-    assert [s.cuda_visible_devices for s in plan] == ["4,5", "6,7"]
-    assert [s.url for s in plan] == ["http://node3:9000/v1", "http://node3:9001/v1"]
-    assert list(plan[1].command) == [
+    assert spec == ServerSpec(
+        gpus=(4, 5, 6, 7),
+        cuda_visible_devices="4,5,6,7",
+        port=9000,
+        url="http://node3:9000/v1",
+        command=(
+            *VLLM_SERVER,
+            "/ckpt",
+            "--host",
+            "0.0.0.0",
+            "--port",
+            "9000",
+            "--data-parallel-size",
+            "2",
+            "--tensor-parallel-size",
+            "2",
+            "--gpu-memory-utilization",
+            "0.85",
+        ),
+        engines=2,
+    )
+    # one engine is a plain server
+    one = server_plan(1, (4,), 1, 8100, checkpoint="runs/q/iter_01/solver")
+    assert one.command == (
         *VLLM_SERVER,
-        "/ckpt",
+        "runs/q/iter_01/solver",
         "--host",
-        "0.0.0.0",
+        "127.0.0.1",
         "--port",
-        "9001",
+        "8100",
         "--tensor-parallel-size",
-        "2",
-        "--gpu-memory-utilization",
-        "0.85",
-    ]
+        "1",
+    )
+    assert (one.cuda_visible_devices, one.url) == ("4", "http://127.0.0.1:8100/v1")
 
 
-def test_replica_plan_transformers_engine_on_cpu_hides_the_gpus():
-    plan = replica_plan(2, (), 1, 8100, "127.0.0.1", checkpoint="/ckpt", engine="transformers")
-    assert [s.cuda_visible_devices for s in plan] == ["", ""]
-    assert list(plan[1].command) == transformers_serve_command("/ckpt", "127.0.0.1", 8101)
+def test_server_plan_transformers_engine_on_cpu_hides_the_gpus():
+    spec = server_plan(1, (), 1, 8100, "127.0.0.1", checkpoint="/ckpt", engine="transformers")
+    assert spec.cuda_visible_devices == ""
+    assert list(spec.command) == transformers_serve_command("/ckpt", "127.0.0.1", 8100)
 
 
-def test_replica_plan_refuses_a_gpu_count_that_does_not_fit():
+def test_server_plan_refuses_what_does_not_fit():
     with pytest.raises(
-        ValueError, match="lists 3 GPUs; 2 replicas x tensor_parallel_size 2 need exactly 4"
+        ValueError, match="lists 3 GPUs; 2 engines x tensor_parallel_size 2 need exactly 4"
     ):
-        replica_plan(2, (4, 5, 6), 2, 8100, "127.0.0.1", checkpoint="/ckpt")
-    with pytest.raises(ValueError, match="a CPU replica is one engine in one process"):
-        replica_plan(2, (), 2, 8100, "127.0.0.1", checkpoint="/ckpt")
+        server_plan(2, (4, 5, 6), 2, 8100, checkpoint="/ckpt")
+    with pytest.raises(ValueError, match="a CPU engine is one process"):
+        server_plan(1, (), 2, 8100, checkpoint="/ckpt")
     with pytest.raises(ValueError, match="listed twice"):
-        replica_plan(2, (4, 4), 1, 8100, "127.0.0.1", checkpoint="/ckpt")
+        server_plan(2, (4, 4), 1, 8100, checkpoint="/ckpt")
+    with pytest.raises(ValueError, match="`transformers serve` is one model copy"):
+        server_plan(2, (), 1, 8100, checkpoint="/ckpt", engine="transformers")
 
 
-def test_replica_plan_with_data_parallelism_is_one_endpoint():
-    # 2 engines x TP 2 on GPUs 4-7 behind one `vllm serve --data-parallel-size 2`
-    plan = replica_plan(
-        2,
-        (4, 5, 6, 7),
-        2,
-        9000,
-        "0.0.0.0",
-        checkpoint="/ckpt",
-        url_host="node3",
-        data_parallel=True,
-    )
-    assert plan == [
-        ReplicaSpec(
-            index=0,
-            gpus=(4, 5, 6, 7),
-            cuda_visible_devices="4,5,6,7",
-            port=9000,
-            url="http://node3:9000/v1",
-            command=(
-                *VLLM_SERVER,
-                "/ckpt",
-                "--host",
-                "0.0.0.0",
-                "--port",
-                "9000",
-                "--data-parallel-size",
-                "2",
-                "--tensor-parallel-size",
-                "2",
-            ),
-            data_parallel=2,
-        )
-    ]
-    # one engine is a plain server; the transformers engine has no data parallelism
-    assert (
-        replica_plan(1, (4,), 1, 9000, checkpoint="/ckpt", data_parallel=True)[0]
-        == replica_plan(1, (4,), 1, 9000, checkpoint="/ckpt")[0]
-    )
-    with pytest.raises(ValueError, match="only vLLM runs several engines"):
-        replica_plan(2, (), 1, 9000, checkpoint="/ckpt", engine="transformers", data_parallel=True)
-
-
-def test_replicas_from_a_config_follow_its_backend(tmp_path):
-    gpu = load_config(QWEN, ["generation.tensor_parallel_size=2"])
-    replicas = SolverReplicas.from_config(
-        gpu,
-        tmp_path,
-        replicas=2,
-        gpus=(4, 5, 6, 7),
-        urls_file=tmp_path / "urls.txt",
-        port_base=8100,
-    )
-    assert [(s.cuda_visible_devices, s.data_parallel) for s in replicas.specs] == [("4,5,6,7", 2)]
-    assert replicas.specs[0].command[:4] == VLLM_SERVER
-    apart = load_config(
-        QWEN, ["generation.tensor_parallel_size=2", "generation.solver_data_parallel=false"]
-    )
-    replicas = SolverReplicas.from_config(
-        apart,
-        tmp_path,
-        replicas=2,
-        gpus=(4, 5, 6, 7),
-        urls_file=tmp_path / "urls.txt",
-        port_base=8100,
-    )
-    assert [s.cuda_visible_devices for s in replicas.specs] == ["4,5", "6,7"]
-    cpu = load_config()  # backend hf, no GPUs: `transformers serve` replicas
-    replicas = SolverReplicas.from_config(
-        cpu, tmp_path, replicas=2, gpus=(), urls_file=tmp_path / "urls.txt", port_base=8100
-    )
-    assert list(replicas.specs[1].command) == transformers_serve_command(
-        str(tmp_path), "127.0.0.1", 8101
-    )
-    assert replicas.processes == []  # nothing starts before `with` / start()
+def test_the_solver_server_from_a_config_follows_its_backend(tmp_path):
+    gpu = load_config(QWEN, ["generation.tensor_parallel_size=2", "generation.solver_replicas=2"])
+    server = SolverServer.from_config(gpu, tmp_path, urls_file=tmp_path / "urls.txt", port=8100)
+    assert (server.spec.cuda_visible_devices, server.spec.engines) == ("4,5,6,7", 2)
+    assert server.spec.command[:4] == VLLM_SERVER
+    cpu = load_config(None, ["generation.solver_replicas=1"])  # hf, no GPUs: transformers serve
+    server = SolverServer.from_config(cpu, tmp_path, urls_file=tmp_path / "urls.txt", port=8100)
+    assert list(server.spec.command) == transformers_serve_command(str(tmp_path), "127.0.0.1", 8100)
+    assert server.process is None  # nothing starts before `with` / start()
+    # several engines on a CPU need vLLM; the old N-servers switch is one line
+    with pytest.raises(ConfigError, match="one `transformers serve`, one engine"):
+        load_config(None, ["generation.solver_replicas=2"])
+    with pytest.raises(ConfigError, match="generation.solver_data_parallel=False: the frozen"):
+        load_config(QWEN, ["generation.solver_data_parallel=false"])
+    assert load_config(QWEN, ["generation.solver_data_parallel=true"]) == load_config(QWEN)
 
 
 # ---------------------------------------------------------------- training launch
@@ -369,13 +299,13 @@ def test_accelerate_and_deepspeed_files_fit_together():
 def test_serve_solver_refuses_a_checkpoint_path_that_is_not_there(capsys, tmp_path):
     p = argparse.ArgumentParser()
     _add_serve_solver_args(p)
-    args = p.parse_args([str(tmp_path / "missing"), "--replicas", "2"])
+    args = p.parse_args([str(tmp_path / "missing"), "--engines", "2"])
     assert cmd_serve_solver(args) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and "is not a checkpoint directory" in err[0]
 
 
-# ---------------------------------------------------------------- real replicas
+# ---------------------------------------------------------------- a real server
 
 
 def _requests_in(log: Path) -> int:
@@ -383,110 +313,97 @@ def _requests_in(log: Path) -> int:
 
 
 @pytest.fixture
-def two_replicas(tiny_checkpoint, tmp_path):
+def solver_server(tiny_checkpoint, tmp_path):
     urls_file = tmp_path / "solver_urls.txt"
-    with SolverReplicas(
+    with SolverServer(
         tiny_checkpoint,
-        replicas=2,
         engine="transformers",
         urls_file=urls_file,
         log_dir=tmp_path / "logs",
         startup_timeout=120,
-    ) as replicas:
-        yield replicas, urls_file
+    ) as server:
+        yield server, urls_file
 
 
 @pytest.mark.slow
-def test_replicas_share_the_requests_and_stop_cleanly(two_replicas):
-    replicas, urls_file = two_replicas
-    urls = read_urls_file(str(urls_file))
-    assert urls == replicas.urls and len(set(urls)) == 2
-    gen = OpenAIGenerator(urls, replicas.model, concurrency=4, retries=0, timeout=60)
+def test_the_solver_server_answers_and_stops_cleanly(solver_server):
+    server, urls_file = solver_server
+    assert read_urls_file(str(urls_file)) == [server.url]
+    gen = OpenAIGenerator([server.url], server.model, concurrency=4, retries=0, timeout=60)
     out = gen.generate(
         ["What is 2+3?", "Name a prime."],
         3,
         SamplingParams(temperature=1.0, max_new_tokens=4, seed=0),
     )
     assert [len(o) for o in out] == [3, 3]
-    # 2 prompts x 3 samples = 6 requests, round-robin over 2 servers -> 3 each
-    assert gen.requests_per_url == [3, 3]
-    assert [_requests_in(log) for log in replicas.log_paths] == [3, 3]
-    replicas.check_alive()  # both up: no error
-    ports = [s.port for s in replicas.specs]
-    replicas.stop()
-    assert not urls_file.exists()  # no later phase reads the URLs of stopped servers
-    assert not any(_port_open(p) for p in ports)
+    assert _requests_in(server.log_path) == 6
+    server.check_alive()  # up: no error
+    server.stop()
+    assert not urls_file.exists()  # no later phase reads the URL of a stopped server
+    assert not _port_open(server.spec.port)
+    assert server.process.poll() is not None
 
 
 @pytest.mark.slow
-def test_a_dead_replica_is_named_with_its_url_and_log(two_replicas):
-    replicas, urls_file = two_replicas
-    dead = replicas.specs[1]
-    os.killpg(replicas.processes[1].pid, signal.SIGKILL)
-    replicas.processes[1].wait(timeout=30)
+def test_a_dead_solver_server_is_named_with_its_url_and_log(solver_server):
+    server, urls_file = solver_server
+    os.killpg(server.process.pid, signal.SIGKILL)
+    server.process.wait(timeout=30)
     with pytest.raises(ServerError) as err:
-        replicas.check_alive()
-    assert f"solver replica 1 at {dead.url} exited with code -9" in str(err.value)
-    assert f"log: {replicas.log_paths[1]}" in str(err.value)
+        server.check_alive()
+    assert f"solver server at {server.url} exited with code -9" in str(err.value)
+    assert f"log: {server.log_path}" in str(err.value)
     gen = OpenAIGenerator(
-        read_urls_file(str(urls_file)), replicas.model, concurrency=1, retries=0, timeout=30
+        read_urls_file(str(urls_file)), server.model, concurrency=1, retries=0, timeout=30
     )
-    with pytest.raises(GenerationError, match=f"request to {re.escape(dead.url)} failed"):
+    with pytest.raises(GenerationError, match=f"request to {re.escape(server.url)} failed"):
         gen.generate(["What is 2+3?"], 2, SamplingParams(max_new_tokens=2))
 
 
 @pytest.mark.slow
-def test_a_replica_that_cannot_load_fails_with_its_url_and_log(tmp_path):
+def test_a_solver_server_that_cannot_load_fails_with_its_url_and_log(tmp_path):
     empty = tmp_path / "not-a-model"
     empty.mkdir()
-    replicas = SolverReplicas(
+    server = SolverServer(
         empty,
-        replicas=1,
         engine="transformers",
         urls_file=tmp_path / "urls.txt",
         log_dir=tmp_path / "logs",
         startup_timeout=120,
     )
     with pytest.raises(ServerError) as err:
-        with replicas:
+        with server:
             pass
-    url = replicas.specs[0].url
-    assert f"solver replica 0 at {url} exited with code" in str(err.value)
-    assert f"log: {replicas.log_paths[0]}" in str(err.value)
+    assert f"solver server at {server.url} exited with code" in str(err.value)
+    assert f"log: {server.log_path}" in str(err.value)
     assert not (tmp_path / "urls.txt").exists()
 
 
-def test_replica_ports_taken_before_the_replicas_bind_them_are_replaced(tmp_path, monkeypatch):
-    # the race forced: the first port base picked is bound by another socket at the start
+def test_a_port_taken_before_the_server_binds_it_is_replaced(tmp_path, monkeypatch):
+    # the race forced: the first port picked is bound by another socket at the start
     with socket.socket() as taken:
         taken.bind(("127.0.0.1", 0))
         lost = taken.getsockname()[1]
-        bases = iter([lost])
-        real = replicas_mod.free_port_base
+        ports = iter([lost])
+        real = server_mod.free_port
+        monkeypatch.setattr(server_mod, "free_port", lambda host: next(ports, None) or real(host))
         monkeypatch.setattr(
-            replicas_mod,
-            "free_port_base",
-            lambda count, host: next(bases, None) or real(count, host),
-        )
-        monkeypatch.setattr(
-            replicas_mod,
+            server_mod,
             "transformers_serve_command",
             lambda path, host, port: fake_model_server(port, path),
         )
         urls_file = tmp_path / "urls.txt"
-        with SolverReplicas(
+        with SolverServer(
             tmp_path,
-            replicas=1,
             engine="transformers",
             urls_file=urls_file,
             log_dir=tmp_path / "logs",
             startup_timeout=60,
-        ) as replicas:
-            (spec,) = replicas.specs
-            assert spec.port != lost and _port_open(spec.port)
-            assert read_urls_file(str(urls_file)) == [f"http://127.0.0.1:{spec.port}/v1"]
-            assert replicas.log_paths == [tmp_path / "logs" / f"replica0-port{spec.port}.log"]
-        lost_log = tmp_path / "logs" / f"replica0-port{lost}.log"
+        ) as server:
+            assert server.spec.port != lost and _port_open(server.spec.port)
+            assert read_urls_file(str(urls_file)) == [f"http://127.0.0.1:{server.spec.port}/v1"]
+            assert server.log_path == tmp_path / "logs" / f"solver-port{server.spec.port}.log"
+        lost_log = tmp_path / "logs" / f"solver-port{lost}.log"
         assert "address already in use" in lost_log.read_text().lower()
 
 
@@ -674,16 +591,15 @@ def test_plan_prints_the_placement_and_the_exact_launch_line():
     text = placement_markdown(load_config(QWEN), QWEN)
     assert "| training (challenger and solver GRPO) | GPUs 0,1,2,3, one process each |" in text
     assert (
-        "4 vllm engines behind one `--data-parallel-size 4` server on GPUs 4,5,6,7, "
-        "tensor parallel 1"
+        "one `vllm serve --data-parallel-size 4` (4 engines behind one endpoint) on GPUs "
+        "4,5,6,7, tensor parallel 1"
     ) in text
     argv, env = iterate_launch(load_config(QWEN), ["--config", QWEN], env={})
     assert format_command(argv, env) in text
     two = placement_markdown(load_config(QWEN, ["run.num_machines=2"]), QWEN)
     assert "--main_process_ip '<node 0'\"'\"'s address>'" in two and "set NODE_RANK" in two
-    assert "server on GPUs 4,5,6,7, tensor parallel 1 of every machine" in two
-    apart = placement_markdown(load_config(QWEN, ["generation.solver_data_parallel=false"]))
-    assert "4 vllm replica(s) on GPUs 4,5,6,7" in apart and "consecutive free ports" in apart
+    assert "endpoint) on GPUs 4,5,6,7, tensor parallel 1 of every machine" in two
+    assert "one URL per machine" in two
     one = placement_markdown(load_config(None))
     assert "one process, no launcher" in one
 
@@ -711,8 +627,6 @@ def test_vllm_servers_get_the_runs_engine_settings(tmp_path):
         "--seed",
         "0",
     ]
-    replicas = SolverReplicas.from_config(
-        cpu, tmp_path, replicas=1, gpus=(), urls_file=tmp_path / "urls.txt", port_base=8100
-    )
-    assert replicas.specs[0].command[:4] == VLLM_SERVER  # vLLM on CPU: the backend says so
-    assert "--kv-cache-memory-bytes" in replicas.specs[0].command
+    server = SolverServer.from_config(cpu, tmp_path, urls_file=tmp_path / "urls.txt", port=8100)
+    assert server.spec.command[:4] == VLLM_SERVER  # vLLM on CPU: the backend says so
+    assert "--kv-cache-memory-bytes" in server.spec.command

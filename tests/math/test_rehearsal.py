@@ -74,9 +74,9 @@ def test_the_rehearsal_survives_sigkill_and_resumes(tmp_path):
     )
     urls = run / "iter_01" / "solver_urls.txt"
     deadline = time.monotonic() + 900
-    while not urls.exists():  # the challenger phase's vLLM replica is up and serving
+    while not urls.exists():  # the challenger phase's vLLM server is up and serving
         assert proc.poll() is None, (tmp_path / "killed.log").read_text()[-3000:]
-        assert time.monotonic() < deadline, "the replica never came up"
+        assert time.monotonic() < deadline, "the solver server never came up"
         time.sleep(1)
     base_eval = _marker(run, 0, "eval")
     tree = descendants({proc.pid})

@@ -1,6 +1,6 @@
 """The frozen solver on every machine of a multi-node run: two torchrun "nodes" of one
 process each on this machine (each its node's LOCAL_RANK 0), every node starting its own
-solver replica, the main process's client spreading the reward's requests over both."""
+solver server, the main process's client spreading the reward's requests over both."""
 
 from __future__ import annotations
 
@@ -21,7 +21,7 @@ NODE_SCRIPT = textwrap.dedent("""
     from rank_report import report
     from rzero.config import load_config
     from rzero.engine import distributed
-    from rzero.generation.replicas import frozen_solver
+    from rzero.generation.solver_server import frozen_solver
     from rzero.generation.interface import SamplingParams
 
     checkpoint, run_files = sys.argv[1], Path(sys.argv[2])
@@ -40,7 +40,7 @@ NODE_SCRIPT = textwrap.dedent("""
             out["engine"] = solver.engine
         else:
             out["solver"] = None
-        distributed.barrier()  # the main process is done with every node's replica
+        distributed.barrier()  # the main process is done with every node's server
     out["urls_file_left"] = (run_files / "solver_urls.txt").exists()
     try:
         distributed.on_each_machine(lambda: 1 / 0 if distributed.rank() == 1 else "fine")
@@ -95,7 +95,7 @@ def test_every_node_serves_the_frozen_solver(format_checkpoint, tmp_path):
     main, other = read_results(tmp_path / "results", world=2)
     assert (main["local_rank"], other["local_rank"]) == (0, 0)  # two machines, one process each
     assert other["solver"] is None  # only the main process scores the challenger's steps
-    # one replica per node, both bound to all interfaces, both in the client and the URLs file
+    # one server per node, both bound to all interfaces, both in the client and the URLs file
     assert len(main["urls"]) == 2 and main["listed"] == main["urls"]
     assert main["urls"][1].startswith("http://127.0.0.1:")
     assert main["engine"] == "transformers server x2"
@@ -103,7 +103,7 @@ def test_every_node_serves_the_frozen_solver(format_checkpoint, tmp_path):
     logs_dir = run_files / "solver_logs"
     served = sorted(logs_dir.iterdir())
     assert [p.name.rsplit("-", 1)[1] for p in served] == ["rank0", "rank1"]
-    for folder in served:  # each node's replica answered its share of the requests
+    for folder in served:  # each node's server answered its share of the requests
         log = next(folder.glob("*.log")).read_text()
         assert log.count("chat/completions") >= 2, log[-2000:]
     assert not main["urls_file_left"] and not other["urls_file_left"]
