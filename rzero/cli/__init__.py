@@ -54,6 +54,16 @@ def setup_logging() -> logging.Handler:
     return handler
 
 
+def _error(line: str) -> None:
+    """`error: LINE` on stderr on a line of its own: a progress bar the error cut short is
+    closed first (its last state kept), so the line does not land on its tail."""
+    from tqdm import tqdm
+
+    for bar in list(getattr(tqdm, "_instances", ())):
+        bar.close()
+    print(f"error: {line}", file=sys.stderr)
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
@@ -64,6 +74,7 @@ def main(argv: list[str] | None = None) -> int:
     # the solver server a run started is stopped on the way out
     if threading.current_thread() is threading.main_thread():
         signal.signal(signal.SIGTERM, _raise_interrupt)
+    from rzero.engine.serving import ServerError
     from rzero.io import DamagedFileError, DiskFull
     from rzero.rundir import RunDirConflict
 
@@ -72,11 +83,16 @@ def main(argv: list[str] | None = None) -> int:
             return args.func(args)
     except (ConfigError, ModelSpecError, RunDirConflict, DamagedFileError) as exc:
         # a user error: one line naming the file or field and the fix, exit 2
-        print(f"error: {exc}", file=sys.stderr)
+        _error(str(exc))
         return 2
     except DiskFull as exc:
         # the machine's fault, not the user's input: one line, exit 1
-        print(f"error: {exc}", file=sys.stderr)
+        _error(str(exc))
+        return 1
+    except ServerError as exc:
+        # a server this run started died (the out-of-memory killer's usual victim): what
+        # died and its log, in one line; the log's tail is in the log itself
+        _error(exc.line)
         return 1
     except KeyboardInterrupt:
         print("interrupted", file=sys.stderr)

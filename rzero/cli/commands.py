@@ -120,7 +120,7 @@ def cmd_iterate(args) -> int:
         ]
         argv, env = iterate_launch(cfg, forwarded)
         print(f"launching: {format_command(argv, env)}", file=sys.stderr, flush=True)
-        return launch_and_wait(argv, {**os.environ, **env})
+        return launch_and_wait(argv, {**os.environ, **env}, run_dir / "logs" / "launch.log")
     try:
         system.iterate(cfg, run_dir, fresh=args.fresh)
     except distributed.MainProcessFailed as exc:  # the main process printed the details
@@ -131,22 +131,93 @@ def cmd_iterate(args) -> int:
     return 0
 
 
-def launch_and_wait(argv: list[str], env: dict[str, str]) -> int:
+def launch_and_wait(argv: list[str], env: dict[str, str], log_path: Path | None = None) -> int:
     """Run the training launcher and return its exit code. It dies with this process, even
     by SIGKILL (and its ranks with it: `distributed.init`), so no rank outlives the
-    command; Ctrl-C and SIGTERM reach it too and it stops its ranks itself."""
+    command; Ctrl-C and SIGTERM reach it too and it stops its ranks itself. With `log_path`
+    everything the ranks and the launcher print is also appended there, and a launch that
+    fails ends with one line naming the process that died first (`launch_failure`)."""
+    import threading
+
     from rzero.engine.serving import die_with_parent
 
-    proc = subprocess.Popen(argv, env=env, preexec_fn=die_with_parent)
+    log = None
+    if log_path is not None:
+        log_path.parent.mkdir(parents=True, exist_ok=True)
+        log = open(log_path, "ab")  # noqa: SIM115 (closed below, after both pumps)
+        log.write(f"$ {' '.join(argv)}\n".encode())
+    pipe = subprocess.PIPE if log is not None else None
+    proc = subprocess.Popen(argv, env=env, preexec_fn=die_with_parent, stdout=pipe, stderr=pipe)
+    pumps, tail = [], bytearray()  # the launch's last output, for `launch_failure`
+    if log is not None:
+        lock = threading.Lock()
+        for source, sink in ((proc.stdout, sys.stdout), (proc.stderr, sys.stderr)):
+            pump = threading.Thread(target=_pump, args=(source, sink, log, tail, lock), daemon=True)
+            pump.start()
+            pumps.append(pump)
     try:
-        return proc.wait()
+        code = proc.wait()
     except KeyboardInterrupt:
         proc.terminate()
         try:
-            return proc.wait(timeout=60)
+            code = proc.wait(timeout=60)
         except subprocess.TimeoutExpired:
             proc.kill()
             raise KeyboardInterrupt from None
+    finally:
+        for pump in pumps:
+            pump.join(timeout=10)
+        if log is not None:
+            log.close()
+    if code != 0 and log_path is not None:
+        print(
+            f"error: {launch_failure(tail.decode(errors='replace'), code, log_path)}",
+            file=sys.stderr,
+        )
+    return code
+
+
+TAIL_BYTES = 65536
+
+
+def _pump(source, sink, log, tail: bytearray, lock) -> None:
+    """Copy a launcher pipe to this process's stream and the launch log as it comes (bytes,
+    so a progress bar's carriage returns pass through), keeping the last TAIL_BYTES."""
+    out = sink.buffer if hasattr(sink, "buffer") else None
+    for chunk in iter(lambda: source.read1(65536), b""):
+        with lock:
+            log.write(chunk)
+            log.flush()
+            tail.extend(chunk)
+            del tail[:-TAIL_BYTES]
+        if out is not None:
+            out.write(chunk)
+            out.flush()
+        else:
+            sink.write(chunk.decode(errors="replace"))
+            sink.flush()
+
+
+def launch_failure(text: str, code: int, log_path: Path) -> str:
+    """One line for a launch that exited with `code` after printing `text` (its last
+    output): the first process that died, as the launcher reported it (torch elastic's
+    "Root Cause" block: rank, pid, exit code or signal), and the launch's log."""
+    import re
+
+    block = text.rpartition("Root Cause (first observed failure):")[2]
+    rank = re.search(r"rank\s*:\s*(\d+)", block)
+    pid = re.search(r"exitcode\s*:\s*(-?\d+)\s*\(pid:\s*(\d+)\)", block)
+    why = re.search(r"traceback\s*:\s*(.+)", block)
+    if not (rank and pid):
+        return f"the training launch exited with code {code}; its log: {log_path}"
+    cause = why.group(1).strip() if why else f"exit code {pid.group(1)}"
+    cause = re.sub(r"\s*received by PID \d+$", "", cause)
+    if cause.startswith("To enable traceback"):  # a Python error: the rank printed it
+        cause = f"exit code {pid.group(1)}"
+    return (
+        f"training process rank {rank.group(1)} (pid {pid.group(2)}) died: {cause}; "
+        f"the launch's log: {log_path}"
+    )
 
 
 def cmd_config(args) -> int:

@@ -44,7 +44,12 @@ CommandBuilder = Callable[[str, str, int], list[str]]
 
 
 class ServerError(RuntimeError):
-    """A model server died or never became healthy; the message carries its log tail."""
+    """A model server died or never became healthy; the message carries its log tail, and
+    `line` says what happened and where the log is in one line (what the CLI prints)."""
+
+    def __init__(self, message: str, *, line: str | None = None):
+        super().__init__(message)
+        self.line = line or message.splitlines()[0]
 
 
 @dataclass(frozen=True)
@@ -272,7 +277,8 @@ def server_error(what: str, command: Sequence[str], log_path: Path) -> ServerErr
     """A ServerError naming the command and log, with the log's last lines."""
     return ServerError(
         f"{what}\n  command: {' '.join(command)}\n  log: {log_path}\n"
-        f"--- last lines of the log ---\n{log_tail(log_path)}"
+        f"--- last lines of the log ---\n{log_tail(log_path)}",
+        line=f"{what}; its log: {log_path}",
     )
 
 

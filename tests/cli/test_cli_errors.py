@@ -217,3 +217,35 @@ def test_every_command_logs_through_tqdm_and_leaves_logging_as_it_found_it(
     assert not any("phase:" in line for line in lines)  # no log line glued to the bar
     logger = logging.getLogger("rzero")
     assert logger.handlers == [] and logger.propagate and logger.level == logging.NOTSET
+
+
+def test_a_failed_launch_is_one_line_naming_the_process_that_died_first(tmp_path):
+    from rzero.cli.commands import launch_failure
+
+    log = tmp_path / "logs" / "launch.log"
+    report = """
+Failures:
+  rank      : 0 (local_rank: 0)
+  exitcode  : -15 (pid: 25630)  (SIGTERM)
+  traceback : Signal 15 (SIGTERM) received by PID 25630
+-------------------------------------------------------
+Root Cause (first observed failure):
+[0]:
+  time      : 2026-12-05_00:10:00
+  host      : localhost
+  rank      : 1 (local_rank: 1)
+  exitcode  : -9 (pid: 25631)  (SIGKILL)
+  error_file: <N/A>
+  traceback : Signal 9 (SIGKILL) received by PID 25631
+"""
+    assert launch_failure(report, 1, log) == (
+        f"training process rank 1 (pid 25631) died: Signal 9 (SIGKILL); the launch's log: {log}"
+    )
+    python_error = report.replace(
+        "Signal 9 (SIGKILL) received by PID 25631",
+        "To enable traceback see: https://pytorch.org/docs/stable/elastic/errors.html",
+    ).replace("-9 (pid: 25631)  (SIGKILL)", "1 (pid: 25631)")
+    assert "(pid 25631) died: exit code 1;" in launch_failure(python_error, 1, log)
+    assert launch_failure("no report", 7, log) == (
+        f"the training launch exited with code 7; its log: {log}"
+    )
