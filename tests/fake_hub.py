@@ -18,6 +18,7 @@ class FakeHub:
     def __init__(self):
         self.repos: dict[str, dict[str, dict[str, bytes]]] = {}
         self.private: dict[str, bool] = {}
+        self.kinds: dict[str, str] = {}  # repo -> model or dataset, as its commits were routed
         self.requests: list[tuple[str, str]] = []
         hub = self
 
@@ -56,10 +57,13 @@ class FakeHub:
                     return self.reply(200, {"url": f"{hub.url}/{repo}", "name": repo})
                 if path == "/api/validate-yaml":
                     return self.reply(200, {})
-                m = re.fullmatch(r"/api/models/([^/]+/[^/]+)/(branch|preupload|commit)/(.+)", path)
+                m = re.fullmatch(
+                    r"/api/(?:models|datasets)/([^/]+/[^/]+)/(branch|preupload|commit)/(.+)", path
+                )
                 if not m or m.group(1) not in hub.repos:
                     return self.reply(404, {"error": f"no route {path}"})
                 repo, what, revision = m.group(1), m.group(2), m.group(3).replace("%2F", "/")
+                hub.kinds[repo] = "dataset" if path.startswith("/api/datasets/") else "model"
                 branches = hub.repos[repo]
                 if what == "branch":
                     if revision in branches:

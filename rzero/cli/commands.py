@@ -436,6 +436,35 @@ def cmd_ablate(args) -> int:
     return 0
 
 
+def cmd_export(args) -> int:
+    from rzero.cli.systems import system_of
+    from rzero.rundir import RunDir
+    from rzero.rundir.export import ExportError, export_run
+
+    run_dir = Path(args.run_dir)
+    cfg = RunDir(run_dir).config()  # ConfigError (one line, exit 2) if it is not a run folder
+    run = RunDir(run_dir, system_of(cfg).layout)
+    try:
+        paths = export_run(run, cfg, args.to)
+    except ExportError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    for name, path in paths.items():
+        print(f"{name}: {path}")
+    print(f"dataset card: {Path(args.to) / 'README.md'}")
+    if args.push_to_hub:
+        from rzero.engine.hub import push_dataset
+
+        try:
+            commit = push_dataset(args.push_to_hub, Path(args.to), private=not args.public)
+        except Exception as exc:  # no network, no token: the export on disk is kept
+            why = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
+            print(f"error: pushing {args.to} to {args.push_to_hub}: {why}", file=sys.stderr)
+            return 1
+        print(f"pushed to the dataset repository {args.push_to_hub} ({commit[:12]})")
+    return 0
+
+
 def cmd_compare(args) -> int:
     from rzero.cli.systems import system_of
     from rzero.io import DamagedFileError

@@ -10,6 +10,7 @@ from rzero.cli.commands import (
     cmd_audit,
     cmd_best,
     cmd_compare,
+    cmd_export,
     cmd_config,
     cmd_eval,
     cmd_generate,
@@ -269,6 +270,22 @@ def build_parser() -> argparse.ArgumentParser:
         "--fresh", action="store_true", help="delete each variant's run dir and start it over"
     )
     p.set_defaults(func=cmd_ablate)
+
+    p = command(
+        "export",
+        "a run's generated data (labelled pools, SPIN pairs, SPAG games) as a `datasets` "
+        "dataset: Parquet and a dataset card",
+    )
+    p.add_argument("run_dir", metavar="RUN_DIR", help="the run folder to export (read only)")
+    p.add_argument("--to", required=True, metavar="DIR", help="a new or empty folder")
+    p.add_argument(
+        "--push-to-hub",
+        default=None,
+        metavar="REPO",
+        help="also upload DIR as the dataset repository REPO (private unless --public)",
+    )
+    p.add_argument("--public", action="store_true", help="make a new hub repository public")
+    p.set_defaults(func=cmd_export)
 
     p = command(
         "compare", "one table over runs: eval average and audited label accuracy per iteration"

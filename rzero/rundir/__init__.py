@@ -7,6 +7,7 @@ base of a system's run. It names no system: each declares its own `Layout`.
     phases.py  PhaseRunner: resume-or-run, timing, peak memory, generator lifetimes, the
                commit crash point and the system's hooks around each commit; TrackerLog
     hub.py     HubPush: run.push_to_hub, each trained checkpoint a branch, the model card
+    export.py  export_run: the run's JSONL tables as a `datasets` dataset (Parquet) and card
     lock.py    RunLock: one writer per run folder (flock, and the holder named)
     run.py     Run: the set-up, phase runner, trackers, hub push, report rebuild and stop
                every system's run shares; StopRun and the stop rule

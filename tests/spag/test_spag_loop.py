@@ -305,3 +305,17 @@ def test_separate_roles_train_one_model_per_role_on_its_own_turns(spag_model, tm
         for role, c in info["checkpoints"].items()
     }
     assert not weights[ATTACKER].equal(weights[DEFENDER])
+
+
+@pytest.mark.slow
+def test_the_spag_games_export_as_a_dataset(spag_run, tmp_path):
+    import datasets
+
+    from rzero.cli import main
+
+    assert main(["export", str(spag_run), "--to", str(tmp_path / "out")]) == 0
+    games = datasets.load_dataset(str(tmp_path / "out"), "games", split="train")
+    run = RunDir(spag_run)
+    expected = [row for k in run.iterations() for row in run.rows(k, "games")]
+    assert games.num_rows == len(expected) > 0
+    assert games["iteration"] == [k for k in run.iterations() for _ in run.rows(k, "games")]

@@ -298,3 +298,17 @@ def test_rzero_plan_shows_a_spin_recipe(spin_model):
         "| 2 | 10 (6 training, 4 held-out), ≤ 12 tokens, greedy | 12 | 6 of 4 pairs" in out.stdout
     )
     assert "the frozen discriminator: 2 SFT updates" in out.stdout
+
+
+@pytest.mark.slow
+def test_the_spin_pairs_export_as_a_dataset(spin_run, tmp_path):
+    import datasets
+
+    from rzero.cli import main
+
+    assert main(["export", str(spin_run), "--to", str(tmp_path / "out")]) == 0
+    pairs = datasets.load_dataset(str(tmp_path / "out"), "pairs", split="train")
+    run = RunDir(spin_run)
+    expected = [row for k in run.iterations() for row in run.rows(k, "pairs")]
+    assert pairs.num_rows == len(expected) > 0
+    assert pairs["prompt"] == [row["prompt"] for row in expected]
