@@ -137,39 +137,50 @@ def launch_and_wait(argv: list[str], env: dict[str, str], log_path: Path | None 
     command; Ctrl-C and SIGTERM reach it too and it stops its ranks itself. With `log_path`
     everything the ranks and the launcher print is also appended there, and a launch that
     fails ends with one line naming the process that died first (`launch_failure`)."""
+    import contextlib
     import threading
 
     from rzero.engine.serving import die_with_parent
 
-    log = None
-    if log_path is not None:
-        log_path.parent.mkdir(parents=True, exist_ok=True)
-        log = open(log_path, "ab")  # noqa: SIM115 (closed below, after both pumps)
-        log.write(f"$ {' '.join(argv)}\n".encode())
-    pipe = subprocess.PIPE if log is not None else None
-    proc = subprocess.Popen(argv, env=env, preexec_fn=die_with_parent, stdout=pipe, stderr=pipe)
-    pumps, tail = [], bytearray()  # the launch's last output, for `launch_failure`
-    if log is not None:
-        lock = threading.Lock()
-        for source, sink in ((proc.stdout, sys.stdout), (proc.stderr, sys.stderr)):
-            pump = threading.Thread(target=_pump, args=(source, sink, log, tail, lock), daemon=True)
-            pump.start()
-            pumps.append(pump)
-    try:
-        code = proc.wait()
-    except KeyboardInterrupt:
-        proc.terminate()
-        try:
-            code = proc.wait(timeout=60)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            raise KeyboardInterrupt from None
-    finally:
-        for pump in pumps:
-            pump.join(timeout=10)
-        if log is not None:
+    lock = threading.Lock()  # the pumps' writes, and the log's close after them
+
+    def close(log) -> None:
+        with lock:
             log.close()
-    if code != 0 and log_path is not None:
+
+    with contextlib.ExitStack() as stack:
+        log = None
+        if log_path is not None:
+            log_path.parent.mkdir(parents=True, exist_ok=True)
+            log = open(log_path, "ab")  # noqa: SIM115 - closed by the stack, after the pumps
+            stack.callback(close, log)
+            log.write(f"$ {' '.join(argv)}\n".encode())
+        pipe = subprocess.PIPE if log is not None else None
+        proc = subprocess.Popen(argv, env=env, preexec_fn=die_with_parent, stdout=pipe, stderr=pipe)
+        pumps, tail = [], bytearray()  # the launch's last output, for `launch_failure`
+        if log is not None:
+            for source, sink in ((proc.stdout, sys.stdout), (proc.stderr, sys.stderr)):
+                pump = threading.Thread(
+                    target=_pump, args=(source, sink, log, tail, lock), daemon=True
+                )
+                pump.start()
+                pumps.append(pump)
+        interrupted = False
+        try:
+            code = proc.wait()
+        except KeyboardInterrupt:
+            interrupted = True  # the user's own stop, not a process dying
+            proc.terminate()
+            try:
+                code = proc.wait(timeout=60)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                raise KeyboardInterrupt from None
+        finally:
+            for pump in pumps:
+                # the launcher has exited: its pipes end once its ranks have (they die with it)
+                pump.join(timeout=30)
+    if code != 0 and log_path is not None and not interrupted:
         print(
             f"error: {launch_failure(tail.decode(errors='replace'), code, log_path)}",
             file=sys.stderr,
@@ -186,10 +197,11 @@ def _pump(source, sink, log, tail: bytearray, lock) -> None:
     out = sink.buffer if hasattr(sink, "buffer") else None
     for chunk in iter(lambda: source.read1(65536), b""):
         with lock:
-            log.write(chunk)
-            log.flush()
             tail.extend(chunk)
             del tail[:-TAIL_BYTES]
+            if not log.closed:  # a straggler after the launch ended only reaches the screen
+                log.write(chunk)
+                log.flush()
         if out is not None:
             out.write(chunk)
             out.flush()
@@ -266,8 +278,8 @@ def cmd_audit(args) -> int:
     if cfg.audit is None:
         print(
             f"error: {run_dir} is a run.task={cfg.run.task!r} run, which has no audit "
-            "section: its rewards come from the truth, an executor or a game's rules, "
-            "not from pseudo-labels a judge could audit",
+            "section: there is nothing for a judge to audit (the solver task records each "
+            "label's exact accuracy; AZR, SPIN and SPAG have no pseudo-labels)",
             file=sys.stderr,
         )
         return 2

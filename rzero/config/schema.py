@@ -285,7 +285,7 @@ def _build(raw: dict[str, Any], run_folder: bool = False) -> RZeroConfig:
         if not isinstance(value, dict):
             raise ConfigError(f"{name}={value!r}: expected a mapping of fields")
         allowed = [f.name for f in dataclasses.fields(sections[name])]
-        value = _without_removed(name, value)
+        value = _without_removed(name, value, run_folder)
         for key in value:
             if key not in allowed:
                 raise ConfigError(
@@ -296,14 +296,15 @@ def _build(raw: dict[str, Any], run_folder: bool = False) -> RZeroConfig:
     return RZeroConfig(**built)
 
 
-def _without_removed(section: str, fields: dict[str, Any]) -> dict[str, Any]:
+def _without_removed(section: str, fields: dict[str, Any], run_folder: bool) -> dict[str, Any]:
     """`fields` of `section` less the REMOVED_FIELDS set to what every run now does;
-    ConfigError for one set otherwise."""
+    ConfigError for one set otherwise, except in a run folder's config.yaml (`run_folder`),
+    which stays readable (its fingerprint no longer matches, so it does not resume)."""
     kept = dict(fields)
     for key, (now, why) in REMOVED_FIELDS.items():
         owner, name = key.split(".")
         if owner == section and name in kept:
-            if kept.pop(name) != now:
+            if kept.pop(name) != now and not run_folder:
                 raise ConfigError(f"{key}={fields[name]!r}: {why}; remove it")
     return kept
 

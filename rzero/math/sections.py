@@ -75,6 +75,8 @@ def controls(run: RunDir, cfg: RZeroConfig) -> tuple[str, list[str]]:
             other = RunDir(sib).config()
         except Exception:  # noqa: BLE001 - an unreadable sibling is simply not a control
             continue
+        if other.roles is None:  # another system's run (SPIN, SPAG, the solver task)
+            continue
         if other.model.name == cfg.model.name and other.run.seed == cfg.run.seed:
             found.append(f"{_variant(other)} ({sib.name}/)")
     return _variant(cfg), found

@@ -65,6 +65,8 @@ class Layout:
 
 
 LOCK_FILE = ".lock"  # the writer's lock (`rzero.rundir.lock`), kept by --fresh
+# what --fresh keeps besides: the logs, which the launcher of this very run writes into
+KEPT_BY_FRESH = (LOCK_FILE, "logs")
 RUN_PREFIX = "run:"  # a marker's path inside RUN_DIR, relative to it
 
 
@@ -183,7 +185,7 @@ class RunDir:
         if fresh and self.path.exists():
             # everything but the lock this writer holds
             for child in self.path.iterdir():
-                if child.name == LOCK_FILE:
+                if child.name in KEPT_BY_FRESH:
                     continue
                 if child.is_dir() and not child.is_symlink():
                     shutil.rmtree(child)

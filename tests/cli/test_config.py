@@ -360,3 +360,12 @@ def test_a_run_folder_made_with_every_section_resumes(tmp_path):
         RunDir(tmp_path, LAYOUT).prepare(
             load_config("configs/spin-tiny.yaml", ["spin.learning_rate=3e-7"])
         )
+
+
+def test_a_removed_field_reads_in_an_old_run_folder_and_is_one_line_in_a_recipe():
+    from rzero.config import config_from_dict
+
+    old = {"generation": {"solver_data_parallel": False}}
+    assert config_from_dict(old, run_folder=True) == load_config()  # still readable
+    with pytest.raises(ConfigError, match="generation.solver_data_parallel=False: the frozen"):
+        config_from_dict(old)

@@ -44,6 +44,7 @@ def test_an_export_loads_back_through_datasets_row_for_row(tmp_path, capsys):
     assert labelled["question"][4] == "What is 2 + 1?" and labelled["kept"][4] is False
     assert labelled["answers"][0] == ["1"] * 10 and labelled["p_hat"][0] == 0.5
     assert labelled["extra"][6:] == ["8", '"nine"']  # mixed types kept as JSON text
+    assert json.loads(labelled["groups"][0]) == {"1": 5}  # votes per answer: JSON, not fields
     steps = datasets.load_dataset(
         "parquet", data_files=str(out / "challenger_steps" / "data.parquet"), split="train"
     )

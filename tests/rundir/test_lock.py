@@ -96,7 +96,7 @@ def test_iterate_audit_and_ablate_on_a_held_folder_are_one_line_and_exit_2(tmp_p
         holder.wait()
 
 
-def test_fresh_keeps_the_lock_it_holds(tmp_path):
+def test_fresh_keeps_the_lock_it_holds_and_the_launch_log(tmp_path):
     from rzero.config import load_config
     from rzero.math.layout import LAYOUT
     from rzero.rundir import RunDir
@@ -106,8 +106,12 @@ def test_fresh_keeps_the_lock_it_holds(tmp_path):
         run = RunDir(tmp_path, LAYOUT)
         run.prepare(cfg)
         (tmp_path / "iter_01").mkdir()
+        # the launcher of this very run writes logs/launch.log before its ranks start
+        (tmp_path / "logs").mkdir()
+        (tmp_path / "logs" / "launch.log").write_text("$ accelerate launch ...\n")
         run.prepare(cfg, fresh=True)
-        assert sorted(p.name for p in tmp_path.iterdir()) == [".lock", "config.yaml"]
+        assert sorted(p.name for p in tmp_path.iterdir()) == [".lock", "config.yaml", "logs"]
+        assert (tmp_path / "logs" / "launch.log").read_text() == "$ accelerate launch ...\n"
         with pytest.raises(Exception):  # noqa: B017 - a second process is still refused
             subprocess.run(
                 [sys.executable, "-c", HOLD.replace("time.sleep(600)", ""), str(tmp_path)],
