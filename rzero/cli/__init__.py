@@ -11,6 +11,8 @@ on a progress bar), and turns a user error into one line and exit code 2.
 from __future__ import annotations
 
 import logging
+import os
+import shutil
 import signal
 import sys
 import threading
@@ -64,8 +66,20 @@ def _error(line: str) -> None:
     print(f"error: {line}", file=sys.stderr)
 
 
+def name_the_accelerator() -> None:
+    """On a machine with no NVIDIA driver, tell DeepSpeed (which TRL and accelerate import)
+    that its accelerator is the CPU: left to detect it, it logs a warning on every import
+    ("Setting accelerator to CPU. If you have GPU ..."), once per process. A value the
+    environment already sets is kept."""
+    if "DS_ACCELERATOR" not in os.environ and not (
+        shutil.which("nvidia-smi") or os.path.exists("/dev/nvidiactl")
+    ):
+        os.environ["DS_ACCELERATOR"] = "cpu"
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
+    name_the_accelerator()
     args = parser.parse_args(argv)
     from tqdm.contrib.logging import logging_redirect_tqdm
 

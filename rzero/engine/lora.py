@@ -88,8 +88,11 @@ def save_lora(trainer, tokenizer, tmp: Path) -> None:
     """Into the (temporary) checkpoint dir `tmp`, on the main process: the adapter in
     `ADAPTER_DIR` (peft's adapter_config.json + adapter_model.safetensors), then the merged
     model and the tokenizer at the top, as a full-weight phase saves them."""
+    from rzero.engine.models import quiet_save
+
     model = trainer.accelerator.unwrap_model(trainer.model)
-    model.save_pretrained(str(tmp / ADAPTER_DIR))
-    merged = model.merge_and_unload()  # in place: the phase ends with this save
-    merged.save_pretrained(str(tmp))
+    with quiet_save():
+        model.save_pretrained(str(tmp / ADAPTER_DIR))
+        merged = model.merge_and_unload()  # in place: the phase ends with this save
+        merged.save_pretrained(str(tmp))
     tokenizer.save_pretrained(tmp)

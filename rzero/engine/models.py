@@ -14,6 +14,7 @@ half-written checkpoint that a later load would accept.
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import importlib.util
 import os
@@ -33,6 +34,22 @@ EMBEDDED_MODELS = {
 }
 DEFAULT_MODEL = "embedded:smollm2-135m-instruct"
 _COMPLETE_MARKER = "rzero_converted.json"
+
+
+@contextlib.contextmanager
+def quiet_save():
+    """transformers draws a "Writing model shards" progress bar at every save_pretrained; a
+    run saves a checkpoint per phase, so its log would carry one per phase. The bar is off
+    for the `with` block (transformers' own switch, restored after)."""
+    from transformers.utils import logging as hf_logging
+
+    was = hf_logging.is_progress_bar_enabled()
+    hf_logging.disable_progress_bar()
+    try:
+        yield
+    finally:
+        if was:
+            hf_logging.enable_progress_bar()
 
 
 class ModelSpecError(RuntimeError):
@@ -117,7 +134,8 @@ def convert_gguf(gguf_path: Path, out_dir: Path) -> Path:
         if model.config.tie_word_embeddings:
             model.tie_weights()
         model.generation_config = loaded.generation_config
-        model.save_pretrained(tmp, safe_serialization=True)
+        with quiet_save():
+            model.save_pretrained(tmp, safe_serialization=True)
         tokenizer.save_pretrained(tmp)
         crash_point("convert:mid")
         (tmp / _COMPLETE_MARKER).write_text(f'{{"source": "{gguf_path.name}"}}\n')

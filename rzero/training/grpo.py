@@ -40,7 +40,7 @@ from rzero.config import ConfigError, GenerationConfig, GRPOSection, ModelConfig
 from rzero.config.schedule import role_schedule
 from rzero.engine import distributed
 from rzero.engine.lora import has_adapter, lora_config, save_lora
-from rzero.engine.models import generation_dtype, train_compute
+from rzero.engine.models import generation_dtype, quiet_save, train_compute
 
 # rzero's value for each TRL option that changes what is optimised or sampled, so a TRL
 # upgrade that changes a default cannot change a run. A recipe's `trl:` mapping overrides
@@ -247,7 +247,8 @@ def save_trained(trainer, tokenizer, target: Path) -> None:
         if distributed.is_main():
             save_lora(trainer, tokenizer, tmp)
     else:
-        trainer.save_model(str(tmp))
+        with quiet_save():
+            trainer.save_model(str(tmp))
     if distributed.is_main():
         tokenizer.save_pretrained(tmp)
         (tmp / "training_args.bin").unlink(missing_ok=True)

@@ -249,3 +249,28 @@ Root Cause (first observed failure):
     assert launch_failure("no report", 7, log) == (
         f"the training launch exited with code 7; its log: {log}"
     )
+
+
+@pytest.mark.slow
+def test_a_run_on_cpu_prints_no_deepspeed_accelerator_warning_or_shard_bars(
+    format_checkpoint, tmp_path
+):
+    # DeepSpeed is told its accelerator is the CPU (DS_ACCELERATOR) and transformers' shard
+    # bar is off for checkpoint saves: neither line reaches a CPU run's log
+    from conftest import tiny_overrides
+
+    sets = tiny_overrides(format_checkpoint, **{"eval.enabled": False})
+    cmd = [sys.executable, "-m", "rzero", "iterate", "--run-dir", str(tmp_path / "run")]
+    env = {k: v for k, v in os.environ.items() if k != "DS_ACCELERATOR"}
+    env["OMP_NUM_THREADS"] = "1"
+    proc = subprocess.run(
+        cmd + [a for s in sets for a in ("--set", s)],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=900,
+    )
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    log = proc.stdout + proc.stderr
+    assert "Setting accelerator to CPU" not in log
+    assert "Writing model shards" not in log
