@@ -504,7 +504,12 @@ def test_iterate_relaunches_itself_through_the_launcher(tmp_path):
         f"--mixed_precision no -m rzero iterate --set run.train_gpus=[2, 3] "
         f"--run-dir {tmp_path / 'run'}"
     )
-    assert not (tmp_path / "run").exists()  # nothing ran in the launching process
+    # nothing ran in the launching process: it only logged the launch
+    assert [p.relative_to(tmp_path / "run").as_posix() for p in (tmp_path / "run").rglob("*")] == [
+        "logs",
+        "logs/launch.log",
+    ]
+    assert (tmp_path / "run" / "logs" / "launch.log").read_text().startswith("$ ")
 
 
 def test_rendezvous_reads_the_variables_clusters_set():
