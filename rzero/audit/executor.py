@@ -1,4 +1,4 @@
-"""The executor as the audit's judge (`audit.judge: executor`, run.task rzero_code).
+"""The executor as the audit's judge (`audit.judge: executor`, a rzero_code run).
 
 A code run's pseudo-label ỹ is the majority vote on the output of `f(input)`; the sandbox can
 compute that output, so the audit is exact: every labelled row of the run (each challenger

@@ -2,7 +2,7 @@
 
     commands.py   what each command does (`cmd_*`)
     parser.py     the argument parser: descriptions, help and defaults of every flag
-    systems.py    the one map from `run.task` to the system that runs it
+    systems.py    the one map from a recipe's task to the system that runs it
 
 `main` parses, sets up logging once for every command (through tqdm, so a line never lands
 on a progress bar), and turns a user error into one line and exit code 2.

@@ -267,6 +267,7 @@ def cmd_plan(args) -> int:
 
 
 def cmd_audit(args) -> int:
+    from rzero.cli.systems import system_of
     from rzero.rundir import RunLock
 
     run_dir = Path(args.run_dir)
@@ -277,7 +278,7 @@ def cmd_audit(args) -> int:
     cfg = load_config(saved, args.overrides, run_folder=True)
     if cfg.audit is None:
         print(
-            f"error: {run_dir} is a run.task={cfg.run.task!r} run, which has no audit "
+            f"error: {run_dir} is a {system_of(cfg).name} run, which has no audit "
             "section: there is nothing for a judge to audit (the solver task records each "
             "label's exact accuracy; AZR, SPIN and SPAG have no pseudo-labels)",
             file=sys.stderr,

@@ -170,7 +170,7 @@ def build_parser() -> argparse.ArgumentParser:
         "run a recipe's iterations (resumable: the same command again "
         "continues after the last finished phase)",
         "Run a recipe's iterations into RUN_DIR: R-Zero's alternating challenger and "
-        "solver phases (run.task math), its code tier, Absolute Zero, SPIN or SPAG. "
+        "solver phases (task math), its code tier, Absolute Zero, SPIN or SPAG. "
         "Every phase commits its outputs with a marker; the same command again "
         "continues after the last committed phase, and a changed recipe is refused.",
     )

@@ -1,4 +1,4 @@
-"""The code tier's two systems (SPEC §8, seed 003), `run.task` rzero_code and azr:
+"""The code tier's two systems (SPEC §8, seed 003), the tasks rzero_code and azr:
 
   rzero_code.py  R-Zero's loop on deduction tasks; every pseudo-label checked by the executor
   azr.py         Absolute Zero: proposer/solver over deduction, abduction and induction

@@ -1,5 +1,6 @@
-"""The solver task (`run.task: solver`): GRPO for the solver alone on fixed questions, labelled
-by the truth, the solver's own majority vote or the truth shuffled (`solver_task:`):
+"""The solver task (`task: solver` in a recipe's `run:` section): GRPO for the solver alone
+on fixed questions, labelled by the truth, the solver's own majority vote or the truth
+shuffled (`solver_task:`):
 
   questions.py  the question set (a benchmark draw or a JSONL file) and the three label sources
   curve.py      the well-formed count of every rollout and the development draw's curve
