@@ -1,5 +1,6 @@
 """The solver task (`task: solver` in a recipe's `run:` section): GRPO for the solver alone
-on fixed questions, on the run engine every system shares (run folder, markers and resume, trackers, report, hub push).
+on fixed questions, on the run engine every system shares (run folder, markers and resume,
+trackers, report, hub push).
 
     evaluation 0       the base solver S_0 once (iteration 0)
     for k = 1..K:
