@@ -13,6 +13,7 @@ names the key, the value and what is allowed.
 from __future__ import annotations
 
 import dataclasses
+import functools
 import hashlib
 import json
 import typing
@@ -251,6 +252,7 @@ def _hash(d: dict[str, Any], ignore: tuple[str, ...]) -> str:
     return hashlib.sha256(json.dumps(d, sort_keys=True).encode()).hexdigest()[:16]
 
 
+@functools.cache
 def _sections() -> dict[str, type]:
     hints = typing.get_type_hints(RZeroConfig)
     return {
