@@ -52,6 +52,7 @@ from rzero.labeling.answers import extract_boxed, extract_question
 from rzero.labeling.voting import FrozenSolver
 from rzero.prompts.chat import completion_text
 from rzero.stats import mean
+from rzero.training.steps import StepState
 
 __all__ = [
     "ChallengerReward",
@@ -289,7 +290,7 @@ def challenger_rewards(
     ]
 
 
-class ChallengerReward:
+class ChallengerReward(StepState):
     """TRL reward function of the challenger phase: `challenger_rewards` of each step's batch
     against the frozen solver's votes. Every completion's record (question, m answers,
     label, p̂, reward parts) is appended to `log_path` (`challenger_steps.jsonl`), which the
@@ -302,6 +303,7 @@ class ChallengerReward:
     """
 
     __name__ = "challenger"  # TRL names the logged reward column after this
+    checkpointed = ("step", "seconds", "summaries")  # the step seeds the frozen solver's votes
 
     def __init__(
         self,
@@ -321,6 +323,7 @@ class ChallengerReward:
         self.on_step = on_step
         self.step = 0
         self.seconds = 0.0  # wall time inside reward calls, frozen-solver sampling included
+        self.summaries: list[dict[str, float]] = []  # `step_summary` of each step, main process
 
     def __call__(self, prompts: list, completions: list, **kwargs) -> list[float]:
         t0 = time.perf_counter()
@@ -398,8 +401,9 @@ class ChallengerReward:
                 r_rep=parts[i].repetition,
             )
         append_jsonl(self.log_path, rows)
+        self.summaries.append(step_summary(rows))
         if self.on_step is not None:
-            self.on_step(step_summary(rows))
+            self.on_step(self.summaries[-1])
         return [p.reward for p in parts]
 
 

@@ -23,6 +23,7 @@ from rzero.labeling.answers import extract_boxed, extract_question
 from rzero.labeling.voting import FrozenSolver
 from rzero.prompts.challenger import challenger_chat
 from rzero.training.grpo import TrainStats, train_grpo
+from rzero.training.steps import latest_checkpoint
 
 
 @dataclass(frozen=True)
@@ -57,14 +58,14 @@ def train_challenger(
     """GRPO on the challenger prompt: each step samples prompts x G questions and rewards
     them by the frozen solver's uncertainty minus repetition; the trained weights are saved
     to `out_dir`. `solver` is None on processes other than the main one."""
-    if distributed.is_main():
+    work = out_dir.with_name(".trainer_challenger")
+    if distributed.is_main() and latest_checkpoint(work) is None:
         steps_log.unlink(missing_ok=True)  # a redone phase starts its log afresh
     summaries: list[dict[str, float]] = []
     reward = ChallengerReward(
         solver, cfg.challenger, steps_log, iteration, seed=cfg.run.seed, on_step=summaries.append
     )
     rows = [{"prompt": challenger_chat(cfg.challenger.prompt_file)}]
-    work = out_dir.with_name(".trainer_challenger")
     stats = train_grpo(
         model,
         tokenizer,
@@ -76,6 +77,7 @@ def train_challenger(
         model_cfg=cfg.model,
         generation_cfg=cfg.generation,
         report_to=cfg.run.report_to,
+        save_steps=cfg.run.save_steps,
         desc=f"iter {iteration} challenger",
         save_to=out_dir,
     )

@@ -56,14 +56,14 @@ def setup_logging() -> logging.Handler:
     return handler
 
 
-def _error(line: str) -> None:
-    """`error: LINE` on stderr on a line of its own: a progress bar the error cut short is
+def _error(line: str, prefix: str = "error") -> None:
+    """`PREFIX: LINE` on stderr on a line of its own: a progress bar the error cut short is
     closed first (its last state kept), so the line does not land on its tail."""
     from tqdm import tqdm
 
     for bar in list(getattr(tqdm, "_instances", ())):
         bar.close()
-    print(f"error: {line}", file=sys.stderr)
+    print(f"{prefix}: {line}", file=sys.stderr)
 
 
 def name_the_accelerator() -> None:
@@ -88,9 +88,11 @@ def main(argv: list[str] | None = None) -> int:
     # the solver server a run started is stopped on the way out
     if threading.current_thread() is threading.main_thread():
         signal.signal(signal.SIGTERM, _raise_interrupt)
+    from rzero.engine import distributed
     from rzero.engine.serving import ServerError
     from rzero.io import DamagedFileError, DiskFull
     from rzero.rundir import RunDirConflict
+    from rzero.training.steps import PREEMPTED_EXIT, Preempted
 
     try:
         with logging_redirect_tqdm(loggers=[logging.getLogger("rzero")]):
@@ -108,6 +110,12 @@ def main(argv: list[str] | None = None) -> int:
         # died and its log, in one line; the log's tail is in the log itself
         _error(exc.line)
         return 1
+    except Preempted as exc:
+        # a scheduler's SIGTERM in a training phase: the update in progress finished and
+        # its step checkpoint was written; the same command resumes there
+        if distributed.is_main():
+            _error(str(exc), prefix="preempted")
+        return PREEMPTED_EXIT
     except KeyboardInterrupt:
         print("interrupted", file=sys.stderr)
         return 130

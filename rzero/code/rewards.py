@@ -33,6 +33,7 @@ from rzero.executor.prompts import Messages, proposer_messages
 from rzero.executor.tasks import IDENTITY, CodeTask, call_text, outputs_equal, validate_triplets
 from rzero.io import append_jsonl
 from rzero.prompts.chat import completion_text
+from rzero.training.steps import StepState
 
 
 def challenger_prompt() -> Messages:
@@ -78,13 +79,14 @@ def refusal_counts(rows: Sequence[dict[str, Any]], top: int = 5) -> dict[str, in
     return dict(reasons.most_common(top))
 
 
-class CodeChallengerReward:
+class CodeChallengerReward(StepState):
     """TRL reward of the challenger phase. Each call (one GRPO step) reads and runs the
     proposals, has the frozen solver vote on the valid ones, scores the batch and appends
     one row per completion to `log_path` (`challenger_steps.jsonl`): the task, its m votes,
     ỹ, p̂, the truth, whether ỹ is right, and the reward parts."""
 
     __name__ = "code_challenger"
+    checkpointed = ("step", "seconds", "summaries")  # the step seeds the frozen solver's votes
 
     def __init__(
         self,
@@ -103,6 +105,7 @@ class CodeChallengerReward:
         self.sandbox = sandbox_options(cfg)
         self.step = 0
         self.seconds = 0.0
+        self.summaries: list[dict[str, Any]] = []  # `step_summary` of each step
 
     def __call__(self, prompts: list, completions: list, **kwargs: Any) -> list[float]:
         t0 = time.perf_counter()
@@ -156,8 +159,9 @@ class CodeChallengerReward:
                 r_rep=parts[i].repetition,
             )
         append_jsonl(self.log_path, rows)
+        self.summaries.append(step_summary(rows))
         if self.on_step is not None:
-            self.on_step(step_summary(rows))
+            self.on_step(self.summaries[-1])
         self.seconds += time.perf_counter() - t0
         return [p.reward for p in parts]
 
@@ -184,7 +188,7 @@ def step_summary(rows: Sequence[dict[str, Any]]) -> dict[str, Any]:
     }
 
 
-class PseudoLabelReward:
+class PseudoLabelReward(StepState):
     """TRL reward of the solver phase: 1 when the predicted output equals the pseudo-label
     (`outputs_equal`), else 0. Dataset columns: `label` (ỹ) and `task` (`CodeTask.to_json()`,
     for the record only). Per call (GRPO step) `steps` gains the mean reward, the share of
@@ -192,6 +196,7 @@ class PseudoLabelReward:
     step's labels: what training on pseudo-labels was training towards."""
 
     __name__ = "code_pseudo_label"
+    checkpointed = ("steps",)
 
     def __init__(self) -> None:
         self.steps: list[dict[str, Any]] = []

@@ -57,6 +57,7 @@ from rzero.solver.dataset import kept as in_band
 from rzero.solver.dataset import p_hat_histogram
 from rzero.stats import mean
 from rzero.training.grpo import train_grpo
+from rzero.training.steps import latest_checkpoint
 
 POOL_CHUNK = 32  # proposals sampled per generate call
 LABEL_CHUNK = 16  # tasks voted on per generate call
@@ -71,7 +72,8 @@ class RZeroCodeRun(CodeRun):
 
         it = self.rundir.iter_dir(k)
         steps_log = it / "challenger_steps.jsonl"
-        steps_log.unlink(missing_ok=True)  # a redone phase starts its log afresh
+        if latest_checkpoint(it / ".trainer_challenger") is None:
+            steps_log.unlink(missing_ok=True)  # a redone phase starts its log afresh
         model, tokenizer = self.load(start)
         summaries: list[dict] = []
         with serve_frozen(self.cfg, self.rundir.resolve(frozen_solver), it) as solver:
@@ -94,6 +96,7 @@ class RZeroCodeRun(CodeRun):
                 model_cfg=self.cfg.model,
                 generation_cfg=self.cfg.generation,
                 report_to=self.cfg.run.report_to,
+                save_steps=self.cfg.run.save_steps,
                 desc=f"iter {k} challenger",
                 save_to=it / "challenger",
             )
@@ -208,6 +211,7 @@ class RZeroCodeRun(CodeRun):
             seed=self.cfg.run.seed + 1000 + k,
             model_cfg=self.cfg.model,
             generation_cfg=self.cfg.generation,
+            save_steps=self.cfg.run.save_steps,
             report_to=self.cfg.run.report_to,
             desc=f"iter {k} solver",
             save_to=out,

@@ -71,6 +71,7 @@ __all__ = [
 NOT_FINGERPRINTED = (
     "run.output_dir",
     "run.verify",
+    "run.save_steps",  # a resumed run ends with the weights of an uninterrupted one
     "run.stop_on",
     "run.report_to",
     "run.push_to_hub",

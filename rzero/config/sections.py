@@ -314,6 +314,15 @@ class RunConfig(Section):
         "2 s per GB); a mismatch redoes that phase and the ones after it.",
         choices=("sizes", "full"),
     )
+    save_steps: int = option(
+        0,
+        "A step checkpoint (weights, optimiser, scheduler, RNG, the rollout "
+        "buffer, the reward's state) every this many optimiser updates of a "
+        "GRPO phase, from which a rerun resumes inside the phase; 0: only the "
+        "one SIGTERM asks for (SIGTERM always finishes the update in progress, "
+        "saves and exits 75).",
+        min=0,
+    )
     train_gpus: list[int] = option(
         [],
         "GPUs that train on each machine, one process each. With "

@@ -29,6 +29,10 @@ from rzero.engine.serving import python_module
 DEFAULT_ACCELERATE_CONFIG = "configs/accelerate/deepspeed_zero2.yaml"
 ACCELERATE_LAUNCH = "accelerate.commands.launch"  # what the `accelerate launch` script runs
 MIXED_PRECISION = {"bfloat16": "bf16", "float16": "fp16", "float32": "no"}
+# how long torch elastic waits, after passing SIGTERM on to the ranks, before it SIGKILLs
+# them (its own default is 30 s): a rank finishes its update and writes a step checkpoint
+# in that time (`rzero.training.steps`); `rzero iterate` sets it unless the environment does
+SHUTDOWN_SECONDS = 180
 
 
 # ---------------------------------------------------------------- GPU lists

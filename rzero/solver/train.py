@@ -36,6 +36,7 @@ def train_solver(
         model_cfg=cfg.model,
         generation_cfg=cfg.generation,
         report_to=cfg.run.report_to,
+        save_steps=cfg.run.save_steps,
         desc=f"iter {iteration} solver",
         save_to=out_dir,
     )

@@ -20,10 +20,13 @@ from rzero.evaluation import evaluate
 from rzero.labeling.answers import extract_boxed
 from rzero.prompts.chat import completion_text
 from rzero.solver.rewards import SolverReward
+from rzero.training.steps import StepState
 
 
-class FormatCount(SolverReward):
+class FormatCount(SolverReward, StepState):
     """`SolverReward`, and the well-formed share of every rollout it scores."""
+
+    checkpointed = ("well_formed",)
 
     def __init__(self, form: str = "accuracy", direction=None):
         super().__init__(form, direction)
@@ -54,9 +57,11 @@ class FormatCount(SolverReward):
         )
 
 
-class DevCurve(TrainerCallback):
+class DevCurve(TrainerCallback, StepState):
     """Greedy pass@1 on `items` (the development draw) at update 0 and every `every`
     updates, and after the last; `points` holds {update, dev_pass@1, dev_well_formed, dev_n}."""
+
+    checkpointed = ("points",)
 
     def __init__(self, generator, name: str, items: list[dict[str, Any]], cfg, every: int):
         self.generator, self.name, self.items = generator, name, items

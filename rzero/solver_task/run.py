@@ -146,6 +146,7 @@ class SolverTaskRun(Run):
             model_cfg=cfg.model,
             generation_cfg=cfg.generation,
             report_to=cfg.run.report_to,
+            save_steps=cfg.run.save_steps,
             desc=f"iter {k} solver",
             save_to=out,
             callbacks=callbacks,

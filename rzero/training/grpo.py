@@ -1,4 +1,4 @@
-"""The one module that imports trl: `train_grpo` wraps TRL's GRPOTrainer for either role.
+"""`train_grpo` wraps TRL's GRPOTrainer (`rzero.training.trainer`) for either role.
 
 Rewards arrive as TRL reward functions `(prompts, completions, **columns) -> list[float]`,
 so this module knows nothing about what is being rewarded.
@@ -27,6 +27,7 @@ the weights in `model.generation_dtype` (see `rollouts_through_decode`).
 from __future__ import annotations
 
 import contextlib
+import logging
 import shutil
 import time
 from collections.abc import Callable, Sequence
@@ -41,6 +42,15 @@ from rzero.config.schedule import role_schedule
 from rzero.engine import distributed
 from rzero.engine.lora import has_adapter, lora_config, save_lora
 from rzero.engine.models import generation_dtype, quiet_save, train_compute
+from rzero.training.steps import (
+    Preempted,
+    catch_sigterm,
+    latest_checkpoint,
+    load_state,
+    save_state,
+    stateful,
+)
+from rzero.training.trainer import trainer_class
 
 # rzero's value for each TRL option that changes what is optimised or sampled, so a TRL
 # upgrade that changes a default cannot change a run. A recipe's `trl:` mapping overrides
@@ -126,114 +136,6 @@ def score_completions_only():
         trl_utils._use_triton = original
 
 
-# TRL loss types whose update does not depend on how one update's rows are grouped into
-# equal micro-batches: dapo normalises by the rollout's token count, grpo and dr_grpo sum
-# per-sequence terms (bnpo normalises by each micro-batch's own tokens, so grouping matters)
-SORTABLE_LOSSES = ("dapo", "grpo", "dr_grpo")
-
-
-def by_completion_length(rows: dict[str, Any]) -> dict[str, Any]:
-    """A rollout's per-row values (tensors and lists, as TRL's `shuffle_sequence_dict` takes
-    them) reordered by completion length, shortest first."""
-    order = torch.argsort(rows["completion_mask"].sum(dim=1), stable=True)
-
-    def permute(v):
-        if v is None or (isinstance(v, torch.Tensor) and v.ndim == 0):
-            return v
-        if isinstance(v, torch.Tensor):
-            return v[order]
-        return [v[i] for i in order.tolist()]
-
-    return {key: permute(v) for key, v in rows.items()}
-
-
-def trainer_class(cpu_logps: bool):
-    """TRL's GRPOTrainer, or with `cpu_logps` a subclass whose per-token log-probabilities
-    come from `rzero.training.logprobs.completion_logps` (the prompts' shared prefix run once,
-    one log-softmax over the completion positions, each micro-batch cut to its longest
-    completion: TRL's numbers, faster on a CPU) where the model and inputs allow it (a plain
-    decoder on CPU in one process, text only; anything else goes through TRL's own
-    forward), and whose micro-batches hold completions of similar length."""
-    from trl import GRPOTrainer
-
-    if not cpu_logps:
-        return GRPOTrainer
-    from rzero.training.logprobs import completion_logps, supports_cpu_logps
-
-    class CpuLogpsGRPOTrainer(GRPOTrainer):
-        def _prepare_inputs(self, generation_batch):
-            """With one update per rollout, the rollout's rows go to the micro-batches
-            sorted by completion length instead of shuffled, so each micro-batch's forward
-            is cut to its own longest completion (`completion_logps`). The update is the
-            same: every micro-batch has as many rows and is part of the one update, and
-            the loss is normalised over the whole rollout (`SORTABLE_LOSSES`)."""
-            args = self.args
-            if (
-                not self.model.training
-                or self.num_iterations != 1
-                or args.steps_per_generation != args.gradient_accumulation_steps
-                or self.loss_type not in SORTABLE_LOSSES
-            ):
-                return super()._prepare_inputs(generation_batch)
-            import trl.trainer.grpo_trainer as trl_grpo
-
-            shuffle = trl_grpo.shuffle_sequence_dict
-            trl_grpo.shuffle_sequence_dict = by_completion_length
-            try:
-                return super()._prepare_inputs(generation_batch)
-            finally:
-                trl_grpo.shuffle_sequence_dict = shuffle
-
-        def _get_per_token_logps_and_entropies(
-            self,
-            model,
-            input_ids,
-            attention_mask,
-            logits_to_keep,
-            batch_size=None,
-            compute_entropy=False,
-            compute_aux_loss=False,
-            **media,
-        ):
-            if (
-                compute_aux_loss
-                or any(v is not None for v in media.values())
-                or distributed.world_size() > 1
-                or not supports_cpu_logps(model)
-            ):
-                return super()._get_per_token_logps_and_entropies(
-                    model,
-                    input_ids,
-                    attention_mask,
-                    logits_to_keep,
-                    batch_size,
-                    compute_entropy,
-                    compute_aux_loss,
-                    **media,
-                )
-            batch_size = batch_size or input_ids.size(0)
-            logps, entropies = [], []
-            for start in range(0, input_ids.size(0), batch_size):
-                with self.accelerator.autocast():
-                    lp, ent = completion_logps(
-                        model,
-                        input_ids[start : start + batch_size],
-                        attention_mask[start : start + batch_size],
-                        logits_to_keep,
-                        temperature=self.temperature,
-                        compute_entropy=compute_entropy,
-                    )
-                logps.append(lp)
-                entropies.append(ent)
-            return (
-                torch.cat(logps, dim=0),
-                torch.cat(entropies, dim=0) if compute_entropy else None,
-                None,
-            )
-
-    return CpuLogpsGRPOTrainer
-
-
 def save_trained(trainer, tokenizer, target: Path) -> None:
     """Every training process takes part (ZeRO-3 gathers its parameter shards here); the main
     process writes a temp dir and renames it, so a checkpoint dir is complete or absent. A
@@ -275,6 +177,7 @@ def grpo_config(
     generation_cfg: GenerationConfig | None = None,
     deepspeed: str | None = None,
     report_to: Sequence[str] = (),
+    save_steps: int = 0,
 ):
     """TRL's GRPOConfig for one role's phase: the role's schedule and fields, the run's
     precision, rollout backend and trackers (`run.report_to`), `ALGORITHM_OPTIONS`, then
@@ -290,6 +193,7 @@ def grpo_config(
             generation_cfg=generation_cfg,
             deepspeed=deepspeed,
             report_to=report_to,
+            save_steps=save_steps,
         ),
         "dataloader_num_workers": 0,
         "shuffle_dataset": True,
@@ -310,9 +214,12 @@ def managed_options(
     generation_cfg: GenerationConfig | None = None,
     deepspeed: str | None = None,
     report_to: Sequence[str] = (),
+    save_steps: int = 0,
 ) -> dict[str, Any]:
     """The GRPOConfig options rzero sets from the role's fields and the run's settings; a
-    recipe's `trl:` section may not set these (`check_trl_options`)."""
+    recipe's `trl:` section may not set these (`check_trl_options`). `save_steps`: a step
+    checkpoint every that many updates (`rzero.training.steps`; 0: none but the one SIGTERM
+    asks for)."""
     model_cfg = model_cfg or ModelConfig()
     gen = generation_cfg or GenerationConfig()
     sch = role_schedule(role, distributed.world_size())
@@ -344,7 +251,10 @@ def managed_options(
         vllm_gpu_memory_utilization=gen.gpu_memory_utilization,
         deepspeed=deepspeed,
         logging_steps=1,
-        save_strategy="no",
+        save_strategy="steps" if save_steps else "no",
+        save_steps=save_steps or 500,
+        save_only_model=False,  # the optimiser, scheduler and RNG too: a resumable checkpoint
+        save_total_limit=None,  # `steps.save_state` removes the earlier ones, once complete
         report_to=list(report_to),
         disable_tqdm=True,
     )
@@ -388,6 +298,8 @@ def train_grpo(
     save_to: str | Path | None = None,
     callbacks: Sequence[Any] = (),
     cpu_logps: bool = True,
+    save_steps: int = 0,
+    resumable: bool = True,
 ) -> TrainStats:
     """Train `model` in place with GRPO on `rows` (each has a 'prompt' chat plus columns that
     the reward functions receive as keyword lists), with the settings of one role's section
@@ -397,6 +309,14 @@ def train_grpo(
     TrainerCallbacks (a learning curve, say). `cpu_logps`: on CPU the per-token
     log-probabilities come from `rzero.training.logprobs` (`trainer_class`; TRL's numbers,
     faster); False keeps TRL's own forward.
+
+    Step checkpoints (`rzero.training.steps`): every `save_steps` updates (0: never) and when
+    SIGTERM arrives, a checkpoint in `output_dir`; SIGTERM then ends the phase with
+    `Preempted` after the update in progress. Called again with the same `output_dir`, it
+    resumes from the latest complete checkpoint there, the state of the reward functions and
+    callbacks that have one (`state_dict`/`load_state_dict`) included. `resumable` False (a
+    phase whose state lives outside its reward functions and callbacks): no step checkpoints,
+    SIGTERM acts as it does outside a phase, and the phase is redone whole.
 
     `model` must have been loaded with `from_pretrained(dir)`: TRL rebuilds the frozen KL
     reference from `model.config._name_or_path`, i.e. the weights at the start of the phase.
@@ -418,6 +338,7 @@ def train_grpo(
         generation_cfg=generation_cfg,
         deepspeed=deepspeed,
         report_to=report_to,
+        save_steps=save_steps,
     )
     on_cpu = not torch.cuda.is_available()
     if args.bf16 and on_cpu and any(p.dtype != torch.float32 for p in model.parameters()):
@@ -432,12 +353,28 @@ def train_grpo(
     need = role.steps * role.prompts_per_step
     data = [rows[i % len(rows)] for i in range(max(need, len(rows)))]
 
+    if not resumable:
+        args.save_strategy = "no"
+    objects = stateful([*reward_funcs, *callbacks])
+    resume = latest_checkpoint(Path(output_dir)) if resumable else None
+    if resume is not None:
+        stats.log = load_state(resume, objects)
+        if distributed.is_main():
+            logging.getLogger("rzero").info(
+                "%s: resuming after update %s/%d from its step checkpoint %s",
+                desc,
+                resume.name.rpartition("-")[2],
+                args.max_steps,
+                resume,
+            )
+
     class _Progress(TrainerCallback):
         """One compact progress bar instead of TRL's dict printing."""
 
         def on_train_begin(self, args, state, control, **kwargs):
             self.bar = tqdm(
                 total=state.max_steps,
+                initial=state.global_step,
                 desc=desc,
                 unit="step",
                 leave=False,
@@ -475,7 +412,26 @@ def train_grpo(
 
         dtype = generation_dtype(model_cfg.generation_dtype, model_cfg.device)
         rollouts = rollouts_through_decode(model, getattr(torch, dtype), lora=bool(role.lora))
-    with rollouts, score_completions_only():
+
+    class _StepCheckpoints(TrainerCallback):
+        """After each update: stop and save when SIGTERM reached any process; after each
+        save: the phase's own state beside TRL's files (`steps.save_state`)."""
+
+        stopped = False
+
+        def on_step_end(self, args, state, control, **kwargs):
+            if sigterm.agreed():
+                control.should_save = control.should_training_stop = True
+                self.stopped = True
+
+        def on_save(self, args, state, control, **kwargs):
+            distributed.barrier()  # every process's rollout buffer is written
+            save_state(
+                Path(args.output_dir) / f"checkpoint-{state.global_step}", objects, stats.log
+            )
+
+    step_checkpoints = _StepCheckpoints()
+    with catch_sigterm(resumable) as sigterm, rollouts, score_completions_only():
         # a role's `lora:` trains adapters on frozen base weights (TRL's peft_config); the KL
         # reference is then the model with the adapter disabled
         trainer = trainer_class(cpu_logps and on_cpu)(
@@ -484,14 +440,21 @@ def train_grpo(
             args=args,
             train_dataset=Dataset.from_list(data),
             processing_class=tokenizer,
-            callbacks=[_timed_callback(stats), _Progress(), *callbacks],
+            callbacks=[_timed_callback(stats), _Progress(), *callbacks, step_checkpoints],
             peft_config=lora_config(role.lora) if role.lora else None,
         )
         trainer.remove_callback(ProgressCallback)
         trainer.remove_callback(PrinterCallback)
         t0 = time.perf_counter()
-        trainer.train()
+        trainer.train(resume_from_checkpoint=str(resume) if resume is not None else None)
         stats.seconds_total = time.perf_counter() - t0
+    if step_checkpoints.stopped and trainer.state.global_step < trainer.state.max_steps:
+        raise Preempted(
+            desc,
+            trainer.state.global_step,
+            trainer.state.max_steps,
+            latest_checkpoint(Path(output_dir)),
+        )
     if save_to is not None:
         save_trained(trainer, tokenizer, Path(save_to))
     # free the reference model and optimiser state before the next phase
