@@ -238,7 +238,12 @@ def launch_failure(text: str, code: int, log_path: Path) -> str:
     "Root Cause" block: rank, pid, exit code or signal), and the launch's log."""
     import re
 
-    block = text.rpartition("Root Cause (first observed failure):")[2]
+    before, _, block = text.rpartition("Root Cause (first observed failure):")
+    # a rank that saw the cause said so in rzero's own one line (a server or engine that died
+    # under it): that is the line, whichever rank the launcher saw fail first
+    said = [m.strip() for m in re.findall(r"(?:^|[\r\n])[ \t]*error: ([^\r\n]+)", before)]
+    if said:
+        return f"{said[-1]}; the launch's log: {log_path}"
     rank = re.search(r"rank\s*:\s*(\d+)", block)
     pid = re.search(r"exitcode\s*:\s*(-?\d+)\s*\(pid:\s*(\d+)\)", block)
     why = re.search(r"traceback\s*:\s*(.+)", block)
@@ -284,7 +289,26 @@ def cmd_plan(args) -> int:
     from rzero.cli.systems import system_of
 
     cfg = load_config(args.config, args.overrides)
-    print(system_of(cfg).plan(cfg, args.config), end="")
+    system = system_of(cfg)
+    estimate = None
+    if args.hardware is not None:
+        from rzero.engine.hardware import parse_hardware
+
+        if system.estimate is None:
+            raise ConfigError(
+                f"rzero plan --hardware: no runtime estimate for a {system.name} recipe yet "
+                "(the R-Zero loop's recipes have one)"
+            )
+        if not 0 < args.length_fraction <= 1:
+            raise ConfigError(f"--length-fraction {args.length_fraction}: must be in (0, 1]")
+        try:
+            hardware = parse_hardware(args.hardware)
+            estimate = system.estimate(cfg, hardware, args.length_fraction, args.params)
+        except ValueError as exc:
+            raise ConfigError(str(exc)) from None
+    print(system.plan(cfg, args.config), end="")
+    if estimate is not None:
+        print("\n" + estimate, end="")
     return 0
 
 

@@ -204,6 +204,30 @@ def build_parser() -> argparse.ArgumentParser:
         "recipe claims its schedule)",
     )
     _add_config_args(p)
+    p.add_argument(
+        "--hardware",
+        default=None,
+        metavar="H",
+        help="also estimate tokens and wall time per phase on H: cpu-2 (this project's "
+        "2-core machine, calibrated) or COUNTxGPU, GPU one of A100-40G, A100-80G, H100-80G, "
+        "H200 (e.g. 8xA100-40G); each throughput's source is printed with it",
+    )
+    p.add_argument(
+        "--length-fraction",
+        type=float,
+        default=1.0,
+        metavar="F",
+        help="with --hardware: count completions at F of their maximum length (default 1: "
+        "every completion at its limit, an upper bound)",
+    )
+    p.add_argument(
+        "--params",
+        type=float,
+        default=None,
+        metavar="B",
+        help="with --hardware: the model's parameters in billions (default: read from "
+        "model.name, e.g. Qwen3-4B -> 4)",
+    )
     p.set_defaults(func=cmd_plan)
 
     p = command("audit", "label-accuracy audit of a run by an external judge")

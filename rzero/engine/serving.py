@@ -160,6 +160,17 @@ def log_tail(path: Path, lines: int = 40) -> str:
     return "\n".join(text.splitlines()[-lines:]) or "(empty log)"
 
 
+# what a vLLM server logs when one of its engine core processes dies under it (killed by the
+# out-of-memory killer, say): the API server then shuts down
+ENGINE_CORE_DEATH = ("engine core exited unexpectedly", "EngineDeadError")
+
+
+def engine_core_died(log_path: Path) -> bool:
+    """Whether a vLLM server's log says one of its engine cores died."""
+    tail = log_tail(log_path, 400)
+    return any(mark in tail for mark in ENGINE_CORE_DEATH)
+
+
 def _get_json(url: str, timeout: float) -> tuple[int, object]:
     with urllib.request.urlopen(url, timeout=timeout) as resp:
         body = resp.read()

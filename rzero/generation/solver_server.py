@@ -39,6 +39,7 @@ from rzero.engine.launch import cuda_visible_devices
 from rzero.engine.serving import (
     PORT_ATTEMPTS,
     ServerError,
+    engine_core_died,
     free_port,
     log_size,
     offline_env,
@@ -321,8 +322,9 @@ class SolverServer:
         """Raise ServerError naming the URL and log path if the server exited."""
         code = self.process.poll() if self.process is not None else None
         if code is not None:
+            cause = ": one of its vLLM engine cores died" if engine_core_died(self.log_path) else ""
             raise server_error(
-                f"solver server at {self.url} exited with code {code}",
+                f"solver server at {self.url} exited with code {code}{cause}",
                 self.spec.command,
                 self.log_path,
             )

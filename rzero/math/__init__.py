@@ -38,6 +38,13 @@ def plan(cfg: RZeroConfig, source: str | None = None) -> str:
     return plan_markdown(cfg, source) + "\n" + placement_markdown(cfg, source)
 
 
+def estimate(cfg: RZeroConfig, hardware, length_fraction: float = 1.0, params_b=None) -> str:
+    """`rzero plan --hardware H`: tokens and wall time per phase on that hardware."""
+    from rzero.math.estimate import estimate_markdown
+
+    return estimate_markdown(cfg, hardware, length_fraction, params_b)
+
+
 def rebuild(run: RunDir, cfg: RZeroConfig) -> None:
     from rzero.math.report import rebuild as rebuild_report
 
@@ -68,4 +75,5 @@ SYSTEM = System(
     variants=VARIANTS,
     default_variants=("separate", "shared"),
     launcher=True,
+    estimate=estimate,
 )

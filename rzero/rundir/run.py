@@ -180,6 +180,8 @@ class System:
     summary           `(run_dirs, out_dir)` -> the ablation's table (None: `rzero compare`'s)
     launcher          whether `rzero iterate` may start it under `accelerate launch` (several
                       training processes); the others run in one process
+    estimate          `(cfg, hardware, length_fraction, params_b)` -> its wall time on that
+                      hardware (Markdown; `rzero plan --hardware`); None: not estimated
     """
 
     layout: Layout
@@ -191,6 +193,7 @@ class System:
     overrides: Callable[[RZeroConfig, str], list[str]] | None = None
     summary: Callable[[list[Path], Path], Path] | None = None
     launcher: bool = False
+    estimate: Callable[..., str] | None = None
 
     @property
     def name(self) -> str:

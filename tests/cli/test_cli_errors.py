@@ -249,6 +249,16 @@ Root Cause (first observed failure):
     assert launch_failure("no report", 7, log) == (
         f"the training launch exited with code 7; its log: {log}"
     )
+    # a rank that saw what died said it in rzero's own line: that line, not the rank the
+    # launcher saw fail first (the other rank, told only that the main process failed)
+    server = "solver server at http://127.0.0.1:5/v1 exited with code 0: one of its vLLM engine cores died"
+    said = (
+        "iter 1 challenger:   0%|   | 0/2 [00:00<?, ?step/s]error (process 1): the main "
+        f"process failed: GenerationError: ...\n          error: {server}; its log: S.log\n"
+    )
+    assert launch_failure(said + python_error, 1, log) == (
+        f"{server}; its log: S.log; the launch's log: {log}"
+    )
 
 
 @pytest.mark.slow

