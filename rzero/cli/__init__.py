@@ -83,6 +83,12 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     from tqdm.contrib.logging import logging_redirect_tqdm
 
+    from rzero.engine.logs import quiet_libraries, unfilter_warnings
+
+    if getattr(args, "verbose", False):
+        unfilter_warnings()
+    else:
+        quiet_libraries()
     handler = setup_logging()
     # SIGTERM (kill, a scheduler's preemption) unwinds like Ctrl-C, so model servers and
     # the solver server a run started is stopped on the way out

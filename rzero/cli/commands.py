@@ -119,10 +119,14 @@ def cmd_iterate(args) -> int:
             "--run-dir",
             str(run_dir),
             *(["--fresh"] if args.fresh else []),
+            *(["--verbose"] if args.verbose else []),
         ]
         argv, env = iterate_launch(cfg, forwarded)
         print(f"launching: {format_command(argv, env)}", file=sys.stderr, flush=True)
+        from rzero.engine.logs import launch_env
+
         env = {"TORCH_ELASTIC_SHUTDOWN_TIMEOUT": str(SHUTDOWN_SECONDS), **os.environ, **env}
+        launch_env(env, args.verbose)
         return launch_and_wait(argv, env, run_dir / "logs" / "launch.log")
     try:
         system.iterate(cfg, run_dir, fresh=args.fresh)

@@ -36,6 +36,15 @@ def _add_config_args(p: argparse.ArgumentParser) -> None:
     )
 
 
+def _add_verbose(p: argparse.ArgumentParser) -> None:
+    p.add_argument(
+        "--verbose",
+        action="store_true",
+        help="the libraries' warnings and INFO lines (vLLM, torch, torchrun) as they print "
+        "them; by default they are off at their source (rzero.engine.logs)",
+    )
+
+
 def _add_serve_solver_args(p: argparse.ArgumentParser) -> None:
     from rzero.generation.solver_server import ENGINES
 
@@ -177,6 +186,7 @@ def build_parser() -> argparse.ArgumentParser:
     _add_config_args(p)
     p.add_argument("--run-dir", default=None, help="run directory (default: run.output_dir)")
     p.add_argument("--fresh", action="store_true", help="delete RUN_DIR and start over")
+    _add_verbose(p)
     p.set_defaults(func=cmd_iterate)
 
     p = command("config", "print the resolved config, or every field's help")
@@ -293,6 +303,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument(
         "--fresh", action="store_true", help="delete each variant's run dir and start it over"
     )
+    _add_verbose(p)
     p.set_defaults(func=cmd_ablate)
 
     p = command(

@@ -68,7 +68,9 @@ def offline_env(model_path: str | Path, env: Mapping[str, str] | None = None) ->
     """`env` (default: this process's environment) with HF_HUB_OFFLINE=1 when `model_path` is
     a local directory and the variable is not set already: a local checkpoint needs no hub,
     and with no network vLLM waits ~20 s on it at every start."""
-    out = dict(os.environ if env is None else env)
+    from rzero.engine.logs import server_env
+
+    out = server_env(dict(os.environ if env is None else env))  # its log file: vLLM's INFO
     if Path(model_path).is_dir():
         out.setdefault("HF_HUB_OFFLINE", "1")
     return out

@@ -26,6 +26,11 @@ from rzero.engine.serving import free_port
 from rzero.engine.watchdog import descendants, parents
 
 ROOT = Path(__file__).resolve().parents[2]
+# a library's warning line: vLLM's logger, torch's C++ and torchrun's glog-style lines,
+# Python's warnings
+LIBRARY_WARNING = re.compile(
+    r"\bWARNING\b|^[WE]\d{4} \d\d:|\[W\d{4} |Warning: |FutureWarning|UserWarning|DeprecationWarning"
+)
 CONFIG = "configs/rehearsal.yaml"
 
 pytestmark = [
@@ -137,6 +142,9 @@ def test_the_rehearsal_survives_an_engine_core_death_and_sigkill_and_resumes(tmp
     )
     assert out.returncode == 0, out.stdout[-2000:] + out.stderr[-4000:]
     assert "launching: " in out.stderr and "-m accelerate.commands.launch" in out.stderr
+    # no library prints a warning on the way (vLLM, torch, torchrun: rzero.engine.logs)
+    printed = (out.stdout + out.stderr).replace("\r", "\n").splitlines()
+    assert [line for line in printed if LIBRARY_WARNING.search(line)] == []
     assert _marker(run, 0, "eval") == base_eval  # committed before the kill: not redone
     challenger = _marker(run, 1, "challenger")
     assert challenger["engines"] == ["vllm server x1, data parallel 2"]
