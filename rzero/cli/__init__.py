@@ -1,6 +1,7 @@
 """`rzero <command>` / `python -m rzero <command>`; the Makefile calls these.
 
     commands.py   what each command does (`cmd_*`)
+    launching.py  the training launch: accelerate launch, its log, one line on how it ended
     parser.py     the argument parser: descriptions, help and defaults of every flag
     systems.py    the one map from a recipe's task to the system that runs it
 

@@ -9,4 +9,6 @@ folder): models, processes, servers, trackers.
     distributed.py  ranks, on_main, the process group
     hub.py          pushing a checkpoint to the Hugging Face hub
     trackers.py     run.report_to: TensorBoard, wandb, MLflow, trackio
+    hardware.py     throughputs of GPUs and of the calibrated CPU, with their sources
+    logs.py         the libraries' warnings off at their source, unless --verbose
 """

@@ -7,6 +7,7 @@ solver's majority vote labels them, both train in alternation with GRPO.
     sections.py  the report's self-play sections: science card, collapse watch, challenger
                  trend, increments, co-error, cross-play, best solver, stop
     plan.py      what one iteration computes, counted before anything runs (`rzero plan`)
+    estimate.py  its tokens and wall time on given hardware (`rzero plan --hardware`)
     layout.py    its run folder (`LAYOUT`)
 
 `SYSTEM` is what the CLI and `rzero ablate` see of it (`LAYOUT`, its run folder; `VARIANTS`,

@@ -220,7 +220,7 @@ def test_every_command_logs_through_tqdm_and_leaves_logging_as_it_found_it(
 
 
 def test_a_failed_launch_is_one_line_naming_the_process_that_died_first(tmp_path):
-    from rzero.cli.commands import launch_failure
+    from rzero.cli.launching import launch_failure
 
     log = tmp_path / "logs" / "launch.log"
     report = """

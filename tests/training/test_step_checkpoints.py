@@ -92,6 +92,7 @@ def weights(model):
 def test_sigterm_mid_rollout_saves_and_the_rerun_ends_where_an_uninterrupted_run_does(
     tiny_checkpoint, tmp_path
 ):
+    handler = signal.getsignal(signal.SIGTERM)
     whole, model, reward, summaries = train(tiny_checkpoint, tmp_path / "whole")
     expected = weights(model)
     assert reward.step == 3 and [r["update"] for r in whole.log] == [1, 3, 5]  # a rollout each
@@ -105,7 +106,7 @@ def test_sigterm_mid_rollout_saves_and_the_rerun_ends_where_an_uninterrupted_run
     assert (work / "checkpoint-3" / "rollout-rank0.pt").is_file()
     assert "stopped by SIGTERM" in str(stopped) and "rerun the same command" in str(stopped)
     # outside the phase SIGTERM is what it was before
-    assert signal.getsignal(signal.SIGTERM) is signal.SIG_DFL
+    assert signal.getsignal(signal.SIGTERM) is handler
 
     resumed, model, reward, replayed = train(tiny_checkpoint, work)
     assert not isinstance(resumed, Preempted)
