@@ -213,6 +213,7 @@ class SpagRun(Run):
             model_cfg=cfg.model,
             report_to=cfg.run.report_to,
             save_to=out,
+            save_steps=cfg.run.save_steps,
         )
         shutil.rmtree(work, ignore_errors=True)
         del model
@@ -332,6 +333,7 @@ class SpagRun(Run):
             desc=f"epoch {k} {s.objective}{' ' + role if role else ''}",
             save_to=out,
             updates=updates,
+            save_steps=cfg.run.save_steps,
         )
         shutil.rmtree(work, ignore_errors=True)
         del model

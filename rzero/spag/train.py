@@ -49,6 +49,7 @@ def selfplay_update(
     desc: str = "spag",
     save_to: str | Path | None = None,
     updates: int | None = None,
+    save_steps: int = 0,
 ) -> dict[str, Any]:
     """One epoch's offline update of `model` (the collecting policy, as it is now) on the
     winners' turns `rows` and the SFT rows `sft`, with `spag_loss`; π_old is `model`'s own
@@ -98,6 +99,7 @@ def selfplay_update(
         report_to=report_to,
         desc=desc,
         save_to=save_to,
+        save_steps=save_steps,
     )
 
 
@@ -112,6 +114,7 @@ def imitation_update(
     model_cfg: ModelConfig,
     report_to: Sequence[str] = (),
     save_to: str | Path | None = None,
+    save_steps: int = 0,
 ) -> dict[str, Any]:
     """The imitation step on a teacher's winning turns, `imitation_loss` toward `model` as it
     is now (the base), at `spag.imitation_lr`."""
@@ -150,6 +153,7 @@ def imitation_update(
         report_to=report_to,
         desc="imitation",
         save_to=save_to,
+        save_steps=save_steps,
     )
 
 

@@ -132,6 +132,7 @@ class SpinRun(Run):
             report_to=self.cfg.run.report_to,
             desc="discriminator",
             save_to=out,
+            save_steps=self.cfg.run.save_steps,
         )
         shutil.rmtree(work, ignore_errors=True)
         return {
@@ -203,7 +204,11 @@ class SpinRun(Run):
         prompts = [p["prompt"] for p in merged]
         chosen = [p["chosen"] for p in merged]
         common = dict(
-            seed=cfg.run.seed + k, model_cfg=cfg.model, report_to=cfg.run.report_to, save_to=out
+            seed=cfg.run.seed + k,
+            model_cfg=cfg.model,
+            report_to=cfg.run.report_to,
+            save_to=out,
+            save_steps=cfg.run.save_steps,
         )
         if s.objective == "spin":
             result = train_pairs(

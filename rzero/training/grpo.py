@@ -27,7 +27,6 @@ the weights in `model.generation_dtype` (see `rollouts_through_decode`).
 from __future__ import annotations
 
 import contextlib
-import logging
 import shutil
 import time
 from collections.abc import Callable, Sequence
@@ -43,12 +42,11 @@ from rzero.engine import distributed
 from rzero.engine.lora import has_adapter, lora_config, save_lora
 from rzero.engine.models import generation_dtype, quiet_save, train_compute
 from rzero.training.steps import (
-    Preempted,
     catch_sigterm,
-    latest_checkpoint,
-    load_state,
-    save_state,
+    check_preempted,
+    resume_point,
     stateful,
+    step_checkpoints,
 )
 from rzero.training.trainer import trainer_class
 
@@ -356,17 +354,11 @@ def train_grpo(
     if not resumable:
         args.save_strategy = "no"
     objects = stateful([*reward_funcs, *callbacks])
-    resume = latest_checkpoint(Path(output_dir)) if resumable else None
-    if resume is not None:
-        stats.log = load_state(resume, objects)
-        if distributed.is_main():
-            logging.getLogger("rzero").info(
-                "%s: resuming after update %s/%d from its step checkpoint %s",
-                desc,
-                resume.name.rpartition("-")[2],
-                args.max_steps,
-                resume,
-            )
+    resume = (
+        resume_point(Path(output_dir), objects, stats.log, desc, args.max_steps)
+        if resumable
+        else None
+    )
 
     class _Progress(TrainerCallback):
         """One compact progress bar instead of TRL's dict printing."""
@@ -413,25 +405,8 @@ def train_grpo(
         dtype = generation_dtype(model_cfg.generation_dtype, model_cfg.device)
         rollouts = rollouts_through_decode(model, getattr(torch, dtype), lora=bool(role.lora))
 
-    class _StepCheckpoints(TrainerCallback):
-        """After each update: stop and save when SIGTERM reached any process; after each
-        save: the phase's own state beside TRL's files (`steps.save_state`)."""
-
-        stopped = False
-
-        def on_step_end(self, args, state, control, **kwargs):
-            if sigterm.agreed():
-                control.should_save = control.should_training_stop = True
-                self.stopped = True
-
-        def on_save(self, args, state, control, **kwargs):
-            distributed.barrier()  # every process's rollout buffer is written
-            save_state(
-                Path(args.output_dir) / f"checkpoint-{state.global_step}", objects, stats.log
-            )
-
-    step_checkpoints = _StepCheckpoints()
     with catch_sigterm(resumable) as sigterm, rollouts, score_completions_only():
+        saving = step_checkpoints(sigterm, objects, stats.log)
         # a role's `lora:` trains adapters on frozen base weights (TRL's peft_config); the KL
         # reference is then the model with the adapter disabled
         trainer = trainer_class(cpu_logps and on_cpu)(
@@ -440,7 +415,7 @@ def train_grpo(
             args=args,
             train_dataset=Dataset.from_list(data),
             processing_class=tokenizer,
-            callbacks=[_timed_callback(stats), _Progress(), *callbacks, step_checkpoints],
+            callbacks=[_timed_callback(stats), _Progress(), *callbacks, saving],
             peft_config=lora_config(role.lora) if role.lora else None,
         )
         trainer.remove_callback(ProgressCallback)
@@ -448,13 +423,7 @@ def train_grpo(
         t0 = time.perf_counter()
         trainer.train(resume_from_checkpoint=str(resume) if resume is not None else None)
         stats.seconds_total = time.perf_counter() - t0
-    if step_checkpoints.stopped and trainer.state.global_step < trainer.state.max_steps:
-        raise Preempted(
-            desc,
-            trainer.state.global_step,
-            trainer.state.max_steps,
-            latest_checkpoint(Path(output_dir)),
-        )
+    check_preempted(saving, trainer, desc)
     if save_to is not None:
         save_trained(trainer, tokenizer, Path(save_to))
     # free the reference model and optimiser state before the next phase

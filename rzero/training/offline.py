@@ -119,6 +119,7 @@ def train_weighted(
     report_to: Sequence[str] = (),
     desc: str = "offline",
     save_to: str | Path | None = None,
+    save_steps: int = 0,
 ) -> dict[str, Any]:
     """Train `model` in place for `updates` optimiser updates of `options.batch_size` rows
     (micro-batches of `options.micro_batch_size`; optimiser, schedule, warm-up, learning
@@ -143,6 +144,7 @@ def train_weighted(
         updates=updates,
         model_cfg=model_cfg or ModelConfig(),
         report_to=report_to,
+        save_steps=save_steps,
     )
     kwargs.pop("max_length")
     args = TrainingArguments(

@@ -27,6 +27,7 @@ from rzero.config import ModelConfig, SpinConfig
 from rzero.engine.models import train_compute
 from rzero.prompts.chat import Chat
 from rzero.training.grpo import save_trained, score_completions_only
+from rzero.training.steps import catch_sigterm, check_preempted, resume_point, step_checkpoints
 
 PAIR_OPTIONS: dict[str, Any] = dict(
     loss_type=["sigmoid"],  # −log σ(β·Δ): SPIN's logistic ℓ
@@ -57,6 +58,7 @@ def trainer_arguments(
     updates: int,
     model_cfg: ModelConfig,
     report_to: Sequence[str],
+    save_steps: int = 0,
 ) -> dict[str, Any]:
     """The TRL / Trainer arguments of one training phase: `spin` is a section with
     batch_size, micro_batch_size, learning_rate, optimizer, lr_scheduler, warmup_ratio and
@@ -80,7 +82,11 @@ def trainer_arguments(
         activation_checkpointing=model_cfg.gradient_checkpointing,
         dataloader_num_workers=0,
         logging_steps=1,
-        save_strategy="no",
+        # a step checkpoint every `save_steps` updates, and on SIGTERM (`rzero.training.steps`)
+        save_strategy="steps" if save_steps else "no",
+        save_steps=save_steps or 500,
+        save_only_model=False,
+        save_total_limit=None,
         report_to=list(report_to),
         disable_tqdm=True,
     )
@@ -104,6 +110,10 @@ def _preference_dataset(prompts: Sequence[Chat], chosen: Sequence[str], rejected
 def run_trainer(
     trainer_cls, model, tokenizer, dataset, args, save_to: Path | None, desc: str
 ) -> dict[str, Any]:
+    """Train with `trainer_cls` (a transformers Trainer) and return the log of every update,
+    the seconds and the update count. Its work folder `args.output_dir` holds the phase's step
+    checkpoints (`rzero.training.steps`): the call resumes from the latest one there, and on
+    SIGTERM it saves one after the update in progress and raises `Preempted`."""
     import datasets
     from transformers import TrainerCallback
     from transformers.trainer_callback import PrinterCallback, ProgressCallback
@@ -119,6 +129,7 @@ def run_trainer(
 
             self.bar = tqdm(
                 total=state.max_steps,
+                initial=state.global_step,
                 desc=desc,
                 unit="update",
                 leave=False,
@@ -137,19 +148,22 @@ def run_trainer(
         def on_train_end(self, args, state, control, **kwargs):
             self.bar.close()
 
-    with score_completions_only():
+    resume = resume_point(Path(args.output_dir), [], log, desc, args.max_steps)
+    with catch_sigterm() as sigterm, score_completions_only():
+        saving = step_checkpoints(sigterm, [], log)
         trainer = trainer_cls(
             model=model,
             args=args,
             train_dataset=dataset,
             processing_class=tokenizer,
-            callbacks=[_Progress()],
+            callbacks=[_Progress(), saving],
         )
         trainer.remove_callback(ProgressCallback)
         trainer.remove_callback(PrinterCallback)
         t0 = time.perf_counter()
-        trainer.train()
+        trainer.train(resume_from_checkpoint=str(resume) if resume is not None else None)
         seconds = time.perf_counter() - t0
+    check_preempted(saving, trainer, desc)
     if save_to is not None:
         save_trained(trainer, tokenizer, Path(save_to))
     del trainer
@@ -171,6 +185,7 @@ def train_pairs(
     report_to: Sequence[str] = (),
     desc: str = "pairs",
     save_to: str | Path | None = None,
+    save_steps: int = 0,
 ) -> dict[str, Any]:
     """Train `model` in place on (prompt, chosen, rejected) pairs with TRL's DPOTrainer:
     sigmoid loss at β = `lam`, the reference being `model` as it is now. Returns the TRL
@@ -189,6 +204,7 @@ def train_pairs(
             updates=updates,
             model_cfg=model_cfg or ModelConfig(),
             report_to=report_to,
+            save_steps=save_steps,
         ),
         beta=lam,
         precompute_ref_batch_size=spin.micro_batch_size,
@@ -219,6 +235,7 @@ def train_sft(
     report_to: Sequence[str] = (),
     desc: str = "sft",
     save_to: str | Path | None = None,
+    save_steps: int = 0,
 ) -> dict[str, Any]:
     """Train `model` in place with TRL's SFTTrainer on (prompt, response) rows for `updates`
     optimiser updates of `spin.batch_size` rows, the loss on the response tokens only
@@ -237,6 +254,7 @@ def train_sft(
             updates=updates,
             model_cfg=model_cfg or ModelConfig(),
             report_to=report_to,
+            save_steps=save_steps,
         ),
         completion_only_loss=True,
         packing=False,

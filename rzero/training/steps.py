@@ -99,6 +99,59 @@ def save_state(checkpoint: Path, objects: Sequence[Any], log: list[dict[str, flo
             shutil.rmtree(p, ignore_errors=True)
 
 
+def resume_point(work: Path, objects: Sequence[Any], log: list, desc: str, total: int):
+    """The latest complete checkpoint in `work` (None: start the phase), with `objects` and
+    `log` (in place) restored from it and the resumption said on the main process."""
+    checkpoint = latest_checkpoint(work)
+    if checkpoint is not None:
+        log[:] = load_state(checkpoint, objects)
+        if distributed.is_main():
+            import logging
+
+            logging.getLogger("rzero").info(
+                "%s: resuming after update %s/%d from its step checkpoint %s",
+                desc,
+                checkpoint.name.rpartition("-")[2],
+                total,
+                checkpoint,
+            )
+    return checkpoint
+
+
+def step_checkpoints(sigterm: Signal, objects: Sequence[Any], log: list):
+    """The trainer callback of a resumable phase: after each update, stop and save when
+    SIGTERM reached any process; after each save, the phase's own state beside TRL's files
+    (`save_state`). `.stopped` says whether SIGTERM stopped it."""
+    from transformers import TrainerCallback
+
+    class StepCheckpoints(TrainerCallback):
+        stopped = False
+
+        def on_step_end(self, args, state, control, **kwargs):
+            if sigterm.agreed():
+                control.should_save = control.should_training_stop = True
+                self.stopped = True
+
+        def on_save(self, args, state, control, **kwargs):
+            distributed.barrier()  # every process's files of the checkpoint are written
+            save_state(Path(args.output_dir) / f"checkpoint-{state.global_step}", objects, log)
+
+    return StepCheckpoints()
+
+
+def check_preempted(callback, trainer, desc: str) -> None:
+    """`Preempted` when SIGTERM stopped `trainer` before its last update (`step_checkpoints`);
+    a SIGTERM during the last update lets the phase finish."""
+    state = trainer.state
+    if callback.stopped and state.global_step < state.max_steps:
+        raise Preempted(
+            desc,
+            state.global_step,
+            state.max_steps,
+            latest_checkpoint(Path(trainer.args.output_dir)),
+        )
+
+
 class Signal:
     """Whether SIGTERM has arrived since `catch_sigterm` was entered."""
 

@@ -110,6 +110,7 @@ def test_sigterm_mid_rollout_saves_and_the_rerun_ends_where_an_uninterrupted_run
 
     resumed, model, reward, replayed = train(tiny_checkpoint, work)
     assert not isinstance(resumed, Preempted)
+    assert resumed.steps == 3  # updates 4-6: the rerun resumed, it did not start over
     got = weights(model)
     assert all(torch.equal(got[n], expected[n]) for n in expected)
     assert reward.step == 3  # rollout 2 was not sampled again
@@ -137,6 +138,101 @@ def test_a_stop_at_a_rollout_boundary_or_late_resumes_to_the_same_weights(
     work = tmp_path / "stopped"
     stopped, _, _, _ = train(tiny_checkpoint, work, callbacks=[SigtermDuring(update)])
     assert isinstance(stopped, Preempted) and stopped.update == update
-    _, model, _, _ = train(tiny_checkpoint, work)
+    resumed, model, _, _ = train(tiny_checkpoint, work)
+    assert resumed.steps == 6 - update
     got = weights(model)
     assert all(torch.equal(got[n], expected[n]) for n in expected)
+
+
+class CountUpdates(TrainerCallback):
+    updates = 0
+
+    def on_step_end(self, args, state, control, **kwargs):
+        self.updates += 1
+
+
+# SPIN's DPO and SFT updates and SPAG's offline one (`run_trainer`): the same mechanism
+PAIRS = [
+    [{"role": "user", "content": f"What is {a} + {b}?"}]
+    for a, b in [(2, 3), (10, 7), (4, 4), (31, 9), (6, 1), (12, 12), (5, 5), (8, 1)]
+]
+CHOSEN = [f"The answer is \\boxed{{{i}}}." for i in range(8)]
+REJECTED = [f"{i} maybe" for i in range(8)]
+
+
+def offline(kind: str, checkpoint, work, callbacks=()):
+    """One of the three preference-style updates (4 updates of 2 rows), with `callbacks`
+    added to its trainer; (result or Preempted, the model)."""
+    from transformers import AutoModelForCausalLM
+
+    from rzero.config import SpagConfig, SpinConfig
+    from rzero.training import preference
+    from rzero.training.offline import train_weighted
+
+    model = AutoModelForCausalLM.from_pretrained(checkpoint, dtype=torch.float32)
+    tokenizer = load_tokenizer(str(checkpoint))
+    spin = SpinConfig(
+        batch_size=2,
+        micro_batch_size=1,
+        epochs=1.0,
+        learning_rate=1e-3,
+        optimizer="adamw_torch",
+        warmup_ratio=0.0,
+        max_length=64,
+    )
+    original = preference.run_trainer
+
+    def with_callbacks(cls, *args, **kw):  # the test's SIGTERM sender rides along
+        class Sending(cls):
+            def __init__(self, *a, callbacks=(), **k):
+                super().__init__(*a, callbacks=[*callbacks, *extra], **k)
+
+        return original(Sending, *args, **kw)
+
+    extra = list(callbacks)
+    preference.run_trainer = with_callbacks
+    try:
+        if kind == "dpo":
+            out = preference.train_pairs(
+                model, tokenizer, PAIRS, CHOSEN, REJECTED, spin, work, lam=0.5
+            )
+        elif kind == "sft":
+            out = preference.train_sft(model, tokenizer, PAIRS, CHOSEN, spin, work, updates=4)
+        else:
+            import rzero.training.offline as off
+
+            off.run_trainer = with_callbacks
+            spag = SpagConfig(batch_size=2, micro_batch_size=1, learning_rate=1e-3, max_length=64)
+
+            def loss(token, mask, c):
+                return -(token * mask).sum() / mask.sum() * c["weight"].mean()
+
+            out = train_weighted(
+                model, tokenizer, PAIRS, CHOSEN, {"weight": [1.0] * 8}, loss, spag, work, updates=4
+            )
+    except Preempted as exc:
+        out = exc
+    finally:
+        preference.run_trainer = original
+        import rzero.training.offline as off
+
+        off.run_trainer = original
+    return out, model
+
+
+@pytest.mark.parametrize("kind", ["dpo", "sft", "offline"])
+def test_spin_and_spag_updates_resume_inside_the_phase_to_the_same_weights(
+    tiny_checkpoint, tmp_path, kind
+):
+    whole, model = offline(kind, tiny_checkpoint, tmp_path / "whole")
+    expected = weights(model)
+    work = tmp_path / "stopped"
+    stopped, _ = offline(kind, tiny_checkpoint, work, callbacks=[SigtermDuring(2)])
+    assert isinstance(stopped, Preempted) and (stopped.update, stopped.total) == (2, 4)
+    assert latest_checkpoint(work) == work / "checkpoint-2"
+    counted = CountUpdates()
+    resumed, model = offline(kind, tiny_checkpoint, work, callbacks=[counted])
+    assert counted.updates == 2  # updates 3 and 4: the rerun resumed, it did not start over
+    got = weights(model)
+    assert all(torch.equal(got[n], expected[n]) for n in expected)
+    assert [r["loss"] for r in resumed["train_log"]] == [r["loss"] for r in whole["train_log"]]
