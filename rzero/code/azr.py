@@ -53,11 +53,12 @@ from rzero.executor.rewards import ExecutorProposerReward, ExecutorSolverReward
 from rzero.executor.tasks import CodeTask
 from rzero.generation.interface import Generator
 from rzero.generation.solver_server import frozen_solver as serve_frozen
-from rzero.io import append_jsonl, write_jsonl_atomic
+from rzero.io import append_jsonl, read_jsonl, write_jsonl_atomic
 from rzero.labeling.voting import vote_params
 from rzero.prompts.chat import completion_text
 from rzero.stats import mean, wilson_interval
 from rzero.training.grpo import train_grpo
+from rzero.training.steps import StepState, latest_checkpoint
 
 
 class GeneratorSampler:
@@ -102,12 +103,13 @@ def proposer_by_type(rows: Sequence[dict[str, Any]], kinds: Sequence[str]) -> di
     return out
 
 
-class ProposerLog:
+class ProposerLog(StepState):
     """TRL reward of the proposer phase: `ExecutorProposerReward`, with one row per completion
     appended to `log_path` (kind, valid, reason, r̄, reward, task) and a per-type summary of
     each step passed to `on_step`."""
 
     __name__ = "azr_proposer"
+    checkpointed = ("step", "summaries")
 
     def __init__(
         self,
@@ -125,6 +127,21 @@ class ProposerLog:
         self.kinds = list(kinds)
         self.on_step = on_step
         self.step = 0
+        self.summaries: list[dict[str, Any]] = []
+
+    def state_dict(self) -> dict[str, Any]:
+        return {**super().state_dict(), "sampler_calls": self.reward.sample_solver.calls}
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        """Also the solver sampler's seed counter, and the task buffer as it was at the
+        checkpoint: as it stood before the phase plus the valid proposals the step log
+        keeps (cut back to the checkpoint), in their order."""
+        super().load_state_dict(state)
+        self.reward.sample_solver.calls = state["sampler_calls"]
+        if self.reward.buffer is not None and self.log_path.exists():
+            self.reward.buffer.add_all(
+                CodeTask.from_json(r["task"]) for r in read_jsonl(self.log_path) if r["valid"]
+            )
 
     def __call__(self, prompts: list, completions: list, **columns: Any) -> list[float | None]:
         rewards = self.reward(prompts, completions, **columns)
@@ -140,7 +157,7 @@ class ProposerLog:
             for c, record in zip(completions, self.reward.records, strict=True)
         ]
         append_jsonl(self.log_path, rows)
-        self.on_step(
+        self.summaries.append(
             {
                 "step": self.step,
                 "completions": len(rows),
@@ -151,14 +168,16 @@ class ProposerLog:
                 ),
             }
         )
+        self.on_step(self.summaries[-1])
         return rewards
 
 
-class SolverLog:
+class SolverLog(StepState):
     """TRL reward of the solver phase: `ExecutorSolverReward` (the executor's verdict), with the solve
     rate of each step per task type kept in `steps` and counted in `counts`."""
 
     __name__ = "azr_solver"
+    checkpointed = ("steps", "counts")
 
     def __init__(self, reward: ExecutorSolverReward):
         self.reward = reward
@@ -225,7 +244,8 @@ class AZRRun(CodeRun):
 
         cfg, it = self.cfg, self.rundir.iter_dir(k)
         steps_log = it / "challenger_steps.jsonl"
-        steps_log.unlink(missing_ok=True)  # a redone phase starts its log afresh
+        if latest_checkpoint(it / ".trainer_challenger") is None:
+            steps_log.unlink(missing_ok=True)  # a redone phase starts its log afresh
         it.mkdir(parents=True, exist_ok=True)
         buffer = self.buffer_before(k)
         rows = proposer_rows(
@@ -260,7 +280,7 @@ class AZRRun(CodeRun):
                 model_cfg=cfg.model,
                 generation_cfg=cfg.generation,
                 report_to=cfg.run.report_to,
-                resumable=False,  # the task buffer grows inside the phase
+                save_steps=cfg.run.save_steps,
                 desc=f"iter {k} proposer",
                 save_to=it / "challenger",
             )
@@ -332,7 +352,7 @@ class AZRRun(CodeRun):
             seed=self.cfg.run.seed + 1000 + k,
             model_cfg=self.cfg.model,
             generation_cfg=self.cfg.generation,
-            resumable=False,  # the executor's solver reward counts per step
+            save_steps=self.cfg.run.save_steps,
             report_to=self.cfg.run.report_to,
             desc=f"iter {k} solver",
             save_to=out,

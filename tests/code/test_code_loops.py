@@ -412,3 +412,62 @@ def test_a_code_phase_killed_after_its_outputs_is_redone_on_resume(
     assert (run_dir / "tensorboard" / "trl" / "iter_01_challenger").is_dir()
     phases = [r["phase"] for r in rows(run_dir / "metrics.jsonl")]
     assert phases.count("pool") == 1  # the redone phase is one row, not two
+
+
+@pytest.mark.slow
+def test_azr_sigterm_in_the_proposer_phase_resumes_inside_it_to_the_same_run(
+    code_checkpoint, tmp_path
+):
+    # the proposer phase's state beyond the weights: the task buffer (grown by each step's
+    # valid proposals), the frozen solver sampler's seed counter, the step log
+    import os
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    from rzero.training.steps import PREEMPTED_EXIT
+
+    sets = code_overrides(
+        code_checkpoint,
+        "azr",
+        **{"roles.shared": True, "challenger.steps": 4, "challenger.prompts_per_step": 3},
+    )
+
+    def command(run_dir: Path) -> list[str]:
+        args = [sys.executable, "-m", "rzero", "iterate", "--run-dir", str(run_dir)]
+        return args + [a for s in sets for a in ("--set", s)]
+
+    env = {**os.environ, "OMP_NUM_THREADS": "1", "PYTHONUNBUFFERED": "1"}
+    whole = subprocess.run(command(tmp_path / "whole"), env=env, capture_output=True, text=True)
+    assert whole.returncode == 0, whole.stderr[-3000:]
+
+    run_dir = tmp_path / "stopped"
+    proc = subprocess.Popen(
+        command(run_dir), env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+    )
+    steps_log = run_dir / "iter_01" / "challenger_steps.jsonl"
+    deadline = time.monotonic() + 600
+    while (
+        not steps_log.exists()
+        or len({json.loads(x)["step"] for x in steps_log.read_text().splitlines() if x.strip()}) < 2
+    ):
+        assert proc.poll() is None, proc.communicate()[1][-3000:]
+        assert time.monotonic() < deadline
+        time.sleep(0.2)
+    proc.send_signal(signal.SIGTERM)
+    _, err = proc.communicate(timeout=300)
+    assert proc.returncode == PREEMPTED_EXIT, err[-3000:]
+    assert "preempted: stopped by SIGTERM in iter 1 proposer after update" in err
+
+    rerun = subprocess.run(command(run_dir), env=env, capture_output=True, text=True)
+    assert rerun.returncode == 0, rerun.stderr[-3000:]
+    assert "iter 1 proposer: resuming after update" in rerun.stderr
+    for name in ("challenger", "solver"):
+        got = load_file(run_dir / "iter_01" / name / "model.safetensors")
+        expected = load_file(tmp_path / "whole" / "iter_01" / name / "model.safetensors")
+        assert all(torch.equal(got[k], expected[k]) for k in expected), name
+    for rows in ("challenger_steps.jsonl", "pool.jsonl"):
+        assert (run_dir / "iter_01" / rows).read_text() == (
+            tmp_path / "whole" / "iter_01" / rows
+        ).read_text(), rows
