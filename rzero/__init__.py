@@ -31,3 +31,9 @@ __version__ = "0.1.0"
 warnings.filterwarnings(
     "ignore", message=r"`is_gradient_checkpointing` is deprecated", category=FutureWarning
 )
+# DeepSpeed ZeRO-2 gathers with a torch.distributed name torch 2.13 deprecates, once per rank
+warnings.filterwarnings(
+    "ignore",
+    message=r"`torch\.distributed\.all_gather_into_tensor` is deprecated",
+    category=FutureWarning,
+)

@@ -60,6 +60,8 @@ def unfilter_warnings() -> None:
         f
         for f in warnings.filters
         if not (
-            f[0] == "ignore" and f[1] is not None and "is_gradient_checkpointing" in f[1].pattern
+            f[0] == "ignore"
+            and f[1] is not None
+            and any(name in f[1].pattern for name in ("is_gradient_checkpointing", "all_gather"))
         )
     ]

@@ -23,7 +23,7 @@ import time
 import warnings
 import weakref
 from collections.abc import Iterator, Sequence
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import ThreadPoolExecutor, as_completed
 from contextlib import contextmanager
 from typing import Any
 
@@ -325,8 +325,16 @@ class OpenAIGenerator:
 
         out: list[list[str]] = [[""] * n for _ in prompts]
         with ThreadPoolExecutor(max_workers=self.concurrency) as pool:
-            for (i, j), text in zip(jobs, pool.map(run, jobs), strict=True):
-                out[i][j] = text
+            futures = {pool.submit(run, job): job for job in jobs}
+            try:
+                for future in as_completed(futures):
+                    i, j = futures[future]
+                    out[i][j] = future.result()
+            except BaseException:
+                # a server that died fails every request after a few retries each: the
+                # queued ones are not sent, so the error reaches the run in seconds
+                pool.shutdown(wait=False, cancel_futures=True)
+                raise
         return out
 
 
