@@ -91,7 +91,8 @@ class DevCurve(TrainerCallback, StepState):
         )
 
     def on_train_begin(self, args, state, control, **kwargs):
-        self.score(0)
+        # the phase's start, or on a resume the update it resumes after (already scored)
+        self.score(state.global_step)
 
     def on_step_end(self, args, state, control, **kwargs):
         if state.global_step % self.every == 0:
