@@ -236,3 +236,16 @@ def test_spin_and_spag_updates_resume_inside_the_phase_to_the_same_weights(
     got = weights(model)
     assert all(torch.equal(got[n], expected[n]) for n in expected)
     assert [r["loss"] for r in resumed["train_log"]] == [r["loss"] for r in whole["train_log"]]
+
+
+def test_the_development_curve_does_not_rescore_its_start_on_a_resume():
+    from types import SimpleNamespace
+
+    from rzero.solver_task.curve import DevCurve
+
+    curve = DevCurve.__new__(DevCurve)  # no generator: a resumed curve must not evaluate
+    curve.load_state_dict(
+        {"points": [{"update": 0, "dev_pass@1": 0.1}, {"update": 64, "dev_pass@1": 0.4}]}
+    )
+    curve.on_train_begin(None, SimpleNamespace(global_step=64), None)
+    assert [p["update"] for p in curve.points] == [0, 64]
