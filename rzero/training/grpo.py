@@ -297,7 +297,6 @@ def train_grpo(
     callbacks: Sequence[Any] = (),
     cpu_logps: bool = True,
     save_steps: int = 0,
-    resumable: bool = True,
 ) -> TrainStats:
     """Train `model` in place with GRPO on `rows` (each has a 'prompt' chat plus columns that
     the reward functions receive as keyword lists), with the settings of one role's section
@@ -312,9 +311,7 @@ def train_grpo(
     SIGTERM arrives, a checkpoint in `output_dir`; SIGTERM then ends the phase with
     `Preempted` after the update in progress. Called again with the same `output_dir`, it
     resumes from the latest complete checkpoint there, the state of the reward functions and
-    callbacks that have one (`state_dict`/`load_state_dict`) included. `resumable` False (a
-    phase whose state lives outside its reward functions and callbacks): no step checkpoints,
-    SIGTERM acts as it does outside a phase, and the phase is redone whole.
+    callbacks that have one (`state_dict`/`load_state_dict`) included.
 
     `model` must have been loaded with `from_pretrained(dir)`: TRL rebuilds the frozen KL
     reference from `model.config._name_or_path`, i.e. the weights at the start of the phase.
@@ -351,14 +348,8 @@ def train_grpo(
     need = role.steps * role.prompts_per_step
     data = [rows[i % len(rows)] for i in range(max(need, len(rows)))]
 
-    if not resumable:
-        args.save_strategy = "no"
     objects = stateful([*reward_funcs, *callbacks])
-    resume = (
-        resume_point(Path(output_dir), objects, stats.log, desc, args.max_steps)
-        if resumable
-        else None
-    )
+    resume = resume_point(Path(output_dir), objects, stats.log, desc, args.max_steps)
 
     class _Progress(TrainerCallback):
         """One compact progress bar instead of TRL's dict printing."""
@@ -405,7 +396,7 @@ def train_grpo(
         dtype = generation_dtype(model_cfg.generation_dtype, model_cfg.device)
         rollouts = rollouts_through_decode(model, getattr(torch, dtype), lora=bool(role.lora))
 
-    with catch_sigterm(resumable) as sigterm, rollouts, score_completions_only():
+    with catch_sigterm() as sigterm, rollouts, score_completions_only():
         saving = step_checkpoints(sigterm, objects, stats.log)
         # a role's `lora:` trains adapters on frozen base weights (TRL's peft_config); the KL
         # reference is then the model with the adapter disabled

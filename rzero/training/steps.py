@@ -175,12 +175,12 @@ class Signal:
 
 
 @contextlib.contextmanager
-def catch_sigterm(enabled: bool = True) -> Iterator[Signal]:
+def catch_sigterm() -> Iterator[Signal]:
     """Inside, SIGTERM is recorded (`Signal.received`) instead of ending the process, for the
-    trainer to stop after its current update; outside, it acts as before. A no-op when not
-    `enabled`, and off the main thread, where Python cannot take signals."""
+    trainer to stop after its current update; outside, it acts as before. A no-op off the
+    main thread, where Python cannot take signals."""
     flag = Signal()
-    if not enabled or threading.current_thread() is not threading.main_thread():
+    if threading.current_thread() is not threading.main_thread():
         yield flag
         return
 

@@ -7,34 +7,15 @@ from __future__ import annotations
 import os
 import signal
 import subprocess
-import sys
 import time
-from pathlib import Path
 
 import pytest
 from conftest import tiny_overrides
+from processes import alive, cmdline, environ, iterate_command
 
 from rzero.engine.watchdog import descendants
 
 pytestmark = pytest.mark.slow
-
-
-def _cmdline(pid: int) -> str:
-    try:
-        return Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode()
-    except OSError:
-        return ""
-
-
-def _alive(pids: set[int]) -> set[int]:
-    return {p for p in pids if Path(f"/proc/{p}").exists() and _state(p) != "Z"}
-
-
-def _state(pid: int) -> str:
-    try:
-        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
-    except (OSError, IndexError):
-        return "Z"
 
 
 def test_a_dead_solver_server_stops_the_run_in_one_line_and_the_rerun_resumes(
@@ -45,9 +26,7 @@ def test_a_dead_solver_server_stops_the_run_in_one_line_and_the_rerun_resumes(
         format_checkpoint,
         **{"generation.solver_replicas": 1, "challenger.steps": 30, "eval.enabled": False},
     )
-    cmd = [sys.executable, "-m", "rzero", "iterate", "--run-dir", str(run_dir)]
-    cmd += [arg for s in sets for arg in ("--set", s)]
-    env = {**os.environ, "OMP_NUM_THREADS": "1", "PYTHONUNBUFFERED": "1"}
+    cmd, env = iterate_command(run_dir, sets)
     proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
     urls = run_dir / "iter_01" / "solver_urls.txt"
     deadline = time.monotonic() + 600
@@ -58,7 +37,7 @@ def test_a_dead_solver_server_stops_the_run_in_one_line_and_the_rerun_resumes(
     url = urls.read_text().strip()
     port = url.rsplit(":", 1)[1].split("/")[0]
     tree = descendants({proc.pid})
-    (server,) = [p for p in tree if "serve" in _cmdline(p) and f"--port {port}" in _cmdline(p)]
+    (server,) = [p for p in tree if "serve" in cmdline(p) and f"--port {port}" in cmdline(p)]
     time.sleep(3)  # the phase is under way: the reward is querying the server
     os.killpg(server, signal.SIGKILL)
     killed = time.monotonic()
@@ -73,7 +52,7 @@ def test_a_dead_solver_server_stops_the_run_in_one_line_and_the_rerun_resumes(
     assert last.startswith(f"error: solver server at {url} exited with code -9"), last
     assert str(log) in last and log.is_file()
     time.sleep(2)
-    assert _alive(tree) == set()  # nothing left running: ranks, the server, its workers
+    assert alive(tree) == set()  # nothing left running: ranks, the server, its workers
     assert not (run_dir / "iter_01" / "phases" / "challenger.json").exists()
 
     # the rerun resumes: the base evaluation kept, the challenger phase redone and committed
@@ -83,33 +62,15 @@ def test_a_dead_solver_server_stops_the_run_in_one_line_and_the_rerun_resumes(
     assert not urls.exists()
 
 
-def _environ(pid: int) -> dict[str, str]:
-    try:
-        raw = Path(f"/proc/{pid}/environ").read_bytes().split(b"\0")
-    except OSError:
-        return {}
-    return dict(x.decode(errors="replace").split("=", 1) for x in raw if b"=" in x)
-
-
 def test_a_dead_training_rank_stops_the_run_in_one_line_and_the_rerun_resumes(
     format_checkpoint, tmp_path
 ):
-    from rzero.engine.serving import free_port
-
     run_dir = tmp_path / "run"
     sets = tiny_overrides(
         format_checkpoint,
         **{"run.cpu_processes": 2, "challenger.steps": 30, "eval.enabled": False},
     )
-    cmd = [sys.executable, "-m", "rzero", "iterate", "--run-dir", str(run_dir)]
-    cmd += [arg for s in sets for arg in ("--set", s)]
-    env = {
-        **os.environ,
-        "OMP_NUM_THREADS": "1",
-        "PYTHONUNBUFFERED": "1",
-        "CUDA_VISIBLE_DEVICES": "",
-        "MASTER_PORT": str(free_port()),
-    }
+    cmd, env = iterate_command(run_dir, sets)
     proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
     steps = run_dir / "iter_01" / "challenger_steps.jsonl"
     deadline = time.monotonic() + 600
@@ -118,7 +79,7 @@ def test_a_dead_training_rank_stops_the_run_in_one_line_and_the_rerun_resumes(
         assert time.monotonic() < deadline, "the challenger phase never started"
         time.sleep(0.5)
     tree = descendants({proc.pid})
-    (rank1,) = [p for p in tree if _environ(p).get("RANK") == "1" and "rzero" in _cmdline(p)]
+    (rank1,) = [p for p in tree if environ(p).get("RANK") == "1" and "rzero" in cmdline(p)]
     os.kill(rank1, signal.SIGKILL)
     killed = time.monotonic()
     _, err = proc.communicate(timeout=180)
@@ -133,7 +94,7 @@ def test_a_dead_training_rank_stops_the_run_in_one_line_and_the_rerun_resumes(
     ), last
     assert str(run_dir / "logs" / "launch.log") in last
     time.sleep(2)
-    assert _alive(tree) == set()
+    assert alive(tree) == set()
     assert not (run_dir / "iter_01" / "phases" / "challenger.json").exists()
 
     rerun = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=1200)

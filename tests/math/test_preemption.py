@@ -7,15 +7,14 @@ log and per-step summaries of a run that was never stopped."""
 from __future__ import annotations
 
 import json
-import os
 import signal
 import subprocess
-import sys
 import time
 from pathlib import Path
 
 import pytest
 from conftest import tiny_overrides
+from processes import iterate_command
 from safetensors.torch import load_file
 
 from rzero.training.steps import PREEMPTED_EXIT
@@ -26,8 +25,6 @@ STEPS = 6
 
 
 def _command(run_dir: Path, checkpoint: Path, processes: int) -> tuple[list[str], dict]:
-    from rzero.engine.serving import free_port
-
     sets = tiny_overrides(
         checkpoint,
         **{
@@ -37,16 +34,7 @@ def _command(run_dir: Path, checkpoint: Path, processes: int) -> tuple[list[str]
             "run.report_to": "none",
         },
     )
-    cmd = [sys.executable, "-m", "rzero", "iterate", "--run-dir", str(run_dir)]
-    cmd += [arg for s in sets for arg in ("--set", s)]
-    env = {
-        **os.environ,
-        "OMP_NUM_THREADS": "1",
-        "PYTHONUNBUFFERED": "1",
-        "CUDA_VISIBLE_DEVICES": "",
-        "MASTER_PORT": str(free_port()),
-    }
-    return cmd, env
+    return iterate_command(run_dir, sets)
 
 
 def _steps_logged(path: Path) -> int:

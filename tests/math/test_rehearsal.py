@@ -21,6 +21,7 @@ import time
 from pathlib import Path
 
 import pytest
+from processes import cmdline
 
 from rzero.engine.serving import free_port
 from rzero.engine.watchdog import descendants, parents
@@ -100,7 +101,7 @@ def test_the_rehearsal_survives_an_engine_core_death_and_sigkill_and_resumes(tmp
     _serving(run, proc, log_path)
     base_eval = _marker(run, 0, "eval")
     tree = descendants({proc.pid})
-    (core,) = [p for p in tree if "EngineCore_DP0" in _cmdline(p)]
+    (core,) = [p for p in tree if "EngineCore_DP0" in cmdline(p)]
     os.kill(core, signal.SIGKILL)
     killed = time.monotonic()
     proc.wait(timeout=300)
@@ -125,7 +126,7 @@ def test_the_rehearsal_survives_an_engine_core_death_and_sigkill_and_resumes(tmp
     proc = _start(run, log_path, env)
     _serving(run, proc, log_path)
     tree = descendants({proc.pid})
-    names = " ".join(_cmdline(p) for p in tree)
+    names = " ".join(cmdline(p) for p in tree)
     assert "accelerate.commands.launch" in names and "vllm.entrypoints.openai" in names
     os.kill(proc.pid, signal.SIGKILL)  # the launcher, mid-phase
     proc.wait()
@@ -159,14 +160,5 @@ def test_the_rehearsal_survives_an_engine_core_death_and_sigkill_and_resumes(tmp
     assert (run / "iter_01" / "solver" / "model.safetensors").exists()
     for marker in (challenger, solver):  # both roles trained by 2 processes under ZeRO-2
         assert marker["launch"] == {"processes": 2, "deepspeed": "configs/deepspeed/zero2.json"}
-    leftovers = {p for p in parents() if "VLLM" in _cmdline(p) or str(run) in _cmdline(p)}
+    leftovers = {p for p in parents() if "VLLM" in cmdline(p) or str(run) in cmdline(p)}
     assert _gone(leftovers, 15) == set()
-
-
-def _cmdline(pid: int) -> str:
-    try:
-        return (
-            Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
-        )
-    except OSError:
-        return ""
