@@ -17,11 +17,14 @@ import shutil
 import signal
 import sys
 import threading
+from typing import TypeVar
 
 from rzero.cli.commands import cmd_serve_solver
 from rzero.cli.parser import _add_serve_solver_args, build_parser
 from rzero.config import ConfigError
 from rzero.engine.models import ModelSpecError
+
+E = TypeVar("E", bound=BaseException)
 
 __all__ = ["_add_serve_solver_args", "build_parser", "cmd_serve_solver", "main", "setup_logging"]
 
@@ -65,6 +68,14 @@ def _error(line: str, prefix: str = "error") -> None:
     for bar in list(getattr(tqdm, "_instances", ())):
         bar.close()
     print(f"{prefix}: {line}", file=sys.stderr)
+
+
+def _raised_from(exc: BaseException, kind: type[E]) -> E | None:
+    """`exc` itself, or the error it was raised from or during, when one is a `kind`."""
+    seen: BaseException | None = exc
+    while seen is not None and not isinstance(seen, kind):
+        seen = seen.__cause__ or seen.__context__
+    return seen
 
 
 def name_the_accelerator() -> None:
@@ -112,11 +123,6 @@ def main(argv: list[str] | None = None) -> int:
         # the machine's fault, not the user's input: one line, exit 1
         _error(str(exc))
         return 1
-    except ServerError as exc:
-        # a server this run started died (the out-of-memory killer's usual victim): what
-        # died and its log, in one line; the log's tail is in the log itself
-        _error(exc.line)
-        return 1
     except Preempted as exc:
         # a scheduler's SIGTERM in a training phase: the update in progress finished and
         # its step checkpoint was written; the same command resumes there
@@ -126,6 +132,15 @@ def main(argv: list[str] | None = None) -> int:
     except KeyboardInterrupt:
         print("interrupted", file=sys.stderr)
         return 130
+    except Exception as exc:
+        # a server this run started died (the out-of-memory killer's usual victim): what
+        # died and its log, in one line; the log's tail is in the log itself. Its death is
+        # raised wherever the phase was, so a library may have wrapped it on the way out.
+        died = _raised_from(exc, ServerError)
+        if died is None:
+            raise
+        _error(died.line)
+        return 1
     finally:
         logger = logging.getLogger("rzero")
         logger.removeHandler(handler)

@@ -132,6 +132,17 @@ def cmd_iterate(args) -> int:
     except distributed.MainProcessFailed as exc:  # the main process printed the details
         print(f"error (process {distributed.rank()}): {exc}", file=sys.stderr)
         return 1
+    except Exception as exc:
+        # another process ended under a collective: it, or the launcher, names the cause
+        failed = distributed.collective_failure(exc)
+        if failed is None:
+            raise
+        print(
+            f"error (process {distributed.rank()}): a collective with the other processes "
+            f"failed: {failed}",
+            file=sys.stderr,
+        )
+        return 1
     if distributed.is_main():
         print(f"run finished: {run_dir}\nreport: {run_dir / 'report.md'}")
     return 0

@@ -113,6 +113,32 @@ class MainProcessFailed(RuntimeError):
     """Raised on the other processes when the main process's share of the work failed."""
 
 
+def collective_failure(exc: BaseException) -> str | None:
+    """When `exc` (or what it was raised from) is a collective that failed in a run of
+    several processes (torch's DistBackendError, an NCCL error; gloo's transport raises a
+    plain RuntimeError, "Connection reset by peer" when another process ended), the
+    backend's message in one line; else None."""
+    import torch.distributed as dist
+
+    def failed_collective(e: BaseException) -> bool:
+        return isinstance(e, dist.DistBackendError) or (
+            isinstance(e, RuntimeError) and "/gloo/transport/" in str(e)
+        )
+
+    if world_size() <= 1:
+        return None
+    seen: BaseException | None = exc
+    while seen is not None and not failed_collective(seen):
+        seen = seen.__cause__ or seen.__context__
+    if seen is None:
+        return None
+    text = " ".join(str(seen).split()) or type(seen).__name__
+    # gloo prefixes its source position: "[.../gloo/transport/tcp/pair.cc:553] Connection ..."
+    if text.startswith("[") and "] " in text:
+        text = text.split("] ", 1)[1]
+    return text.split(". ", 1)[0]
+
+
 def on_main(fn: Callable[..., Any], *args: Any, share: bool = True, **kwargs: Any) -> Any:
     """Run `fn` on the main process only. Every process returns its result (or, with
     `share=False`, the main process gets it and the others None), and if it raised, every

@@ -29,6 +29,7 @@ import socket
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 import urllib.error
 import urllib.request
@@ -284,6 +285,48 @@ def wait_healthy(
             command,
             log_path,
         )
+
+
+@contextmanager
+def raised_when_dead(check: Callable[[], None], interval: float = 2.0) -> Iterator[None]:
+    """Inside, `check()` runs every `interval` seconds in a thread, and the first exception it
+    raises (a server found dead) is raised in the main thread wherever that thread is: in a
+    rollout or an optimiser update, not only at its next request to the server. The main
+    thread is woken by SIGUSR1 (a blocking system call is interrupted), whose handler raises
+    it once; after the block nothing is raised. Off the main thread, a plain block."""
+    main = threading.main_thread()
+    if threading.current_thread() is not main:
+        yield
+        return
+    done = threading.Event()
+    found: list[BaseException] = []
+
+    def raise_found(signum, frame) -> None:
+        if found and not done.is_set():
+            done.set()
+            raise found[0]
+
+    def watch() -> None:
+        while not done.wait(interval):
+            try:
+                check()
+            except Exception as exc:
+                found.append(exc)
+                if not done.is_set():
+                    signal.pthread_kill(main.ident, signal.SIGUSR1)
+                return
+
+    previous = signal.signal(signal.SIGUSR1, raise_found)
+    watcher = threading.Thread(target=watch, name="server-watch", daemon=True)
+    watcher.start()
+    try:
+        yield
+    finally:
+        done.set()
+        try:
+            watcher.join()
+        finally:
+            signal.signal(signal.SIGUSR1, previous)
 
 
 def server_error(what: str, command: Sequence[str], log_path: Path) -> ServerError:

@@ -44,6 +44,7 @@ from rzero.engine.serving import (
     log_size,
     offline_env,
     port_taken,
+    raised_when_dead,
     serve,
     server_error,
     transformers_serve_command,
@@ -369,8 +370,9 @@ def frozen_solver(cfg: RZeroConfig, checkpoint: str, run_files: Path) -> Iterato
     server this block starts and stops, since S_{k-1} changes every iteration: on the main
     machine alone, or with run.num_machines > 1 on every machine's generation.solver_gpus,
     each bound to all interfaces and reached at its `node_address`, the main process's
-    client spreading requests over the machines. A request that fails because the main
-    machine's server died is reported with its URL and log.
+    client spreading requests over the machines. A server that dies is reported with its URL
+    and log within seconds, wherever its process is (`raised_when_dead`), and so is a request
+    that fails because the main machine's server died.
     """
     with ExitStack() as stack:
         if cfg.generation.solver_replicas and cfg.run.num_machines > 1:
@@ -411,12 +413,15 @@ def _main_solver(cfg: RZeroConfig, checkpoint: str, run_files: Path) -> Iterator
     if cfg.generation.solver_replicas == 0:
         yield frozen_solver_generator(cfg, checkpoint)
         return
-    with SolverServer.from_config(
-        cfg,
-        checkpoint,
-        urls_file=run_files / "solver_urls.txt",
-        log_dir=run_files / "solver_logs",
-    ) as server:
+    with (
+        SolverServer.from_config(
+            cfg,
+            checkpoint,
+            urls_file=run_files / "solver_urls.txt",
+            log_dir=run_files / "solver_logs",
+        ) as server,
+        raised_when_dead(server.check_alive),
+    ):
         try:
             yield _client(cfg, [server.url], server.model, server.spec)
         except GenerationError:
@@ -444,6 +449,7 @@ def _a_server_on_every_machine(
                 / f"{socket.gethostname()}-rank{distributed.rank()}",
             )
         )
+        stack.enter_context(raised_when_dead(server.check_alive))
         return server.url, server.model, server.spec
 
     machines = distributed.on_each_machine(start)

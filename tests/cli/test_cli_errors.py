@@ -219,6 +219,40 @@ def test_every_command_logs_through_tqdm_and_leaves_logging_as_it_found_it(
     assert logger.handlers == [] and logger.propagate and logger.level == logging.NOTSET
 
 
+@pytest.mark.parametrize("wrapped", [False, True])
+def test_a_dead_server_is_one_line_even_when_a_library_wrapped_its_error(
+    wrapped, capsys, monkeypatch
+):
+    """A server's death is raised wherever the phase is (`raised_when_dead`): inside a lazy
+    import, TRL re-raises it as "RuntimeError: Failed to import ..." from it."""
+    import rzero.cli.parser as parser
+    from rzero.engine.serving import ServerError
+
+    def dies(args):
+        died = ServerError("long message\nwith its log tail", line="solver server died; log L")
+        if not wrapped:
+            raise died
+        try:
+            raise died
+        except ServerError as exc:
+            raise RuntimeError("Failed to import trl.trainer.grpo_trainer") from exc
+
+    monkeypatch.setattr(parser, "cmd_config", dies)
+    assert main(["config"]) == 1
+    assert capsys.readouterr().err.strip().splitlines() == ["error: solver server died; log L"]
+
+
+def test_other_errors_are_not_taken_for_a_dead_server(monkeypatch):
+    import rzero.cli.parser as parser
+
+    def fails(args):
+        raise RuntimeError("something else")
+
+    monkeypatch.setattr(parser, "cmd_config", fails)
+    with pytest.raises(RuntimeError, match="something else"):
+        main(["config"])
+
+
 def test_a_failed_launch_is_one_line_naming_the_process_that_died_first(tmp_path):
     from rzero.cli.launching import launch_failure
 

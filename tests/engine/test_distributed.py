@@ -131,6 +131,42 @@ def test_on_main_under_two_real_processes(tmp_path):
     )
 
 
+PEER_ENDS_SCRIPT = textwrap.dedent("""
+    import os
+    import torch
+    from rank_report import report
+    from rzero.engine import distributed
+
+    distributed.init()
+    if distributed.rank() == 1:
+        os._exit(0)  # ends without a word, as a process the kernel killed
+    try:
+        torch.distributed.all_reduce(torch.ones(1))
+    except Exception as exc:
+        report({"rank": 0, "line": distributed.collective_failure(exc),
+                "other": distributed.collective_failure(ValueError("not a collective"))})
+""")
+
+
+@pytest.mark.slow
+def test_a_collective_that_fails_because_another_process_ended_is_one_line(tmp_path):
+    script = tmp_path / "peer.py"
+    script.write_text(PEER_ENDS_SCRIPT)
+    proc = subprocess.run(
+        [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node", "2"]
+        + [str(script)],
+        env=_env(tmp_path / "results"),
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    (result,) = read_results(tmp_path / "results", world=1)
+    assert result["line"] and "by peer" in result["line"], result  # reset or closed
+    assert "\n" not in result["line"] and "pair.cc" not in result["line"]
+    assert result["other"] is None
+
+
 # only rank 0 writes the run's outputs, so this entry to `rzero iterate` first records each
 # process's rank and world size: the test can tell that two processes ran
 RANK_RECORDING_ENTRY = textwrap.dedent("""

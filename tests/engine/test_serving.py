@@ -187,3 +187,45 @@ def test_a_server_dies_with_the_process_that_started_it(tmp_path):
         time.sleep(0.1)
     os.kill(child, 9)
     raise AssertionError(f"child {child} outlived its parent")
+
+
+class _Death:
+    """A check that finds the server dead from `after` seconds on."""
+
+    def __init__(self, after: float):
+        self.at = time.monotonic() + after
+        self.calls = 0
+
+    def __call__(self) -> None:
+        self.calls += 1
+        if time.monotonic() >= self.at:
+            raise ServerError("solver server at http://127.0.0.1:1/v1 exited with code -9")
+
+
+@pytest.mark.parametrize("busy", ["sleeping", "computing"])
+def test_a_server_found_dead_is_raised_in_the_main_thread_wherever_it_is(busy):
+    import signal
+
+    before = signal.getsignal(signal.SIGUSR1)
+    start = time.monotonic()
+    with pytest.raises(ServerError, match="exited with code -9"):
+        with serving.raised_when_dead(_Death(after=0.5), interval=0.1):
+            if busy == "sleeping":
+                time.sleep(60)  # a blocking call, as a wait on a socket
+            else:
+                while time.monotonic() - start < 60:  # a rollout or an update
+                    sum(range(1000))
+    assert time.monotonic() - start < 5
+    assert signal.getsignal(signal.SIGUSR1) == before
+
+
+def test_nothing_is_raised_while_the_server_lives_or_after_the_block():
+    import signal
+
+    before = signal.getsignal(signal.SIGUSR1)
+    check = _Death(after=0.6)
+    with serving.raised_when_dead(check, interval=0.1):
+        time.sleep(0.4)
+    assert check.calls >= 2
+    time.sleep(0.5)  # the check would now fail: the watch has ended with the block
+    assert signal.getsignal(signal.SIGUSR1) == before

@@ -108,8 +108,8 @@ def test_the_rehearsal_survives_an_engine_core_death_and_sigkill_and_resumes(tmp
     seconds = time.monotonic() - killed
     text = log_path.read_text()
     print(f"the run stopped {seconds:.1f} s after the engine core's SIGKILL")
-    # 28 s with nothing else running; beside the rest of the suite it has taken up to 65 s
-    assert seconds < 120, seconds
+    # the server is gone 10 s after the kill, and its watch raises in the phase at once
+    assert seconds < 60, seconds
     assert proc.returncode == 1, text[-3000:]
     last = text.strip().splitlines()[-1]
     assert re.fullmatch(
