@@ -17,9 +17,11 @@ from __future__ import annotations
 import dataclasses
 import gc
 import sys
+from collections.abc import Callable
 from pathlib import Path
 
 from rzero.config import ConfigError, RZeroConfig, apply_override, config_from_dict
+from rzero.config.schema import sections_for
 from rzero.reports.comparison import compare
 from rzero.rundir.lock import RunLock
 from rzero.rundir.run import System
@@ -38,12 +40,15 @@ def variant_config(system: System, cfg: RZeroConfig, variant: str) -> RZeroConfi
     raw = cfg.to_dict()
     for text in system.variant_overrides(cfg, variant):
         apply_override(raw, text)
+        task = raw["run"].get("task", cfg.run.task)
+        if task != cfg.run.task:  # an arm of another task: the recipe's sections it reads
+            raw = {name: value for name, value in raw.items() if name in sections_for(task)}
     return config_from_dict(raw)
 
 
 def parse_variants(system: System, text: str | None) -> list[str]:
-    """'separate, shared' -> ['separate', 'shared']; 'all' -> every variant of `system`;
-    None: its defaults; checked."""
+    """'separate, shared' -> ['separate', 'shared']; 'all' -> every variant of `system`; the
+    name of one of its groups -> that group's variants; None: its defaults; checked."""
     allowed = system.variants
     if not allowed:
         raise ConfigError(
@@ -55,13 +60,17 @@ def parse_variants(system: System, text: str | None) -> list[str]:
     names = [v.strip() for v in text.split(",") if v.strip()]
     if names == ["all"]:
         return list(allowed)
+    if len(names) == 1 and names[0] in system.groups:
+        return list(system.groups[names[0]])
     if not names:
         raise ConfigError(f"--variants {text!r}: name at least one of {', '.join(allowed)}")
     unknown = [v for v in names if v not in allowed]
     if unknown:
         raise ConfigError(
             f"--variants: unknown variant(s) {', '.join(map(repr, unknown))} for "
-            f"a {system.name} recipe; allowed: {', '.join(allowed)} (or 'all')"
+            f"a {system.name} recipe; allowed: {', '.join(allowed)} (or 'all'"
+            + "".join(f", {g!r}" for g in system.groups)
+            + ")"
         )
     return list(dict.fromkeys(names))
 
@@ -72,14 +81,17 @@ def ablate(
     variants: list[str] | tuple[str, ...],
     out_dir: str | Path,
     fresh: bool = False,
+    system_of: Callable[[RZeroConfig], System] | None = None,
 ) -> Path:
     """Run each variant in OUT/<variant> (resuming), then compare; returns the table's
     Markdown file (comparison.md, or the system's own). One ablation writes OUT at a time
-    (`RunLock` on OUT; each variant's run locks its own folder)."""
+    (`RunLock` on OUT; each variant's run locks its own folder). A variant that sets another
+    `run.task` (an arm of a control on the solver task) is run by `system_of(its config)`;
+    such a mixed ablation ends with the comparison table."""
     if not variants:
         raise ConfigError(f"ablate: no variants given; choose from {', '.join(system.variants)}")
     with RunLock(out_dir):
-        return _ablate(system, cfg, variants, Path(out_dir), fresh)
+        return _ablate(system, cfg, variants, Path(out_dir), fresh, system_of)
 
 
 def _ablate(
@@ -88,19 +100,31 @@ def _ablate(
     variants: list[str] | tuple[str, ...],
     out_dir: Path,
     fresh: bool,
+    system_of: Callable[[RZeroConfig], System] | None,
 ) -> Path:
     configs: dict[str, RZeroConfig] = {}
+    systems: dict[str, System] = {}
     for variant in dict.fromkeys(variants):
         vcfg = variant_config(system, cfg, variant)
         configs[variant] = dataclasses.replace(
             vcfg, run=dataclasses.replace(vcfg.run, output_dir=str(out_dir / variant))
         )
+        if vcfg.run.task == cfg.run.task:
+            systems[variant] = system
+        elif system_of is None:
+            raise ConfigError(
+                f"variant {variant!r}: sets run.task={vcfg.run.task!r}; "
+                "ablate was given no way to run another task"
+            )
+        else:
+            systems[variant] = system_of(vcfg)
+    mixed = any(s is not system for s in systems.values())
 
     # -- before any work: every run dir must be new or resumable with its variant's config,
     #    so a conflict in the last variant does not surface after hours spent on the first
     if not fresh:
         for variant, vcfg in configs.items():
-            system.open(out_dir / variant).prepare(vcfg)
+            systems[variant].open(out_dir / variant).prepare(vcfg)
     by_fingerprint: dict[str, str] = {}
     for variant, vcfg in configs.items():
         twin = by_fingerprint.setdefault(vcfg.fingerprint(), variant)
@@ -119,12 +143,12 @@ def _ablate(
             f"{' '.join(system.variant_overrides(cfg, variant))} -> {run_dir}",
             flush=True,
         )
-        system.iterate(vcfg, run_dir, fresh=fresh)
+        systems[variant].iterate(vcfg, run_dir, fresh=fresh)
         gc.collect()
-        if system.summary is not None:  # the table grows run by run
+        if system.summary is not None and not mixed:  # the table grows run by run
             system.summary([out_dir / v for v in configs], out_dir)
 
-    if system.summary is not None:
+    if system.summary is not None and not mixed:
         return system.summary([out_dir / v for v in configs], out_dir)
 
     # -- one table over all of them

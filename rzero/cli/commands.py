@@ -373,11 +373,11 @@ def cmd_ablate(args) -> int:
         cfg = load_config(args.config, args.overrides)
         system = system_of(cfg)
         variants = parse_variants(system, args.variants)
-        md = ablate(system, cfg, variants, args.out, fresh=args.fresh)
+        md = ablate(system, cfg, variants, args.out, fresh=args.fresh, system_of=system_of)
     except (ConfigError, RunDirConflict, CompareError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
-    if system.summary is not None:  # the system's own table (the solver task's grid)
+    if md.name != "comparison.md":  # the system's own table (the solver task's grid)
         print(f"grid: {md}\n      {md.with_suffix('.html')}\n\n{md.read_text()}", end="")
         return 0
     print(printed_summary(md), end="")

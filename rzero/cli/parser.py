@@ -293,7 +293,16 @@ def build_parser() -> argparse.ArgumentParser:
         metavar="SECTION.KEY=VALUE",
         help="override one field of the recipe, for every variant (repeatable)",
     )
-    p.add_argument("--variants", default=None, help=f"comma-separated, from {choices}; or 'all'")
+    groups = "; ".join(
+        f"{', '.join(system.groups)} (a {task} recipe)"
+        for task, system in SYSTEMS.items()
+        if system.groups
+    )
+    p.add_argument(
+        "--variants",
+        default=None,
+        help=f"comma-separated, from {choices}; or 'all'; or a group: {groups}",
+    )
     p.add_argument(
         "--out",
         default=DEFAULT_OUT,

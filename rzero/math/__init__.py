@@ -68,6 +68,51 @@ VARIANTS: dict[str, list[str]] = {
     "no_band_filter": ["roles.shared=false", "labeling.filter=false"],
 }
 
+# R-Zero against its controls at equal solver compute (configs/claims-rzero.yaml; seed 000
+# §4.3's claim that a challenger trained for uncertainty teaches more than questions it did
+# not shape): per seed S, the loop, the loop with an untrained challenger, and the solver
+# task (`rzero.solver_task`) on a fixed pool, a development draw, labelled by the frozen
+# solver's majority vote (in R-Zero's band, as the loop's solver phase) or by the truth.
+# Every arm trains the solver with the recipe's `solver:` section, so each makes the same
+# updates of the same size per iteration; the pool arms take the recipe's shared sections
+# (model, labeling, eval, run) and the pool below.
+POOL = ["solver_task.questions=easy:7", "solver_task.count=240", "solver_task.dev=easy:8"]
+for _seed in (0, 1, 2):
+    VARIANTS |= {
+        f"loop-{_seed}": ["roles.shared=false", f"run.seed={_seed}"],
+        f"untrained-{_seed}": [
+            "roles.shared=false",
+            "roles.train_challenger=false",
+            f"run.seed={_seed}",
+        ],
+        f"pool-vote-{_seed}": [
+            "run.task=solver",
+            *POOL,
+            "solver_task.labels=vote",
+            "solver_task.band=true",
+            f"run.seed={_seed}",
+        ],
+        f"pool-truth-{_seed}": [
+            "run.task=solver",
+            *POOL,
+            "solver_task.labels=truth",
+            f"run.seed={_seed}",
+        ],
+    }
+# the claim's grid, in the order it is run: the fixed pool with vote labels first, the
+# reference every arm is compared against; every arm at seed 0, then the pair the claim
+# turns on (the loop against the pool with vote labels) at seeds 1 and 2
+CLAIMS = (
+    "pool-vote-0",
+    "loop-0",
+    "untrained-0",
+    "pool-truth-0",
+    "pool-vote-1",
+    "loop-1",
+    "pool-vote-2",
+    "loop-2",
+)
+
 SYSTEM = System(
     layout=LAYOUT,
     iterate=iterate,
@@ -75,6 +120,7 @@ SYSTEM = System(
     rebuild=rebuild,
     variants=VARIANTS,
     default_variants=("separate", "shared"),
+    groups={"claims": CLAIMS},
     launcher=True,
     estimate=estimate,
 )

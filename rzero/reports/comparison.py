@@ -132,7 +132,9 @@ def _cell(run: dict[str, Any], k: int) -> dict[str, Any]:
                 f"label_accuracy_{name}": _label_summary(audit_row.get(name))
                 for name in OTHER_LABEL_SETS
             },
-            "kept_fraction": lm.get("kept_fraction"),
+            "kept_fraction": lm.get("kept_fraction")
+            if "kept_fraction" in lm or not lm.get("questions")
+            else lm.get("kept", 0) / lm["questions"],  # the solver task's marker
             "kept": lm.get("kept"),
             "questions": lm.get("questions"),
             "mean_p_hat": lm.get("mean_p_hat"),
@@ -159,14 +161,20 @@ def build_comparison(run_dirs: list[str | Path], system: str) -> dict[str, Any]:
     runs = [_load_run(p) for p in paths]
     names = _names(resolved)
     kinds = {r["cfg"].sections for r in runs}
-    if len(kinds) > 1:
+    evaluations = {json.dumps([r["raw"].get("model"), r["raw"].get("eval")]) for r in runs}
+    if len(kinds) > 1 and len(evaluations) > 1:
+        # runs of different systems pair item by item only when one base model is evaluated
+        # alike (the claims' grid: the loop beside its control on the solver task)
         raise CompareError(
             "compare: the runs are of different systems (their configs have different "
-            f"sections: {' / '.join(', '.join(k) for k in kinds)}); compare runs of one system"
+            f"sections: {' / '.join(', '.join(k) for k in kinds)}) and do not share their "
+            "model and eval sections; compare runs of one system, or runs of one base model "
+            "evaluated alike"
         )
 
     flat = [_flatten(r["raw"]) for r in runs]
-    keys = sorted(set().union(*flat) - {"run.output_dir"})
+    # the fields of sections every run has (runs of two systems differ by whole sections)
+    keys = sorted(set.intersection(*(set(f) for f in flat)) - {"run.output_dir"})
     differences = {
         key: {n: f.get(key) for n, f in zip(names, flat, strict=True)}
         for key in keys

@@ -176,6 +176,7 @@ class System:
     rebuild           `(RunDir, cfg)`: its report from the folder (after `rzero audit`)
     variants          the ablation's variants: name -> config overrides
     default_variants  what `rzero ablate` runs without --variants
+    groups            named lists of variants (`--variants NAME`): a grid run as one command
     overrides         `(cfg, variant)` -> the overrides, where one depends on the recipe
     summary           `(run_dirs, out_dir)` -> the ablation's table (None: `rzero compare`'s)
     launcher          whether `rzero iterate` may start it under `accelerate launch` (several
@@ -190,6 +191,7 @@ class System:
     rebuild: Callable[[RunDir, RZeroConfig], None]
     variants: Mapping[str, Sequence[str]] = field(default_factory=dict)
     default_variants: tuple[str, ...] = ()
+    groups: Mapping[str, Sequence[str]] = field(default_factory=dict)
     overrides: Callable[[RZeroConfig, str], list[str]] | None = None
     summary: Callable[[list[Path], Path], Path] | None = None
     launcher: bool = False

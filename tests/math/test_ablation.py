@@ -150,13 +150,48 @@ def test_variant_config_sets_each_variants_field():
     # nothing else moves, and the recipe itself is untouched
     assert variant_config(system_of(cfg), cfg, "no_band_filter").challenger == cfg.challenger
     assert cfg.roles.shared is True and cfg.labeling.filter is True
-    assert set(SYSTEMS["math"].variants) == {
-        "separate",
-        "shared",
-        "base_challenger",
-        "no_repetition_penalty",
-        "no_band_filter",
+    arms = {
+        f"{arm}-{seed}"
+        for arm in ("loop", "untrained", "pool-vote", "pool-truth")
+        for seed in (0, 1, 2)
     }
+    assert (
+        set(SYSTEMS["math"].variants)
+        == {
+            "separate",
+            "shared",
+            "base_challenger",
+            "no_repetition_penalty",
+            "no_band_filter",
+        }
+        | arms
+    )
+
+
+def test_the_claims_arms_spend_the_recipes_solver_budget_on_their_own_questions():
+    cfg = load_config("configs/claims-rzero.yaml")
+    math = SYSTEMS["math"]
+    assert parse_variants(math, "claims")[:4] == [
+        "pool-vote-0",
+        "loop-0",
+        "untrained-0",
+        "pool-truth-0",
+    ]
+    loop = variant_config(math, cfg, "loop-1")
+    assert loop.run.task == "math" and loop.run.seed == 1 and loop.roles.shared is False
+    untrained = variant_config(math, cfg, "untrained-0")
+    assert untrained.roles.train_challenger is False
+    for name, labels in (("pool-vote-2", "vote"), ("pool-truth-0", "truth")):
+        pool = variant_config(math, cfg, name)
+        assert pool.run.task == "solver" and system_of(pool) is SYSTEMS["solver"]
+        assert pool.roles is None and pool.challenger is None and pool.audit is None
+        assert pool.solver_task.labels == labels and pool.solver_task.questions == "easy:7"
+        # the same solver updates, votes and evaluation as the loop's arms
+        assert pool.solver == loop.solver
+        assert pool.labeling == loop.labeling and pool.eval == loop.eval
+        assert pool.model == loop.model
+    assert variant_config(math, cfg, "pool-vote-2").solver_task.band is True
+    assert variant_config(math, cfg, "pool-vote-2").run.seed == 2
 
 
 def test_unknown_variant_is_a_clear_error():
@@ -186,6 +221,46 @@ def test_ablate_writes_one_run_per_variant_and_the_comparison(ablated):
     for ext in ("md", "html", "json", "png"):
         assert (out / f"comparison.{ext}").is_file()
     assert (out / "comparison.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+@pytest.mark.slow
+def test_a_claims_grid_runs_the_loop_and_the_pool_control_from_one_recipe(
+    format_checkpoint, tmp_path
+):
+    """An arm of another task (the solver task's fixed pool with vote labels) runs beside
+    the loop from the same math recipe, with the same solver updates, and the grid ends
+    with the comparison of both; rerun, it resumes without training."""
+    bench = tmp_path / "tiny.jsonl"
+    bench.write_text("".join(json.dumps({"problem": q, "answer": a}) + "\n" for q, a in EVAL_ITEMS))
+    overrides = ablate_overrides(format_checkpoint, bench) + ["run.iterations=1", "solver.steps=2"]
+    cfg = load_config(None, overrides)
+    out = tmp_path / "claims"
+    arms = ["pool-vote-0", "loop-0"]
+    md = ablate(SYSTEMS["math"], cfg, arms, out, system_of=system_of)
+
+    pool = load_config(out / "pool-vote-0" / "config.yaml")
+    assert pool.run.task == "solver" and pool.roles is None and pool.solver == cfg.solver
+    assert pool.solver_task.labels == "vote" and pool.solver_task.band is True
+    labelling = read_marker(out / "pool-vote-0", 1, "labelling")
+    assert labelling["labels"] == "vote" and labelling["metrics"]["questions"] == 240
+    updates = {arm: read_marker(out / arm, 1, "solver")["metrics"].get("updates") for arm in arms}
+    assert updates["pool-vote-0"] == 2  # the recipe's solver.steps, one update each
+    assert read_marker(out / "loop-0", 1, "solver") is not None
+    assert md == out / "comparison.md"
+    table = md.read_text()
+    assert "pool-vote-0" in table and "loop-0" in table
+    # the differences are of the fields both arms have, not of the loop's own sections
+    assert "| run.task | \"solver\" | \"math\" |" in table
+    assert "challenger.beta" not in table and "solver_task.labels" not in table
+    assert "| 1 | 240/240 (1.00)" not in table  # the pool's band kept fewer than all 240
+
+    def no_training(*args, **kwargs):
+        raise AssertionError("a committed arm was trained again")
+
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr("rzero.training.grpo.train_grpo", no_training)
+        mp.setattr("rzero.solver_task.run.train_grpo", no_training)
+        ablate(SYSTEMS["math"], cfg, arms, out, system_of=system_of)
 
 
 def test_comparison_table_has_a_row_per_iteration_and_the_eval_markers_numbers(ablated):
@@ -468,9 +543,10 @@ def test_unknown_variant_on_the_command_line_exits_2(capsys):
 def test_the_ablate_recipe_loads_for_every_variant():
     recipe = Path(__file__).parents[2] / "configs" / "ablate-tiny.yaml"
     cfg = load_config(recipe)
-    for variant in SYSTEMS["math"].variants:
+    for variant, overrides in SYSTEMS["math"].variants.items():
         vcfg = variant_config(system_of(cfg), cfg, variant)
-        assert vcfg.model == cfg.model and vcfg.run.seed == cfg.run.seed
+        seeded = any(o.startswith("run.seed=") for o in overrides)  # the claims' arms
+        assert vcfg.model == cfg.model and (seeded or vcfg.run.seed == cfg.run.seed)
     assert [
         variant_config(system_of(cfg), cfg, v).roles.shared for v in ("separate", "shared")
     ] == [False, True]
