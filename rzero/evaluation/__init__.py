@@ -27,6 +27,7 @@ from rzero.evaluation.loaders import (
 from rzero.evaluation.scoring import (
     evaluate,
     evaluation_phase,
+    label_correct,
     pass_at_1_interval,
     results_markdown,
     score_benchmark,
@@ -53,6 +54,7 @@ __all__ = [
     "render_answer",
     "results_markdown",
     "score_benchmark",
+    "label_correct",
     "score_completion",
     "split_samples",
     "synthetic_benchmark",

@@ -53,6 +53,16 @@ def score_completion(completion: str, answer: str, direction: Direction = "both"
     return equivalent(predicted, answer, direction=direction)
 
 
+def label_correct(label: str | None, answer: str | None, direction: Direction) -> bool | None:
+    """Whether a pseudo-label is equivalent to the known `answer` (None when there is none;
+    no label: False)."""
+    if answer is None:
+        return None
+    if label is None:
+        return False
+    return score_completion(f"\\boxed{{{label}}}", answer, direction)
+
+
 def score_benchmark(
     name: str,
     items: Sequence[Item],

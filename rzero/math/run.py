@@ -41,10 +41,17 @@ from rzero import preflight
 from rzero.audit import audit_run
 from rzero.challenger.train import sample_pool, train_challenger
 from rzero.config import RZeroConfig
-from rzero.evaluation import evaluate, evaluation_phase, load_benchmark, load_benchmarks
+from rzero.evaluation import (
+    evaluate,
+    evaluation_phase,
+    label_correct,
+    load_benchmark,
+    load_benchmarks,
+)
 from rzero.generation.backends import make_generator
 from rzero.generation.solver_server import frozen_solver as serve_frozen
 from rzero.io import write_json_atomic, write_jsonl_atomic
+from rzero.labeling.computable import computed_answer
 from rzero.labeling.voting import FrozenSolver
 from rzero.math import report
 from rzero.math.layout import LAYOUT
@@ -56,6 +63,40 @@ from rzero.selfplay.crossplay import cross_iteration_matrix
 from rzero.solver.dataset import label_pool, p_hat_histogram
 from rzero.solver.train import train_solver
 from rzero.stats import mean
+
+
+def computable_labels(rows: list[dict[str, Any]], direction: str) -> list[dict[str, Any]]:
+    """The labelled pool with, on each question that is one arithmetic expression
+    (`rzero.labeling.computable`), its exact answer and whether the vote label matches it:
+    the labels' accuracy where it can be known without a judge."""
+    out = []
+    for r in rows:
+        answer = computed_answer(r["question"])
+        if answer is not None:
+            r = {
+                **r,
+                "computed_answer": answer,
+                "label_correct": label_correct(r["label"], answer, direction),
+            }
+        out.append(r)
+    return out
+
+
+def computable_summary(rows: list[dict[str, Any]]) -> dict[str, Any]:
+    """The computable questions' count and their labels' accuracy, over all labelled
+    questions and over the kept ones (the solver's training set)."""
+    known = [r for r in rows if r.get("label_correct") is not None]
+    kept = [r for r in known if r["kept"]]
+    return {
+        "computable": len(known),
+        "computable_label_accuracy": mean([float(r["label_correct"]) for r in known])
+        if known
+        else None,
+        "kept_computable": len(kept),
+        "kept_computable_label_accuracy": mean([float(r["label_correct"]) for r in kept])
+        if kept
+        else None,
+    }
 
 
 class MathRun(Run):
@@ -138,6 +179,7 @@ class MathRun(Run):
         rows = label_pool(
             self.frozen(self.generator(solver)), questions, seed=self.cfg.run.seed * 104729 + k
         )
+        rows = computable_labels(rows, self.cfg.labeling.equivalence)
         write_jsonl_atomic(self.rundir.iter_dir(k) / "labelled.jsonl", rows)
         kept = sum(r["kept"] for r in rows)
         return {
@@ -148,6 +190,7 @@ class MathRun(Run):
                 "kept_fraction": kept / len(rows) if rows else 0.0,
                 "mean_p_hat": mean([r["p_hat"] for r in rows]),
                 "mean_parse_rate": mean([r["parse_rate"] for r in rows]),
+                **computable_summary(rows),
             },
             "p_hat_histogram": p_hat_histogram(rows, self.cfg.labeling.num_votes),
         }

@@ -138,6 +138,9 @@ def _cell(run: dict[str, Any], k: int) -> dict[str, Any]:
             "kept": lm.get("kept"),
             "questions": lm.get("questions"),
             "mean_p_hat": lm.get("mean_p_hat"),
+            # exact, where the kept questions' answers are known: the loop's computable
+            # questions (rzero.labeling.computable), the solver task's benchmark draw
+            **_known_labels(lm),
             "solver_skipped": bool(solver and solver.get("skipped")),
             "warnings": [
                 m["warning"]
@@ -147,6 +150,18 @@ def _cell(run: dict[str, Any], k: int) -> dict[str, Any]:
         }
     )
     return out
+
+
+def _known_labels(lm: dict[str, Any]) -> dict[str, Any]:
+    """The kept labels' exact accuracy and how many it is over, from a labelling marker."""
+    if "kept_computable" in lm:
+        return {
+            "known_label_accuracy": lm.get("kept_computable_label_accuracy"),
+            "known_labels": lm["kept_computable"],
+        }
+    if lm.get("kept_label_accuracy") is not None:
+        return {"known_label_accuracy": lm["kept_label_accuracy"], "known_labels": lm.get("kept")}
+    return {"known_label_accuracy": None, "known_labels": None}
 
 
 def build_comparison(run_dirs: list[str | Path], system: str) -> dict[str, Any]:

@@ -117,6 +117,12 @@ def _symmetric_tables(comp: dict[str, Any]) -> list[tuple[str, list[str], list[l
     return tables + _differences(comp)
 
 
+def _known(cell: dict[str, Any]) -> str:
+    """`41.2 % of 17`: the kept labels' exact accuracy on the questions whose answer is known."""
+    acc, n = cell.get("known_label_accuracy"), cell.get("known_labels")
+    return "–" if acc is None or not n else f"{100 * acc:.1f} % of {n}"
+
+
 def _tables(comp: dict[str, Any]) -> list[tuple[str, list[str], list[list[str]]]]:
     """(title, header, rows) of the tables, as plain text; md and html escape it their way."""
     if _symmetric(comp):
@@ -127,7 +133,12 @@ def _tables(comp: dict[str, Any]) -> list[tuple[str, list[str], list[list[str]]]
     for n in names:
         d = _display(n)
         main_header += [f"{d}: eval avg (%)", f"{d}: label acc [95 % CI]"]
-        ctx_header += [f"{d}: kept / labelled", f"{d}: mean p̂", f"{d}: label acc, all labelled"]
+        ctx_header += [
+            f"{d}: kept / labelled",
+            f"{d}: mean p̂",
+            f"{d}: label acc, all labelled",
+            f"{d}: kept labels right, where known",
+        ]
     main, ctx = [], []
     for row in comp["rows"]:
         k = row["iteration"]
@@ -147,6 +158,7 @@ def _tables(comp: dict[str, Any]) -> list[tuple[str, list[str], list[list[str]]]
                     kept + (" (solver skipped)" if c["solver_skipped"] else ""),
                     _num(c["mean_p_hat"]),
                     _acc(c.get("label_accuracy_labelled_all")),
+                    _known(c),
                 ]
         main.append(cells)
         if k > 0:
@@ -211,6 +223,12 @@ def _header_lines(comp: dict[str, Any]) -> list[str]:
         "interval and n judged; † marks a sample too small to say anything; – means not "
         "audited (`rzero audit RUN_DIR`)."
         + ("" if audited else " None of these runs has been audited yet.")
+    )
+    lines.append(
+        "Kept labels right, where known: exact, with no judge, over the kept questions whose "
+        "answer is known: a loop's questions that are one arithmetic expression (a small "
+        "subset, skewed to the easiest; `rzero.labeling.computable`), the solver task's "
+        "benchmark draw (all of it)."
     )
     for r in audited:
         judge = r["audit"]["judge"] or {}

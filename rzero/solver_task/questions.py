@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from rzero.config import ConfigError, RZeroConfig
-from rzero.evaluation import BenchmarkError, load_benchmark, score_completion
+from rzero.evaluation import BenchmarkError, label_correct, load_benchmark
 from rzero.io import DamagedFileError, read_jsonl
 from rzero.labeling.voting import FrozenSolver
 from rzero.prompts.solver import solver_chat
@@ -73,15 +73,6 @@ def derangement(n: int, seed: int) -> list[int]:
         j = rng.randrange(i)
         order[i], order[j] = order[j], order[i]
     return order
-
-
-def label_correct(label: str | None, answer: str | None, direction: str) -> bool | None:
-    """Whether `label` is equivalent to the known `answer` (None when there is none)."""
-    if answer is None:
-        return None
-    if label is None:
-        return False
-    return score_completion(f"\\boxed{{{label}}}", answer, direction)
 
 
 def fixed_labels(
