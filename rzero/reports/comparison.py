@@ -141,6 +141,7 @@ def _cell(run: dict[str, Any], k: int) -> dict[str, Any]:
             # exact, where the kept questions' answers are known: the loop's computable
             # questions (rzero.labeling.computable), the solver task's benchmark draw
             **_known_labels(lm),
+            "diversity": _diversity(rd, k, lm),
             "solver_skipped": bool(solver and solver.get("skipped")),
             "warnings": [
                 m["warning"]
@@ -150,6 +151,20 @@ def _cell(run: dict[str, Any], k: int) -> dict[str, Any]:
         }
     )
     return out
+
+
+def _diversity(rd: RunDir, k: int, lm: dict[str, Any]) -> dict[str, float] | None:
+    """How varied the questions of iteration k are (`rzero.selfplay.collapse`): BLEU
+    clusters and number-masked structures per question, distinct bigrams; the challenger's
+    pool of a loop, the kept questions of the solver task."""
+    keys = ("cluster_ratio", "structure_ratio", "distinct_2")
+    pool = rd.marker(k, "pool")
+    pm = pool.get("metrics", {}) if pool else {}
+    if all(key in pm for key in keys):
+        return {key: pm[key] for key in keys}
+    if all(f"kept_{key}" in lm for key in keys):
+        return {key: lm[f"kept_{key}"] for key in keys}
+    return None
 
 
 def _known_labels(lm: dict[str, Any]) -> dict[str, Any]:

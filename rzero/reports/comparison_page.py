@@ -123,6 +123,10 @@ def _known(cell: dict[str, Any]) -> str:
     return "–" if acc is None or not n else f"{100 * acc:.1f} % of {n}"
 
 
+def _diverse(d: dict[str, float] | None) -> str:
+    return "–" if not d else f"{d['cluster_ratio']:.2f} / {d['structure_ratio']:.2f}"
+
+
 def _tables(comp: dict[str, Any]) -> list[tuple[str, list[str], list[list[str]]]]:
     """(title, header, rows) of the tables, as plain text; md and html escape it their way."""
     if _symmetric(comp):
@@ -138,6 +142,7 @@ def _tables(comp: dict[str, Any]) -> list[tuple[str, list[str], list[list[str]]]
             f"{d}: mean p̂",
             f"{d}: label acc, all labelled",
             f"{d}: kept labels right, where known",
+            f"{d}: questions: clusters / structures per question",
         ]
     main, ctx = [], []
     for row in comp["rows"]:
@@ -159,6 +164,7 @@ def _tables(comp: dict[str, Any]) -> list[tuple[str, list[str], list[list[str]]]
                     _num(c["mean_p_hat"]),
                     _acc(c.get("label_accuracy_labelled_all")),
                     _known(c),
+                    _diverse(c.get("diversity")),
                 ]
         main.append(cells)
         if k > 0:
@@ -225,6 +231,9 @@ def _header_lines(comp: dict[str, Any]) -> list[str]:
         + ("" if audited else " None of these runs has been audited yet.")
     )
     lines.append(
+        "Questions: BLEU clusters and number-masked structures per question "
+        "(`rzero.selfplay.collapse`; 1.00 when every question differs): the challenger's "
+        "pool of a loop, the kept questions of the solver task. "
         "Kept labels right, where known: exact, with no judge, over the kept questions whose "
         "answer is known: a loop's questions that are one arithmetic expression (a small "
         "subset, skewed to the easiest; `rzero.labeling.computable`), the solver task's "

@@ -36,6 +36,7 @@ from rzero.labeling.voting import FrozenSolver
 from rzero.prompts.solver import solver_chat
 from rzero.rundir import Run
 from rzero.selfplay import watch
+from rzero.selfplay.collapse import question_diversity
 from rzero.solver_task.curve import DevCurve, FormatCount
 from rzero.solver_task.layout import LAYOUT
 from rzero.solver_task.questions import (
@@ -48,6 +49,8 @@ from rzero.solver_task.questions import (
 from rzero.solver_task.report import rebuild
 from rzero.stats import mean
 from rzero.training.grpo import train_grpo
+
+DIVERSITY = ("cluster_ratio", "structure_ratio", "distinct_2")
 
 
 class SolverTaskRun(Run):
@@ -101,10 +104,14 @@ class SolverTaskRun(Run):
             # the permutation is the seed's, the same in every iteration
             rows = fixed_labels(self.questions, t.labels, seed=cfg.run.seed, direction=direction)
         write_jsonl_atomic(self.rundir.iter_dir(k) / "labelled.jsonl", rows)
+        # how varied the kept questions are, in the numbers the loop's pool is watched by:
+        # the fixed pool of a claims grid is read beside the challenger's
+        kept = [r["question"] for r in rows if r["kept"]]
+        diversity = question_diversity(kept, seed=cfg.run.seed + k)
         return {
             "solver": self.rundir.relative(solver),
             "labels": t.labels,
-            "metrics": label_summary(rows),
+            "metrics": label_summary(rows) | {f"kept_{key}": diversity[key] for key in DIVERSITY},
         }
 
     def solver_phase(self, k: int, start: str) -> dict:

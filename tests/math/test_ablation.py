@@ -5,6 +5,7 @@ each, recording every checkpoint a training phase loads; the tests then read tho
 """
 
 import json
+import re
 import shutil
 from pathlib import Path
 
@@ -253,6 +254,10 @@ def test_a_claims_grid_runs_the_loop_and_the_pool_control_from_one_recipe(
     assert "| run.task | \"solver\" | \"math\" |" in table
     assert "challenger.beta" not in table and "solver_task.labels" not in table
     assert "/240 (" in table  # the pool's band: kept of the 240 labelled
+    row = next(line for line in table.splitlines() if "/240 (" in line)
+    pool_known, pool_diverse = row.split(" | ")[4:6]
+    assert re.fullmatch(r"\d+\.\d % of \d+", pool_known), row  # every pool answer is known
+    assert re.fullmatch(r"\d\.\d\d / \d\.\d\d", pool_diverse), row
 
     def no_training(*args, **kwargs):
         raise AssertionError("a committed arm was trained again")
