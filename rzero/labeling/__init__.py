@@ -5,4 +5,5 @@ voting.py              majority vote over m answers: the label and its vote shar
 filtering.py           the band: which labelled questions are informative enough
 equivalence.py         are two answers the same object? math-verify, behind a guard
 equivalence_worker.py  the math-verify worker process behind it, and its hard limit
+computable.py          the exact answer of a question that is one arithmetic expression
 """
