@@ -251,7 +251,7 @@ def test_a_claims_grid_runs_the_loop_and_the_pool_control_from_one_recipe(
     table = md.read_text()
     assert "pool-vote-0" in table and "loop-0" in table
     # the differences are of the fields both arms have, not of the loop's own sections
-    assert "| run.task | \"solver\" | \"math\" |" in table
+    assert '| run.task | "solver" | "math" |' in table
     assert "challenger.beta" not in table and "solver_task.labels" not in table
     assert "/240 (" in table  # the pool's band: kept of the 240 labelled
     row = next(line for line in table.splitlines() if "/240 (" in line)
