@@ -389,7 +389,10 @@ def test_audited_label_accuracy_and_interval_appear(ablated, tmp_path):
     assert rows[2][5] == "75.0% [30.1, 95.4] n=4 †"
     assert rows[0][5] == "–" and rows[1][3] == "–"  # base row; separate not audited
     context = table(md, "Context: the labelled pool")
-    assert context[0][6] == "100.0% [34.2, 100.0] n=2 †"  # 2 of 2 over all labelled
+    column = header(md, "Context: the labelled pool").index(
+        "Single-R-Zero (shared): label acc, all labelled"
+    )
+    assert context[0][column] == "100.0% [34.2, 100.0] n=2 †"  # 2 of 2 over all labelled
     comp = json.loads(paths["json"].read_text())
     acc = comp["rows"][1]["variants"]["shared"]["label_accuracy"]
     assert acc["accuracy"] == pytest.approx(0.7) and acc["n_judged"] == 10
