@@ -31,6 +31,7 @@ from rzero.io import write_bytes_atomic, write_json_atomic, write_text_atomic
 from rzero.reports.comparison_page import plot_comparison, render_html, render_markdown
 from rzero.reports.contrasts import variant_contrasts
 from rzero.rundir import RunDir
+from rzero.selfplay.collapse import HEADLINE_DIVERSITY
 
 # The audited set the table reports: the questions the solver trained on in that iteration.
 LABEL_SET = "labelled_kept"
@@ -157,7 +158,7 @@ def _diversity(rd: RunDir, k: int, lm: dict[str, Any]) -> dict[str, float] | Non
     """How varied the questions of iteration k are (`rzero.selfplay.collapse`): BLEU
     clusters and number-masked structures per question, distinct bigrams; the challenger's
     pool of a loop, the kept questions of the solver task."""
-    keys = ("cluster_ratio", "structure_ratio", "distinct_2")
+    keys = HEADLINE_DIVERSITY
     pool = rd.marker(k, "pool")
     pm = pool.get("metrics", {}) if pool else {}
     if all(key in pm for key in keys):

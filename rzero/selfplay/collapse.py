@@ -86,6 +86,11 @@ WARNINGS = (
 ANSWER_TYPES = ("integer", "fraction", "decimal", "expression", "text", "none")
 
 
+# the numbers a grid's table gives of each arm's questions (BLEU clusters and structures per
+# question, distinct bigrams)
+HEADLINE_DIVERSITY = ("cluster_ratio", "structure_ratio", "distinct_2")
+
+
 def question_diversity(
     questions: Sequence[str],
     *,

@@ -36,7 +36,7 @@ from rzero.labeling.voting import FrozenSolver
 from rzero.prompts.solver import solver_chat
 from rzero.rundir import Run
 from rzero.selfplay import watch
-from rzero.selfplay.collapse import question_diversity
+from rzero.selfplay.collapse import HEADLINE_DIVERSITY, question_diversity
 from rzero.solver_task.curve import DevCurve, FormatCount
 from rzero.solver_task.layout import LAYOUT
 from rzero.solver_task.questions import (
@@ -49,8 +49,6 @@ from rzero.solver_task.questions import (
 from rzero.solver_task.report import rebuild
 from rzero.stats import mean
 from rzero.training.grpo import train_grpo
-
-DIVERSITY = ("cluster_ratio", "structure_ratio", "distinct_2")
 
 
 class SolverTaskRun(Run):
@@ -111,7 +109,8 @@ class SolverTaskRun(Run):
         return {
             "solver": self.rundir.relative(solver),
             "labels": t.labels,
-            "metrics": label_summary(rows) | {f"kept_{key}": diversity[key] for key in DIVERSITY},
+            "metrics": label_summary(rows)
+            | {f"kept_{key}": diversity[key] for key in HEADLINE_DIVERSITY},
         }
 
     def solver_phase(self, k: int, start: str) -> dict:
