@@ -96,8 +96,36 @@ class SpinConfig(Section):
         "the optimiser from a reached target; 0: none.",
         min=0,
     )
+    plateau_updates: int = option(
+        0,
+        "The most updates of plain SFT on the training rows before the first "
+        "iteration: θ_0 is then the checkpoint where the development draw's "
+        "pass@1 stopped rising (the paper starts SPIN from its SFT model); "
+        "0: θ_0 is the base.",
+        min=0,
+    )
+    plateau_every: int = option(
+        8, "Score the development draw every this many of those SFT updates.", min=1
+    )
+    plateau_patience: int = option(
+        2,
+        "Stop the SFT once this many scores in a row bring no new best (ties do not count).",
+        min=1,
+    )
+    plateau_dev: str = option(
+        "easy:7",
+        "The development draw of the plateau's curve (never the held-out easy).",
+    )
+    plateau_dev_items: int = option(
+        64, "Items of the development draw scored at each point of the curve.", min=1
+    )
 
     def check(self) -> None:
+        if self.plateau_dev == "easy":
+            raise ConfigError(
+                "spin.plateau_dev='easy': the held-out evaluation items; give a "
+                "development draw such as easy:7"
+            )
         if self.batch_size % self.micro_batch_size:
             raise ConfigError(
                 f"spin.batch_size={self.batch_size}: not a multiple of "

@@ -4,19 +4,12 @@ FormatCount   the solver's reward (`SolverReward`) that also counts, per reward 
               (one rollout), the share of completions with a boxed answer: the
               well-formed rate, which tells "learnt the format" from "learnt the
               arithmetic" along the curve
-DevCurve      a transformers TrainerCallback: greedy pass@1 and the well-formed rate on
-              the development draw before the first update and every `every` updates,
-              sampled from the weights as they are (the run's generator over the
-              training model, its bf16 copy refreshed at each call)
+
+The development draw's curve is `rzero.selfplay.curve.DevCurve`, shared with SPIN's plateau.
 """
 
 from __future__ import annotations
 
-from typing import Any
-
-from transformers import TrainerCallback
-
-from rzero.evaluation import evaluate
 from rzero.labeling.answers import extract_boxed
 from rzero.prompts.chat import completion_text
 from rzero.solver.rewards import SolverReward
@@ -55,48 +48,3 @@ class FormatCount(SolverReward, StepState):
             if self.well_formed
             else list(log)
         )
-
-
-class DevCurve(TrainerCallback, StepState):
-    """Greedy pass@1 on `items` (the development draw) at update 0 and every `every`
-    updates, and after the last; `points` holds {update, dev_pass@1, dev_well_formed, dev_n}."""
-
-    checkpointed = ("points",)
-
-    def __init__(self, generator, name: str, items: list[dict[str, Any]], cfg, every: int):
-        self.generator, self.name, self.items = generator, name, items
-        self.cfg, self.every = cfg, every
-        self.points: list[dict[str, float]] = []
-
-    def score(self, update: int) -> None:
-        if self.points and self.points[-1]["update"] == update:
-            return
-        cfg = self.cfg
-        result = evaluate(
-            self.generator,
-            {self.name: self.items},
-            max_new_tokens=cfg.eval.max_new_tokens,
-            seed=cfg.run.seed,
-            prompt_path=cfg.solver.prompt_file,
-            direction=cfg.labeling.equivalence,
-        )
-        items = result["items"]
-        self.points.append(
-            {
-                "update": update,
-                "dev_pass@1": result["average"],
-                "dev_well_formed": sum(r["predictions"][0] is not None for r in items) / len(items),
-                "dev_n": len(items),
-            }
-        )
-
-    def on_train_begin(self, args, state, control, **kwargs):
-        # the phase's start, or on a resume the update it resumes after (already scored)
-        self.score(state.global_step)
-
-    def on_step_end(self, args, state, control, **kwargs):
-        if state.global_step % self.every == 0:
-            self.score(state.global_step)
-
-    def on_train_end(self, args, state, control, **kwargs):
-        self.score(state.global_step)

@@ -11,7 +11,7 @@ trackers, report, hub push).
         solver         S_k = GRPO from S_{k−1} on the kept questions, reward [answer ≡ label]
                        (`SolverReward`, as R-Zero's solver phase); TRL's log of every update
                        and, every `solver_task.curve_every` updates, greedy pass@1 on the
-                       development draw (`rzero.solver_task.curve`)
+                       development draw (`rzero.selfplay.curve`)
         evaluation     the benchmarks of `eval` (the held-out `easy`), paired with the base
 
 With truth labels this is the positive control of every self-play system here: it shows
@@ -37,7 +37,8 @@ from rzero.prompts.solver import solver_chat
 from rzero.rundir import Run
 from rzero.selfplay import watch
 from rzero.selfplay.collapse import HEADLINE_DIVERSITY, question_diversity
-from rzero.solver_task.curve import DevCurve, FormatCount
+from rzero.selfplay.curve import DevCurve
+from rzero.solver_task.curve import FormatCount
 from rzero.solver_task.layout import LAYOUT
 from rzero.solver_task.questions import (
     fixed_labels,
@@ -139,6 +140,7 @@ class SolverTaskRun(Run):
                 self.dev_items,
                 cfg,
                 every=cfg.solver_task.curve_every,
+                prompt_path=cfg.solver.prompt_file,
             )
             callbacks.append(curve)
         stats = train_grpo(

@@ -4,12 +4,13 @@ from __future__ import annotations
 
 from rzero.rundir.folder import Layout
 
-# the frozen discriminator once (iteration 0), then per iteration the opponent's answers,
+# the SFT plateau θ_0 and the frozen discriminator once (iteration 0), then per iteration the opponent's answers,
 # the training, the held-out dynamics and the evaluation
 LAYOUT = Layout(
     name="spin",
-    phases=("discriminator", "generate", "train", "dynamics", "eval"),
+    phases=("plateau", "discriminator", "generate", "train", "dynamics", "eval"),
     outputs={
+        "plateau": ("plateau",),
         "discriminator": ("discriminator",),
         "generate": ("pairs.jsonl",),
         "train": ("model",),
@@ -17,5 +18,5 @@ LAYOUT = Layout(
         "eval": ("eval",),
     },
     rows=("pairs", "heldout"),
-    pushed=("discriminator", "train"),
+    pushed=("plateau", "discriminator", "train"),
 )

@@ -54,11 +54,21 @@ def spin_plan_markdown(cfg: RZeroConfig, source: str | None = None) -> str:
             rows,
         ),
     ]
-    once = ["the base model's evaluation and held-out log-likelihood (iteration 0)"]
+    start = "the base"
+    once = []
+    if s.plateau_updates:
+        start = "θ_0"
+        once.append(
+            f"θ_0: SFT of the base on the training rows, at most {s.plateau_updates} updates "
+            f"at a constant lr, greedy pass@1 on {s.plateau_dev_items} items of "
+            f"`{s.plateau_dev}` every {s.plateau_every}, stopped after "
+            f"{s.plateau_patience} scores without a new best; θ_0 is the best"
+        )
+    once.append(f"{start}'s evaluation and held-out log-likelihood (iteration 0)")
     if s.discriminator_steps:
         once.append(
-            f"the frozen discriminator: {s.discriminator_steps} SFT updates of the "
-            f"base (iteration 0)"
+            f"the frozen discriminator: {s.discriminator_steps} SFT updates of "
+            f"{start} (iteration 0)"
         )
     lines += [
         "Once: " + "; ".join(once) + ".",

@@ -1,6 +1,8 @@
 """`report.md` and `report.html` of a SPIN run, rebuilt from its markers after every commit.
 
-The dynamics table (seed §6.1) per iteration: λ, the pairs trained on (by the iteration
+With `spin.plateau_updates`, first θ_0: the SFT that made it, its development curve (pass@1
+with Wilson intervals every few updates, drawn), and where it stopped. The dynamics table
+(seed §6.1) per iteration: λ, the pairs trained on (by the iteration
 that generated their y′), updates, the final training loss; on held-out pairs the main
 player's discriminator accuracy and mean margin against its opponent, each with its
 interval, the held-out SPIN loss, the log-likelihood per token of the data answers, and the
@@ -32,6 +34,7 @@ from rzero.reports import committed, phase_times, write_metrics
 from rzero.reports.cells import Table, eval_table, num, ranged
 from rzero.rundir import RunDir
 from rzero.spin.layout import LAYOUT
+from rzero.stats import wilson_interval
 
 EXAMPLES = 3  # held-out pairs shown from the last generated iteration
 
@@ -102,6 +105,81 @@ def dynamics_table(run: RunDir) -> Table:
     )
 
 
+def _plateau(run: RunDir) -> dict[str, Any] | None:
+    return run.marker(0, "plateau")
+
+
+def _wilson(p: dict[str, float]) -> tuple[float, float]:
+    return wilson_interval(round(p["dev_pass@1"] * p["dev_n"]), p["dev_n"])
+
+
+def plateau_table(run: RunDir) -> Table:
+    """θ_0's development curve: greedy pass@1 (Wilson interval) and the well-formed share at
+    every scored update, the kept checkpoint marked."""
+    m = _plateau(run) or {}
+    best = m.get("metrics", {}).get("best_update")
+    rows = [
+        [
+            p["update"] if p["update"] != best else f"{p['update']} (θ_0)",
+            ranged(p["dev_pass@1"], *_wilson(p)),
+            num(p["dev_well_formed"]),
+            p["dev_n"],
+        ]
+        for p in m.get("curve", [])
+    ]
+    return (
+        "θ_0: SFT of the base until the development draw stops rising",
+        ["SFT update", "dev pass@1 [95 %]", "well-formed", "items"],
+        rows,
+    )
+
+
+def _plateau_words(run: RunDir, cfg: RZeroConfig) -> str | None:
+    m = _plateau(run)
+    if m is None:
+        return None
+    x, s = m["metrics"], cfg.spin
+    how = (
+        f"stopped after {x['updates']} updates: {s.plateau_patience} scores in a row without a "
+        f"new best"
+        if x["stopped"]
+        else f"ran its {x['updates']} updates without a plateau"
+    )
+    return (
+        f"θ_0 is the base after {x['best_update']} updates of SFT on the training rows "
+        f"(`{s.plateau_dev}`, {s.plateau_dev_items} items, scored every {s.plateau_every} "
+        f"updates: {x['dev_first']:.3f} → best {x['dev_best']:.3f}; {how})."
+    )
+
+
+def _plateau_figure(run: RunDir) -> bytes | None:
+    m = _plateau(run)
+    if m is None or not m.get("curve"):
+        return None
+    pts = m["curve"]
+    bounds = [_wilson(p) for p in pts]
+    return errorbar_png(
+        [
+            Panel(
+                "development draw: greedy pass@1",
+                "SFT update",
+                "pass@1",
+                [
+                    Series(
+                        "θ during the SFT",
+                        [p["update"] for p in pts],
+                        [p["dev_pass@1"] for p in pts],
+                        [lo for lo, _ in bounds],
+                        [hi for _, hi in bounds],
+                    )
+                ],
+                ylim=(0.0, 1.0),
+            )
+        ],
+        title="θ_0: SFT until the development draw stops rising, 95 % intervals",
+    )
+
+
 def _figure(run: RunDir) -> bytes | None:
     marks = committed(run, LAYOUT.phases)
     main = [
@@ -163,7 +241,7 @@ def _figure(run: RunDir) -> bytes | None:
             "nats per token",
             [
                 Series(
-                    "θ_k (0: base)",
+                    "θ_k (0: θ_0)",
                     [k for k, _ in lls],
                     [ll["per_token"] for _, ll in lls],
                     [ll["low"] for _, ll in lls],
@@ -210,11 +288,15 @@ def _intro(cfg: RZeroConfig) -> list[str]:
 
 
 def tables(run: RunDir) -> list[Table]:
-    return [dynamics_table(run), eval_table(run, LAYOUT.phases)]
+    first = [plateau_table(run)] if _plateau(run) is not None else []
+    return [*first, dynamics_table(run), eval_table(run, LAYOUT.phases)]
 
 
 def render_markdown(run: RunDir, cfg: RZeroConfig) -> str:
     lines = [f"# SPIN run: {run.path.name}", "", *_intro(cfg), ""]
+    plateau = _plateau_words(run, cfg)
+    if plateau:
+        lines += [plateau, ""]
     for name, header, rows in tables(run):
         lines += [f"## {name}", "", markdown_table(header, rows) if rows else "(none yet)\n"]
     examples = _examples(run)
@@ -254,6 +336,18 @@ def render_markdown(run: RunDir, cfg: RZeroConfig) -> str:
 
 def render_html(run: RunDir, cfg: RZeroConfig) -> str:
     parts: list[Any] = [line.removeprefix("- ").replace("`", "") for line in _intro(cfg)]
+    plateau = _plateau_words(run, cfg)
+    if plateau:
+        parts.append(plateau.replace("`", ""))
+    png = _plateau_figure(run)
+    if png is not None:
+        parts.append(
+            figure(
+                png,
+                "θ_0: greedy pass@1 on the development draw during the SFT of the base; "
+                "SPIN and its control start from the best point.",
+            )
+        )
     png = _figure(run)
     if png is not None:
         parts.append(
@@ -262,7 +356,7 @@ def render_html(run: RunDir, cfg: RZeroConfig) -> str:
                 "Per iteration: the main player's mean margin and "
                 "discriminator accuracy on held-out pairs against its "
                 "opponent, and the log-likelihood of the held-out data "
-                "answers (iteration 0: the base model).",
+                "answers (iteration 0: θ_0, the base or its SFT plateau).",
             )
         )
     for name, header, rows in tables(run):

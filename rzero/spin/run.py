@@ -1,10 +1,13 @@
 """SPIN's iterations (Chen et al. 2024; seed 000 §1.3), written as the paper's algorithm.
 
-    evaluation 0       the base model once (iteration 0), and its log-likelihood of the
-                       held-out data answers
-    discriminator 0    (optional) the frozen stronger discriminator: the base plus
+    plateau 0          (optional) θ_0 from the base: plain SFT on the training rows until
+                       the development draw's pass@1 stops rising (`spin.plateau_updates`;
+                       the paper starts SPIN from an SFT model); otherwise θ_0 = the base
+    evaluation 0       θ_0 once (iteration 0), and its log-likelihood of the held-out data
+                       answers
+    discriminator 0    (optional) the frozen stronger discriminator: θ_0 plus
                        `spin.discriminator_steps` SFT updates on the training data
-    for k = 1..K (the opponent θ_{k−1}; θ_0 = the base):
+    for k = 1..K (the opponent θ_{k−1}):
         generate       θ_{k−1} answers every training and held-out prompt once: y′
         train          θ_k = argmin L_SPIN(θ, θ_{k−1}) over this iteration's pairs (y, y′)
                        merged with earlier iterations' (`merge_pairs`), from θ_{k−1}, with
@@ -24,19 +27,22 @@ official scripts are listed in docs/parity.md.
 
 from __future__ import annotations
 
+import dataclasses
 import shutil
 from functools import partial
 from pathlib import Path
 
 from rzero import preflight
-from rzero.config import RZeroConfig
+from rzero.config import ConfigError, RZeroConfig
 from rzero.data.sft import load_sft, split
-from rzero.evaluation import evaluation_phase, score_completion
+from rzero.evaluation import BenchmarkError, evaluation_phase, load_benchmark, score_completion
+from rzero.generation.backends import make_generator
 from rzero.generation.interface import SamplingParams
 from rzero.io import write_jsonl_atomic
 from rzero.labeling.answers import extract_boxed
 from rzero.rundir import Run, release_memory
 from rzero.selfplay import watch
+from rzero.selfplay.curve import DevCurve, best_point
 from rzero.spin.dynamics import (
     drift_warning,
     heldout_dynamics,
@@ -63,6 +69,12 @@ class SpinRun(Run):
         s = self.cfg.spin
         rows = load_sft(s.data, s.heldout + s.prompts)  # a bad set fails before any write
         self.train_rows, self.heldout_rows = split(rows, s.heldout)
+        if s.plateau_updates:
+            try:
+                self.dev_name, dev = load_benchmark(s.plateau_dev)
+            except (BenchmarkError, ValueError) as exc:
+                raise ConfigError(f"spin.plateau_dev={s.plateau_dev!r}: {exc}") from None
+            self.dev_items = dev[: s.plateau_dev_items]
 
     def before_commit(self) -> list:
         return [partial(watch.after_phase, self.cfg, self.rundir)]
@@ -98,10 +110,10 @@ class SpinRun(Run):
             self.phases.generator(checkpoint), self.cfg, self.rundir.iter_dir(k) / "eval"
         ) | {"checkpoint": self.rundir.relative(checkpoint)}
 
-    def base_dynamics_phase(self, k: int) -> dict:
-        """Iteration 0: the base model's log-likelihood of the held-out data answers."""
+    def base_dynamics_phase(self, k: int, start: str) -> dict:
+        """Iteration 0: θ_0's log-likelihood of the held-out data answers."""
         held = self.heldout_rows
-        [scored] = self.logprobs(self.base, [r.prompt for r in held], [r.response for r in held])
+        [scored] = self.logprobs(start, [r.prompt for r in held], [r.response for r in held])
         write_jsonl_atomic(
             self.rundir.iter_dir(k) / "heldout.jsonl",
             [
@@ -112,11 +124,65 @@ class SpinRun(Run):
         ll = loglik_summary([n for _, n in scored], [lp for lp, _ in scored])
         return {"loglik": ll, "metrics": {"loglik_per_token": ll["per_token"], "pairs": len(held)}}
 
-    def discriminator_phase(self, k: int) -> dict:
-        """The frozen stronger discriminator: the base plus a fixed number of SFT updates on
-        the training rows' data answers, trained once."""
-        s, it = self.cfg.spin, self.rundir.iter_dir(k)
+    def plateau_phase(self, k: int) -> dict:
+        """θ_0: plain SFT of the base on the training rows' data answers at a constant
+        learning rate, the development draw scored greedily every `spin.plateau_every`
+        updates, stopped once `spin.plateau_patience` scores in a row bring no new best (or
+        after `spin.plateau_updates`). θ_0 is the weights of the best score: the base itself
+        when no update beat it."""
+        s, cfg, it = self.cfg.spin, self.cfg, self.rundir.iter_dir(k)
+        out, work = it / "plateau", it / ".trainer_plateau"
         model, tokenizer = self.load(self.base)
+        curve = DevCurve(
+            make_generator(cfg, self.base, model=model, tokenizer=tokenizer),
+            self.dev_name,
+            self.dev_items,
+            cfg,
+            every=s.plateau_every,
+            patience=s.plateau_patience,
+            keep_best=out,
+            tokenizer=tokenizer,
+        )
+        result = train_sft(
+            model,
+            tokenizer,
+            [r.prompt for r in self.train_rows],
+            [r.response for r in self.train_rows],
+            dataclasses.replace(s, lr_scheduler="constant"),
+            work,
+            updates=s.plateau_updates,
+            seed=cfg.run.seed,
+            model_cfg=cfg.model,
+            report_to=cfg.run.report_to,
+            desc="plateau sft",
+            save_steps=cfg.run.save_steps,
+            callbacks=[curve],
+        )
+        shutil.rmtree(work, ignore_errors=True)
+        del model
+        release_memory()
+        best = best_point(curve.points)
+        log = result["train_log"]
+        return {
+            "checkpoint": self.rundir.relative(out),
+            "curve": curve.points,
+            "train_log": [{"step": r["step"], "loss": r["loss"]} for r in log],
+            "metrics": {
+                "updates": result["updates"],
+                "stopped": result["updates"] < s.plateau_updates,
+                "best_update": best["update"],
+                "dev_first": curve.points[0]["dev_pass@1"],
+                "dev_best": best["dev_pass@1"],
+                "dev_last": curve.points[-1]["dev_pass@1"],
+                "final_loss": log[-1]["loss"] if log else None,
+            },
+        }
+
+    def discriminator_phase(self, k: int, start: str) -> dict:
+        """The frozen stronger discriminator: θ_0 plus a fixed number of SFT updates on the
+        training rows' data answers, trained once."""
+        s, it = self.cfg.spin, self.rundir.iter_dir(k)
+        model, tokenizer = self.load(start)
         out = it / "discriminator"
         work = it / ".trainer_discriminator"
         result = train_sft(
@@ -342,13 +408,18 @@ class SpinRun(Run):
 
     def iterate(self) -> None:
         cfg, run_phase = self.cfg, self.phases.run
+        start = self.base  # θ_0
+        if cfg.spin.plateau_updates:
+            start = run_phase(0, "plateau", self.plateau_phase)["checkpoint"]
         if cfg.eval.enabled:
-            run_phase(0, "eval", self.eval_phase, self.base)
-        run_phase(0, "dynamics", self.base_dynamics_phase)
+            run_phase(0, "eval", self.eval_phase, start)
+        run_phase(0, "dynamics", self.base_dynamics_phase, start)
         discriminator = None
         if cfg.spin.discriminator_steps:
-            discriminator = run_phase(0, "discriminator", self.discriminator_phase)["checkpoint"]
-        opponent = self.base
+            discriminator = run_phase(0, "discriminator", self.discriminator_phase, start)[
+                "checkpoint"
+            ]
+        opponent = start
         for k in range(1, cfg.run.iterations + 1):
             run_phase(k, "generate", self.generate_phase, opponent)
             trained = run_phase(k, "train", self.train_phase, opponent)["checkpoint"]

@@ -27,7 +27,13 @@ from rzero.config import ModelConfig, SpinConfig
 from rzero.engine.models import train_compute
 from rzero.prompts.chat import Chat
 from rzero.training.grpo import save_trained, score_completions_only
-from rzero.training.steps import catch_sigterm, check_preempted, resume_point, step_checkpoints
+from rzero.training.steps import (
+    catch_sigterm,
+    check_preempted,
+    resume_point,
+    stateful,
+    step_checkpoints,
+)
 
 PAIR_OPTIONS: dict[str, Any] = dict(
     loss_type=["sigmoid"],  # −log σ(β·Δ): SPIN's logistic ℓ
@@ -108,12 +114,21 @@ def _preference_dataset(prompts: Sequence[Chat], chosen: Sequence[str], rejected
 
 
 def run_trainer(
-    trainer_cls, model, tokenizer, dataset, args, save_to: Path | None, desc: str
+    trainer_cls,
+    model,
+    tokenizer,
+    dataset,
+    args,
+    save_to: Path | None,
+    desc: str,
+    callbacks: Sequence[Any] = (),
 ) -> dict[str, Any]:
     """Train with `trainer_cls` (a transformers Trainer) and return the log of every update,
-    the seconds and the update count. Its work folder `args.output_dir` holds the phase's step
-    checkpoints (`rzero.training.steps`): the call resumes from the latest one there, and on
-    SIGTERM it saves one after the update in progress and raises `Preempted`."""
+    the seconds and the update count (fewer than `args.max_steps` when a callback stopped
+    the training). Its work folder `args.output_dir` holds the phase's step checkpoints
+    (`rzero.training.steps`), with the state of the `callbacks` that have one: the call
+    resumes from the latest one there, and on SIGTERM it saves one after the update in
+    progress and raises `Preempted`."""
     import datasets
     from transformers import TrainerCallback
     from transformers.trainer_callback import PrinterCallback, ProgressCallback
@@ -148,15 +163,16 @@ def run_trainer(
         def on_train_end(self, args, state, control, **kwargs):
             self.bar.close()
 
-    resume = resume_point(Path(args.output_dir), [], log, desc, args.max_steps)
+    objects = stateful(callbacks)
+    resume = resume_point(Path(args.output_dir), objects, log, desc, args.max_steps)
     with catch_sigterm() as sigterm, score_completions_only():
-        saving = step_checkpoints(sigterm, [], log)
+        saving = step_checkpoints(sigterm, objects, log)
         trainer = trainer_cls(
             model=model,
             args=args,
             train_dataset=dataset,
             processing_class=tokenizer,
-            callbacks=[_Progress(), saving],
+            callbacks=[_Progress(), *callbacks, saving],
         )
         trainer.remove_callback(ProgressCallback)
         trainer.remove_callback(PrinterCallback)
@@ -166,8 +182,9 @@ def run_trainer(
     check_preempted(saving, trainer, desc)
     if save_to is not None:
         save_trained(trainer, tokenizer, Path(save_to))
+    updates = trainer.state.global_step
     del trainer
-    return {"train_log": log, "seconds": seconds, "updates": args.max_steps}
+    return {"train_log": log, "seconds": seconds, "updates": updates}
 
 
 def train_pairs(
@@ -236,11 +253,12 @@ def train_sft(
     desc: str = "sft",
     save_to: str | Path | None = None,
     save_steps: int = 0,
+    callbacks: Sequence[Any] = (),
 ) -> dict[str, Any]:
     """Train `model` in place with TRL's SFTTrainer on (prompt, response) rows for `updates`
-    optimiser updates of `spin.batch_size` rows, the loss on the response tokens only
-    (``completion_only_loss``), otherwise with the same optimiser, schedule and lengths as
-    `train_pairs`."""
+    optimiser updates of `spin.batch_size` rows (fewer if one of the transformers
+    `callbacks` stops it), the loss on the response tokens only (``completion_only_loss``),
+    otherwise with the same optimiser, schedule and lengths as `train_pairs`."""
     from datasets import Dataset
     from trl import SFTConfig, SFTTrainer
 
@@ -268,7 +286,14 @@ def train_sft(
         ]
     )
     return run_trainer(
-        SFTTrainer, model, tokenizer, data, args, Path(save_to) if save_to else None, desc
+        SFTTrainer,
+        model,
+        tokenizer,
+        data,
+        args,
+        Path(save_to) if save_to else None,
+        desc,
+        callbacks,
     )
 
 

@@ -170,6 +170,56 @@ def test_the_sft_control_spends_the_same_updates_without_an_opponent(spin_model,
     assert "SFT control" in (run.rundir.path / "report.md").read_text()
 
 
+@pytest.mark.slow
+def test_spin_from_the_sft_plateau_starts_every_iteration_from_the_kept_checkpoint(
+    spin_model, tmp_path
+):
+    import torch
+    from transformers import AutoModelForCausalLM
+
+    sets = {
+        "spin.plateau_updates": 8,
+        "spin.plateau_every": 2,
+        "spin.plateau_patience": 1,
+        "spin.plateau_dev": "easy:7",
+        "spin.plateau_dev_items": 3,
+        "run.iterations": 1,
+    }
+    run = run_spin(load_config(None, spin_overrides(spin_model, **sets)), tmp_path / "run")
+    path = run.rundir.path
+    plateau = _marker(path, 0, "plateau")
+    curve = plateau["curve"]
+    assert [p["update"] for p in curve][:2] == [0, 2] and all(p["dev_n"] == 3 for p in curve)
+    # a random tiny model answers nothing: the second score is no new best, so the SFT stops
+    # there and θ_0 is the base's weights, saved before the first update
+    assert [p["dev_pass@1"] for p in curve] == [0.0, 0.0]
+    assert plateau["metrics"]["updates"] == 2 and plateau["metrics"]["stopped"]
+    assert plateau["metrics"]["best_update"] == 0
+    kept = AutoModelForCausalLM.from_pretrained(path / "iter_00" / "plateau")
+    base = AutoModelForCausalLM.from_pretrained(spin_model)
+    assert all(torch.equal(a, b) for a, b in zip(kept.parameters(), base.parameters(), strict=True))
+    # everything of iteration 0 and the first opponent is θ_0
+    assert _marker(path, 0, "eval")["checkpoint"] == "run:iter_00/plateau"
+    assert _marker(path, 1, "generate")["opponent"] == "run:iter_00/plateau"
+    assert _marker(path, 1, "train")["start"] == "run:iter_00/plateau"
+    report = (path / "report.md").read_text()
+    assert "θ_0 is the base after 0 updates of SFT" in report
+    assert "0 (θ_0)" in report and "stopped after 2 updates" in report
+    assert "θ_0: SFT of the base" in (path / "report.html").read_text()
+
+
+def test_the_plateau_is_where_no_new_best_came_for_patience_scores():
+    from rzero.selfplay.curve import best_point, plateaued
+
+    assert not plateaued([0.1, 0.2, 0.3], 1)
+    assert plateaued([0.1, 0.3, 0.3], 1)  # a tie is no rise
+    assert not plateaued([0.1, 0.3, 0.2, 0.4], 2)
+    assert plateaued([0.1, 0.3, 0.2, 0.25], 2)
+    assert not plateaued([0.5], 1) and not plateaued([0.5, 0.1], 0)
+    points = [{"update": u, "dev_pass@1": v} for u, v in [(0, 0.1), (8, 0.3), (16, 0.3)]]
+    assert best_point(points)["update"] == 8  # the earliest of the best
+
+
 def test_a_spin_comparison_speaks_of_spin_not_of_r_zeros_labels(spin_run, tmp_path):
     import shutil
 
@@ -260,6 +310,8 @@ def test_sft_files_are_read_and_bad_ones_refused_in_one_line(tmp_path):
 def test_spin_config_errors_name_the_key(spin_model, tmp_path):
     with pytest.raises(ConfigError, match="a run.task='spin' recipe has no audit section"):
         load_config(None, spin_overrides(spin_model, **{"audit.enabled": True}))
+    with pytest.raises(ConfigError, match="spin.plateau_dev='easy': the held-out"):
+        load_config(None, spin_overrides(spin_model, **{"spin.plateau_dev": "easy"}))
     with pytest.raises(ConfigError, match="spin.batch_size=6: not a multiple"):
         load_config(
             None, spin_overrides(spin_model, **{"spin.batch_size": 6, "spin.micro_batch_size": 4})

@@ -241,7 +241,7 @@ def test_spin_and_spag_updates_resume_inside_the_phase_to_the_same_weights(
 def test_the_development_curve_does_not_rescore_its_start_on_a_resume():
     from types import SimpleNamespace
 
-    from rzero.solver_task.curve import DevCurve
+    from rzero.selfplay.curve import DevCurve
 
     curve = DevCurve.__new__(DevCurve)  # no generator: a resumed curve must not evaluate
     curve.load_state_dict(
