@@ -72,7 +72,7 @@ def spin_plan_markdown(cfg: RZeroConfig, source: str | None = None) -> str:
         )
     lines += [
         "Once: " + "; ".join(once) + ".",
-        f"Training: {s.epochs:g} epochs per iteration, lr {s.learning_rate:g} "
+        f"Training: {s.epochs:g} epoch{'' if s.epochs == 1 else 's'} per iteration, lr {s.learning_rate:g} "
         f"({s.optimizer}, {s.lr_scheduler}, warm-up {s.warmup_ratio:g}), sequences cut "
         f"at {s.max_length} tokens.",
         "",
