@@ -136,10 +136,14 @@ def training_rows(
 
 def label_summary(rows: Sequence[dict[str, Any]]) -> dict[str, Any]:
     """Counts for the labelling phase's marker: questions, kept, and the labels' accuracy
-    against the known answers (over all labelled rows, and over the kept ones)."""
+    against the known answers (over all labelled rows, and over the kept ones); with vote
+    labels, the frozen solver's mean majority share p̂ over the labelled rows, as the loop's
+    labelling marker has it."""
     known = [r for r in rows if r["label_correct"] is not None]
     kept_known = [r for r in known if r["kept"]]
+    voted = [r["p_hat"] for r in rows if r.get("p_hat") is not None and r["label"] is not None]
     return {
+        **({"mean_p_hat": sum(voted) / len(voted)} if voted else {}),
         "questions": len(rows),
         "kept": sum(r["kept"] for r in rows),
         "labelled": sum(r["label"] is not None for r in rows),

@@ -110,6 +110,8 @@ def test_a_vote_run_labels_trains_with_every_trl_metric_and_evaluates(vote_run):
     kept = [r for r in labelled if r["kept"]]
     assert lab["kept"] == len(kept)
     assert lab["label_accuracy"] == sum(r["label_correct"] for r in labelled) / 6
+    voted = [r["p_hat"] for r in labelled if r["label"] is not None]
+    assert lab["mean_p_hat"] == pytest.approx(sum(voted) / len(voted))
     solver = _marker(vote_run, 1, "solver")
     updates = solver["updates"]
     assert [u["update"] for u in updates] == [1, 2, 3, 4]
