@@ -33,7 +33,7 @@ from rzero.render import (
     paragraph,
     preformatted,
 )
-from rzero.reports.cells import audit_link
+from rzero.reports.cells import audit_link, update_panel
 from rzero.rundir import RunDir
 from rzero.selfplay.crossplay import matrix_png
 from rzero.stats import wilson_interval
@@ -100,33 +100,6 @@ def _pool_panels(run: RunDir, cfg: RZeroConfig) -> list[Panel]:
             width=0.6,
         ),
     ]
-
-
-def _solver_panel(run: RunDir, cfg: RZeroConfig) -> Panel:
-    series = []
-    for k in run.trained_iterations():
-        marker = run.marker(k, "solver") or {}
-        log = marker.get("updates", marker.get("train_log", []))  # train_log: older runs
-        per_iteration = cfg.solver.steps * cfg.solver.updates_per_step
-        x = [(k - 1) * per_iteration + i + 1 for i in range(len(log))]
-        series.append(Series(f"iteration {k}", x, [r["reward"] for r in log]))
-        if any("frac_reward_zero_std" in r for r in log):
-            series.append(
-                Series(
-                    f"iteration {k}: groups with no reward variance",
-                    x,
-                    [r.get("frac_reward_zero_std", 0.0) for r in log],
-                    fmt="x:",
-                )
-            )
-    return Panel(
-        "solver: training reward per update (agreement with the pseudo-label)",
-        "update",
-        "mean reward / share",
-        series,
-        ylim=(0, 1),
-        empty_text="the solver did not train",
-    )
 
 
 def eval_table(run: RunDir, cfg: RZeroConfig) -> dict[str, list[tuple[int, float, int]]]:
@@ -291,7 +264,16 @@ def render_html(run: RunDir, cfg: RZeroConfig, summary: list[Any]) -> str:
         figure(errorbar_png(_challenger_panels(run, cfg)), "Challenger GRPO steps"),
         figure(errorbar_png(_pool_panels(run, cfg)), "Labelled pools"),
         figure(
-            errorbar_png([_solver_panel(run, cfg), _eval_panel(run, cfg)]),
+            errorbar_png(
+                [
+                    update_panel(
+                        run,
+                        "solver",
+                        "solver: training reward per update (agreement with the pseudo-label)",
+                    ),
+                    _eval_panel(run, cfg),
+                ]
+            ),
             "Solver training and evaluation",
         ),
         figure(errorbar_png([_increment_panel(run, cfg)], size=(7.0, 4.2)), "Increment curve"),

@@ -94,7 +94,8 @@ def update_panel(run: RunDir, phase: str, title: str) -> Panel:
     below 0 when a reward does (a format penalty)."""
     series, start, lowest = [], 0, 0.0
     for k in run.trained_iterations():
-        log = (run.marker(k, phase) or {}).get("updates", [])
+        marker = run.marker(k, phase) or {}
+        log = marker.get("updates", marker.get("train_log", []))  # train_log: older runs
         x = [start + i + 1 for i in range(len(log))]
         start += len(log)
         if not log:
