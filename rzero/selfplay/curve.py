@@ -109,8 +109,10 @@ class DevCurve(TrainerCallback, StepState):
         return plateaued([p["dev_pass@1"] for p in self.points], self.patience)
 
     def on_train_begin(self, args, state, control, model=None, **kwargs):
-        # the phase's start, or on a resume the update it resumes after (already scored)
-        self.score(state.global_step, model)
+        # the phase's start; a resume after a scored update finds it scored, and one
+        # between two scores adds no point off the grid (the patience counts grid points)
+        if state.global_step % self.every == 0:
+            self.score(state.global_step, model)
 
     def on_step_end(self, args, state, control, model=None, **kwargs):
         if state.global_step % self.every == 0:

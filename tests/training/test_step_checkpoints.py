@@ -247,5 +247,8 @@ def test_the_development_curve_does_not_rescore_its_start_on_a_resume():
     curve.load_state_dict(
         {"points": [{"update": 0, "dev_pass@1": 0.1}, {"update": 64, "dev_pass@1": 0.4}]}
     )
+    curve.every = 16
     curve.on_train_begin(None, SimpleNamespace(global_step=64), None)
+    assert [p["update"] for p in curve.points] == [0, 64]
+    curve.on_train_begin(None, SimpleNamespace(global_step=70), None)  # between two scores
     assert [p["update"] for p in curve.points] == [0, 64]
