@@ -174,6 +174,7 @@ def _plateau_figure(run: RunDir) -> bytes | None:
                     )
                 ],
                 ylim=(0.0, 1.0),
+                xticks=[p["update"] for p in pts],
             )
         ],
         title="θ_0: SFT until the development draw stops rising, 95 % intervals",
