@@ -340,6 +340,7 @@ def grid_rows(run_dirs: list[Path]) -> list[list[str]]:
                     f"{pct(o['trained']['accuracy_well_formed'])}",
                     pct(lab.get("metrics", {}).get("kept_label_accuracy")),
                     num(sol.get("seconds"), "{:.0f}"),
+                    _per_update(sol.get("metrics", {})),
                 ]
             )
     return rows
@@ -357,7 +358,17 @@ GRID_HEADER = [
     "accuracy among well-formed",
     "label accuracy",
     "solver phase (s)",
+    "s per update (updates timed)",
 ]
+
+
+def _per_update(m: dict[str, Any]) -> str:
+    """Training seconds per update over the updates the phase's last process made: a
+    phase resumed from a step checkpoint timed only those after it (older markers did not
+    count them: –)."""
+    if not m.get("timed_updates"):
+        return "–"
+    return f"{m['train_seconds'] / m['timed_updates']:.1f} ({m['timed_updates']})"
 
 
 def grid_report(run_dirs: list[Path], out_dir: Path) -> Path:

@@ -170,9 +170,12 @@ class SolverTaskRun(Run):
             "final_reward": mean([u["reward"] for u in last]),
             "final_well_formed": mean([u["well_formed"] for u in last]),
             "final_frac_reward_zero_std": mean([u.get("frac_reward_zero_std", 0.0) for u in last]),
+            # the time and updates of this process: a phase resumed from a step checkpoint
+            # timed only the updates after it
             "train_seconds": stats.seconds_total,
+            "timed_updates": stats.steps,
             "seconds_per_completion": stats.seconds_total
-            / max(1, len(updates) * cfg.solver.update_prompts * cfg.solver.group_size),
+            / max(1, stats.steps * cfg.solver.update_prompts * cfg.solver.group_size),
         }
         if points:
             metrics |= {"dev_first": points[0]["dev_pass@1"], "dev_last": points[-1]["dev_pass@1"]}

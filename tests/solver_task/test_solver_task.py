@@ -126,6 +126,11 @@ def test_a_vote_run_labels_trains_with_every_trl_metric_and_evaluates(vote_run):
     ):
         assert all(key in u for u in updates), key
     assert [p["update"] for p in solver["curve"]] == [0, 2, 4]
+    timed = solver["metrics"]["timed_updates"]
+    assert timed == 4  # one process made every update: the time per completion is over all
+    assert solver["metrics"]["seconds_per_completion"] == pytest.approx(
+        solver["metrics"]["train_seconds"] / (timed * 2 * 4)
+    )
     assert all(p["dev_n"] == 4 for p in solver["curve"])
     for k in (0, 1):
         assert (vote_run / f"iter_{k:02d}" / "eval" / "eval.json").is_file()
@@ -170,6 +175,7 @@ def test_the_grid_runs_each_label_source_and_tabulates_them(format_checkpoint, t
     grid = (tmp_path / "grid" / "grid.md").read_text()
     assert "| truth-0 | truth | 0 | easy | 6 |" in grid
     assert "| shuffled-0 | shuffled | 0 | easy | 6 |" in grid
+    assert "s per update (updates timed)" in grid and " (1) |" in grid
     assert "grid:" in done.stdout and "Δ points" in done.stdout
     shuffled = RunDir(tmp_path / "grid" / "shuffled-0").rows(1, "labelled")
     assert all(r["label"] != r["answer"] or r["label_correct"] for r in shuffled)
