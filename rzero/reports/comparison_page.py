@@ -96,13 +96,19 @@ def _caption(comp: dict[str, Any]) -> str:
     )
 
 
+def _start(comp: dict[str, Any]) -> str:
+    """What iteration 0 is (`rzero.reports.contrasts.start_of`)."""
+    return (comp.get("contrasts") or {}).get("start", "the base model")
+
+
 def _symmetric_tables(comp: dict[str, Any]) -> list[tuple[str, list[str], list[list[str]]]]:
     """A SPIN or SPAG ablation's: the evaluation average per iteration (nothing is labelled,
     no solver step is counted) and the config differences."""
     names = [r["name"] for r in comp["runs"]]
+    zero = "0 (θ_0)" if _start(comp).startswith("θ_0") else "0 (base)"
     rows = [
         [
-            "0 (base)" if row["iteration"] == 0 else str(row["iteration"]),
+            zero if row["iteration"] == 0 else str(row["iteration"]),
             *(_pct(row["variants"][n]["eval_average"]) for n in names),
         ]
         for row in comp["rows"]
@@ -198,7 +204,7 @@ def _header_lines(comp: dict[str, Any]) -> list[str]:
         unit = "epoch" if comp["system"] == "spag" else "iteration"
         lines.append(
             f"Eval avg: the evaluation average (pass@1, %) of the model after that "
-            f"{unit}; iteration 0 is the base model."
+            f"{unit}; iteration 0 is {_start(comp)}."
         )
         if len(names) > 1:
             lines.append(

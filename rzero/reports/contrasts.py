@@ -7,7 +7,8 @@ this gives
 
     each variant after the first against the first (the reference; `rzero ablate` puts
     `separate`, R-Zero, first):  Δ = pass@1(variant, k) − pass@1(reference, k)
-    each variant against its iteration 0 (the base model):  Δ = pass@1(variant, k) −
+    each variant against its iteration 0 (the base model, or the start θ_0 each run trained
+    for itself, as SPIN's SFT plateau; `start_of`):  Δ = pass@1(variant, k) −
     pass@1(variant, 0)
 
 on the items both evaluations scored (matched by benchmark and id). Over several benchmarks
@@ -35,6 +36,7 @@ import json
 from typing import Any
 
 from rzero.rundir import RunDir
+from rzero.rundir.folder import RUN_PREFIX
 from rzero.selfplay.increments import align_eval_items, paired_scores
 from rzero.stats import PairedDifference
 
@@ -91,6 +93,15 @@ def _base_check(ref: dict[str, Any] | None, other: dict[str, Any] | None) -> dic
     }
 
 
+def start_of(runs: list[tuple[str, RunDir]]) -> str:
+    """What iteration 0 evaluated, in words: the base model, or where every run evaluated a
+    checkpoint it trained itself at one place in its folder (SPIN's SFT plateau), θ_0 there."""
+    stored = {str((run.marker(0, "eval") or {}).get("checkpoint", "")) for _, run in runs}
+    if len(stored) == 1 and (where := stored.pop()).startswith(RUN_PREFIX):
+        return f"θ_0 ({where[len(RUN_PREFIX) :]} of each run)"
+    return "the base model"
+
+
 def variant_contrasts(
     runs: list[tuple[str, RunDir]], iterations: int, seed: int = 0
 ) -> dict[str, Any]:
@@ -111,7 +122,7 @@ def variant_contrasts(
             rows.append(
                 {"iteration": k, "variant": name, "vs_reference": vs_ref, "vs_base": vs_base}
             )
-    out = {"reference": ref_name, "base_check": checks, "rows": rows}
+    out = {"reference": ref_name, "start": start_of(runs), "base_check": checks, "rows": rows}
     out["sentences"] = sentences(out)
     return out
 
@@ -145,7 +156,10 @@ def sentences(contrasts: dict[str, Any]) -> list[str]:
         k, name = row["iteration"], row["variant"]
         for what, d in (
             (f"{name} minus {ref}", row["vs_reference"]),
-            (f"{name} minus iteration 0 (the base model)", row["vs_base"]),
+            (
+                f"{name} minus iteration 0 ({contrasts.get('start', 'the base model')})",
+                row["vs_base"],
+            ),
         ):
             if d is not None:
                 where = side(d["average"])
@@ -205,6 +219,7 @@ def contrast_table(contrasts: dict[str, Any]) -> tuple[list[str], list[list[str]
 
     header = list(CONTRAST_HEADER)
     header[2] = f"vs {contrasts['reference']}: Δ pass@1 [paired 95 %]"
+    header[4] = f"vs iteration 0 ({contrasts.get('start', 'base model')}): Δ pass@1 [paired 95 %]"
     rows = [
         [
             str(r["iteration"]),

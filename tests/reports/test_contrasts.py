@@ -45,6 +45,25 @@ def _run(tmp_path, name: str, evals: list[dict], iterations: int = 2) -> RunDir:
     return RunDir(path)
 
 
+def test_iteration_0_is_named_for_what_it_evaluated(tmp_path):
+    from rzero.reports.contrasts import start_of
+
+    ev = _eval({"easy": [1, 0, 1]})
+    runs = [(n, _run(tmp_path, n, [ev, ev])) for n in ("spin", "sft")]
+    assert start_of(runs) == "the base model"  # markers without a checkpoint: the base
+    for _, run in runs:  # each run evaluated its own SFT plateau at iteration 0
+        marker = run.path / "iter_00" / "phases" / "eval.json"
+        m = json.loads(marker.read_text())
+        marker.write_text(json.dumps(m | {"checkpoint": "run:iter_00/plateau"}))
+    assert start_of(runs) == "θ_0 (iter_00/plateau of each run)"
+    c = variant_contrasts(runs, iterations=1)
+    assert any("minus iteration 0 (θ_0 (iter_00/plateau of each run))" in t for t in c["sentences"])
+    assert "θ_0" in contrast_table(c)[0][4]
+    marker = runs[1][1].path / "iter_00" / "phases" / "eval.json"
+    marker.write_text(json.dumps({"metrics": {"average": 2 / 3}, "checkpoint": "/models/base"}))
+    assert start_of(runs) == "the base model"  # not one start for all
+
+
 def test_paired_eval_matches_items_by_id_and_counts_gains_and_losses():
     rng = np.random.default_rng(0)
     a = rng.integers(0, 2, 200).tolist()
