@@ -242,7 +242,12 @@ def curve_panels(run: RunDir) -> list[Panel]:
         zero.append(
             Series(f"iteration {k}", x, [u.get("frac_reward_zero_std", 0.0) for u in ups], fmt="-")
         )
-        pts = m.get("curve", [])
+        # one point per update, the first scored: a curve resumed before that fix re-scored
+        # its start on the resumed weights under the label of update 0
+        first: dict[int, dict] = {}
+        for p in m.get("curve", []):
+            first.setdefault(p["update"], p)
+        pts = sorted(first.values(), key=lambda p: p["update"])
         dev.append(
             Series(
                 f"iteration {k}",
