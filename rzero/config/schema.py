@@ -97,6 +97,11 @@ FINGERPRINTED_WHEN_SET = (
     "run.cpu_processes",
     "challenger.lora",
     "solver.lora",
+    "spin.plateau_updates",
+    "spin.plateau_every",
+    "spin.plateau_patience",
+    "spin.plateau_dev",
+    "spin.plateau_dev_items",
 )
 
 

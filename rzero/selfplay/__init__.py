@@ -9,6 +9,8 @@ interval arithmetic.
     increments.py  the increment curve: each iteration against the previous and the base,
                    paired intervals, falling or negative increments in words
     crossplay.py   solver i against pool j: agreement and accuracy matrix, heat map
+    curve.py       a training phase's development-draw curve (a trainer callback) and
+                   where it stops rising: the solver task's curve, SPIN's plateau
     watch.py       the audit inside a run: what each phase adds to its marker before it
                    commits, the co-error and cross-play phases, and the stop (run.stop_on)
 
