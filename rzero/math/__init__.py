@@ -68,7 +68,7 @@ VARIANTS: dict[str, list[str]] = {
     "no_band_filter": ["roles.shared=false", "labeling.filter=false"],
 }
 
-# R-Zero against its controls at equal solver compute (configs/claims-rzero.yaml; seed 000
+# R-Zero against its controls at equal solver compute (configs/cpu-learn.yaml; seed 000
 # §4.3's claim that a challenger trained for uncertainty teaches more than questions it did
 # not shape): per seed S, the loop, the loop with an untrained challenger, and the solver
 # task (`rzero.solver_task`) on a fixed pool, a development draw, labelled by the frozen

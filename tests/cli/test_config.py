@@ -325,8 +325,21 @@ def test_the_fingerprint_is_the_sections_that_exist():
 
 
 # what changed in a recipe since then, set back: learn-solver's rollouts were at temperature
-# 1.0 (runs/learn-temp1.0)
-SINCE = {"learn-solver.yaml": ["solver.temperature=1.0"]}
+# 1.0 (runs/learn-temp1.0); cpu-learn's solver took 10 updates, at the settings docs/cpu.md
+# measured, before it became the claims grid's recipe
+SINCE = {
+    "learn-solver.yaml": ["solver.temperature=1.0"],
+    "cpu-learn.yaml": [
+        "challenger.learning_rate=5e-6",
+        "challenger.pool_size=48",
+        "solver.steps=5",
+        "solver.prompts_per_update=2",
+        "solver.beta=0.01",
+        "solver.temperature=0.7",
+        "labeling.temperature=0.7",
+        "eval.max_new_tokens=192",
+    ],
+}
 
 
 @pytest.mark.parametrize("name", sorted(EVERY_SECTION_FINGERPRINTS))

@@ -170,8 +170,10 @@ def test_variant_config_sets_each_variants_field():
 
 
 def test_the_claims_arms_spend_the_recipes_solver_budget_on_their_own_questions():
-    cfg = load_config("configs/claims-rzero.yaml")
+    cfg = load_config("configs/cpu-learn.yaml")
     math = SYSTEMS["math"]
+    # the grid's loop at seed 0 is the recipe's own run: `make iterate` measures that arm
+    assert variant_config(math, cfg, "loop-0").fingerprint() == cfg.fingerprint()
     assert parse_variants(math, "claims")[:4] == [
         "pool-vote-0",
         "loop-0",
