@@ -13,12 +13,14 @@ SFT until it stops rising.
 
 from __future__ import annotations
 
+import logging
 import shutil
 from pathlib import Path
 from typing import Any
 
 from transformers import TrainerCallback
 
+from rzero.engine import distributed
 from rzero.evaluation import evaluate
 from rzero.training.steps import StepState
 
@@ -90,6 +92,16 @@ class DevCurve(TrainerCallback, StepState):
             }
         )
         newest_best = best_point(self.points) is self.points[-1]
+        if distributed.is_main():
+            # one line per point, so the curve can be read while it is drawn
+            logging.getLogger("rzero").info(
+                "%s after update %d: pass@1 %.3f on %d items%s",
+                self.name,
+                update,
+                result["average"],
+                len(items),
+                " (best so far)" if newest_best and len(self.points) > 1 else "",
+            )
         if self.keep_best is not None and model is not None and newest_best:
             self.save(model)
 

@@ -172,7 +172,7 @@ def test_the_sft_control_spends_the_same_updates_without_an_opponent(spin_model,
 
 @pytest.mark.slow
 def test_spin_from_the_sft_plateau_starts_every_iteration_from_the_kept_checkpoint(
-    spin_model, tmp_path
+    spin_model, tmp_path, caplog
 ):
     import torch
     from transformers import AutoModelForCausalLM
@@ -185,8 +185,12 @@ def test_spin_from_the_sft_plateau_starts_every_iteration_from_the_kept_checkpoi
         "spin.plateau_dev_items": 3,
         "run.iterations": 1,
     }
-    run = run_spin(load_config(None, spin_overrides(spin_model, **sets)), tmp_path / "run")
+    with caplog.at_level("INFO", logger="rzero"):
+        run = run_spin(load_config(None, spin_overrides(spin_model, **sets)), tmp_path / "run")
     path = run.rundir.path
+    # each point of the curve is said as it is scored
+    assert "easy:7 after update 0: pass@1 0.000 on 3 items" in caplog.text
+    assert "easy:7 after update 2: pass@1 0.000 on 3 items\n" in caplog.text + "\n"
     plateau = _marker(path, 0, "plateau")
     curve = plateau["curve"]
     assert [p["update"] for p in curve][:2] == [0, 2] and all(p["dev_n"] == 3 for p in curve)
