@@ -19,6 +19,12 @@ the training data, trained once) is scored on the same pairs against the same op
 Δ_D = [log p_D(y) − log pθk−1(y)] − [log p_D(y′) − log pθk−1(y′)]. When the main player's
 accuracy nears 50 % while D still separates the pairs, the stall is the optimiser's, not a
 reached target (`stall_warning`).
+
+Before any of that, the pairs themselves: where the opponent writes the data answer word
+for word (y′ = y), Δ = 0 whatever θ, SPIN's loss is ℓ(0) = ln 2 and its gradient is 0. When
+most training pairs are such, the iteration has (almost) nothing to learn from: the
+opponent already is p_data on those prompts, SPIN's fixed point, which a small SFT set
+reaches by being memorised (`fixed_point_warning`).
 """
 
 from __future__ import annotations
@@ -165,3 +171,22 @@ def stall_warning(dynamics: dict[str, Any], k: int) -> str | None:
             f"optimiser's (learning rate, epochs, λ), not a reached p_data"
         )
     return None
+
+
+# the share of identical training pairs from which an iteration is said to have little to
+# learn from
+MOSTLY_IDENTICAL = 0.5
+
+
+def fixed_point_warning(identical: int, pairs: int, k: int) -> str | None:
+    """The opponent θ_{k−1} wrote the data answer word for word on at least half of the
+    `pairs` training prompts: those pairs give SPIN no gradient (Δ = 0, ℓ(0) = ln 2)."""
+    if not pairs or identical / pairs < MOSTLY_IDENTICAL:
+        return None
+    return (
+        f"iteration {k}: the opponent wrote the data answer word for word on {identical} of "
+        f"{pairs} training prompts; an identical pair gives SPIN's loss ln 2 and no gradient, "
+        f"so the iteration learns from the other {pairs - identical} only (the opponent is "
+        f"already p_data there, SPIN's fixed point; a small SFT set reaches it by being "
+        f"memorised)"
+    )

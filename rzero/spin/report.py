@@ -71,6 +71,7 @@ def dynamics_table(run: RunDir) -> Table:
                 if pairs
                 else "–",
                 tm.get("updates", "–"),
+                _identical(gm),
                 num(tm.get("final_loss"), "{:.4f}"),
                 _share(d.get("main")),
                 ranged(
@@ -92,6 +93,7 @@ def dynamics_table(run: RunDir) -> Table:
             "λ",
             "pairs trained",
             "updates",
+            "opponent's y′ = y",
             "final loss",
             "discriminator accuracy [95 %]",
             "mean margin Δ [95 %]",
@@ -103,6 +105,16 @@ def dynamics_table(run: RunDir) -> Table:
         ],
         rows,
     )
+
+
+def _identical(generated: dict[str, Any]) -> str:
+    """How many prompts the opponent answered with the data answer word for word: of the
+    training prompts (pairs that give SPIN no gradient), or of all, in an older marker."""
+    if "identical_train" in generated:
+        return f"{generated['identical_train']} of {generated['pairs']} training"
+    if "identical" in generated:
+        return f"{generated['identical']} of {generated['pairs'] + generated['heldout']} prompts"
+    return "–"
 
 
 def _plateau(run: RunDir) -> dict[str, Any] | None:

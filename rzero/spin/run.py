@@ -45,6 +45,7 @@ from rzero.selfplay import watch
 from rzero.selfplay.curve import DevCurve, best_point
 from rzero.spin.dynamics import (
     drift_warning,
+    fixed_point_warning,
     heldout_dynamics,
     loglik_change,
     loglik_summary,
@@ -243,12 +244,17 @@ class SpinRun(Run):
                 }
             )
         write_jsonl_atomic(self.rundir.iter_dir(k) / "pairs.jsonl", pairs)
+        train = [p for p in pairs if p["split"] == "train"]
+        identical_train = sum(p["identical"] for p in train)
+        warning = fixed_point_warning(identical_train, len(train), k)
         return {
             "opponent": self.rundir.relative(opponent),
+            "warnings": [warning] if warning else [],
             "metrics": {
-                "pairs": sum(w == "train" for w, _ in rows),
-                "heldout": sum(w == "heldout" for w, _ in rows),
+                "pairs": len(train),
+                "heldout": len(pairs) - len(train),
                 "identical": sum(p["identical"] for p in pairs),
+                "identical_train": identical_train,
                 "opponent_correct_rate": right / known if known else None,
                 "opponent_boxed_rate": mean([p["rejected_boxed"] is not None for p in pairs]),
                 "mean_rejected_chars": mean([len(p["rejected"]) for p in pairs]),

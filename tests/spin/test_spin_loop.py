@@ -89,6 +89,10 @@ def test_a_spin_run_writes_pairs_merges_them_and_measures_the_dynamics(spin_run)
     assert "increment" in _marker(spin_run, 2, "eval")
     text = (spin_run / "report.md").read_text()
     assert "## Dynamics on held-out pairs" in text and "6 of iteration 2 + 6 of iteration 1" in text
+    # how many training prompts the opponent answered with the data answer word for word
+    identical = sum(p["identical"] for p in pairs if p["split"] == "train")
+    assert _marker(spin_run, 1, "generate")["metrics"]["identical_train"] == identical
+    assert f"| {identical} of 6 training |" in text
     assert "vs base" in text and "McNemar p" in text
     assert "<img" in (spin_run / "report.html").read_text()
     phases = [

@@ -160,3 +160,21 @@ def test_the_dynamics_read_accuracy_margin_loglik_and_warn_on_stall_and_drift():
     assert change["delta"] == pytest.approx(-0.5) and change["n"] == 4
     assert "moved away from p_data" in drift_warning(change, 2)
     assert drift_warning(loglik_change(rows, earlier), 2) is None
+
+
+def test_an_identical_pair_gives_no_gradient_and_mostly_identical_pairs_are_said():
+    from rzero.spin.dynamics import fixed_point_warning
+    from rzero.spin.objective import spin_loss
+
+    # y′ = y: log pθ(y) and log pθ(y′) are one number, so the loss's pulls on it cancel
+    logp = torch.tensor([-7.0, -3.5], requires_grad=True)
+    opponent = torch.tensor([-6.0, -4.0])
+    loss = spin_loss(logp, logp, opponent, opponent, 0.1).sum()
+    loss.backward()
+    assert torch.equal(logp.grad, torch.zeros(2))
+    assert float(loss) == pytest.approx(2 * math.log(2))
+    assert fixed_point_warning(31, 64, 1) is None
+    said = fixed_point_warning(63, 64, 1)
+    assert said.startswith("iteration 1: the opponent wrote the data answer word for word")
+    assert "63 of 64 training prompts" in said and "from the other 1 only" in said
+    assert fixed_point_warning(0, 0, 1) is None
