@@ -24,6 +24,7 @@ from rzero.config import ConfigError, RZeroConfig, apply_override, config_from_d
 from rzero.config.schema import sections_for
 from rzero.reports.comparison import compare
 from rzero.rundir.lock import RunLock
+from rzero.rundir.record import keep_record, record_of
 from rzero.rundir.run import System
 
 DEFAULT_OUT = "runs/ablate"
@@ -82,16 +83,32 @@ def ablate(
     out_dir: str | Path,
     fresh: bool = False,
     system_of: Callable[[RZeroConfig], System] | None = None,
+    records: str | Path | None = None,
 ) -> Path:
     """Run each variant in OUT/<variant> (resuming), then compare; returns the table's
     Markdown file (comparison.md, or the system's own). One ablation writes OUT at a time
     (`RunLock` on OUT; each variant's run locks its own folder). A variant that sets another
     `run.task` (an arm of a control on the solver task) is run by `system_of(its config)`;
-    such a mixed ablation ends with the comparison table."""
+    such a mixed ablation ends with the comparison table.
+
+    With `records`, each variant's finished run is kept as a record in RECORDS/<variant>
+    (`rzero.rundir.record`: the folder without its weights), and a variant with no run in
+    OUT but a record of its config there is read from the record instead of being run: a
+    grid longer than one machine's life goes on from its records on the next machine."""
     if not variants:
         raise ConfigError(f"ablate: no variants given; choose from {', '.join(system.variants)}")
+    if records is not None and Path(records).resolve() == Path(out_dir).resolve():
+        raise ConfigError(f"ablate: --records {records} is --out itself; keep records elsewhere")
     with RunLock(out_dir):
-        return _ablate(system, cfg, variants, Path(out_dir), fresh, system_of)
+        return _ablate(
+            system,
+            cfg,
+            variants,
+            Path(out_dir),
+            fresh,
+            system_of,
+            Path(records) if records is not None else None,
+        )
 
 
 def _ablate(
@@ -101,6 +118,7 @@ def _ablate(
     out_dir: Path,
     fresh: bool,
     system_of: Callable[[RZeroConfig], System] | None,
+    records: Path | None,
 ) -> Path:
     configs: dict[str, RZeroConfig] = {}
     systems: dict[str, System] = {}
@@ -120,11 +138,24 @@ def _ablate(
             systems[variant] = system_of(vcfg)
     mixed = any(s is not system for s in systems.values())
 
+    # -- where each variant's run is read from: its run dir, or (with no run there) its record
+    where = {variant: out_dir / variant for variant in configs}
+    if records is not None and not fresh:
+        for variant, vcfg in configs.items():
+            if (where[variant] / "config.yaml").is_file():
+                continue
+            why_not = record_of(records / variant, vcfg)
+            if why_not is None:
+                where[variant] = records / variant
+            elif (records / variant).exists():
+                print(f"ablate: variant {variant}: {why_not}; running it", file=sys.stderr)
+
     # -- before any work: every run dir must be new or resumable with its variant's config,
     #    so a conflict in the last variant does not surface after hours spent on the first
     if not fresh:
         for variant, vcfg in configs.items():
-            systems[variant].open(out_dir / variant).prepare(vcfg)
+            if where[variant] == out_dir / variant:
+                systems[variant].open(out_dir / variant).prepare(vcfg)
     by_fingerprint: dict[str, str] = {}
     for variant, vcfg in configs.items():
         twin = by_fingerprint.setdefault(vcfg.fingerprint(), variant)
@@ -138,6 +169,13 @@ def _ablate(
     # -- the runs, one after another (each is an ordinary resumable run)
     for i, (variant, vcfg) in enumerate(configs.items(), 1):
         run_dir = out_dir / variant
+        if where[variant] != run_dir:
+            print(
+                f"ablate: variant {variant} ({i}/{len(configs)}): finished before; read from "
+                f"its record {where[variant]} (no weights: rerun it in {run_dir} to get them)",
+                flush=True,
+            )
+            continue
         print(
             f"ablate: variant {variant} ({i}/{len(configs)}): "
             f"{' '.join(system.variant_overrides(cfg, variant))} -> {run_dir}",
@@ -145,12 +183,14 @@ def _ablate(
         )
         systems[variant].iterate(vcfg, run_dir, fresh=fresh)
         gc.collect()
+        if records is not None:
+            keep_record(run_dir, records / variant)
         if system.summary is not None and not mixed:  # the table grows run by run
-            system.summary([out_dir / v for v in configs], out_dir)
+            system.summary(list(where.values()), out_dir)
 
     if system.summary is not None and not mixed:
-        return system.summary([out_dir / v for v in configs], out_dir)
+        return system.summary(list(where.values()), out_dir)
 
     # -- one table over all of them
-    paths = compare([out_dir / v for v in configs], system.name, out_dir)
+    paths = compare(list(where.values()), system.name, out_dir)
     return paths["md"]

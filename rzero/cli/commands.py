@@ -366,6 +366,7 @@ def cmd_eval(args) -> int:
 def cmd_ablate(args) -> int:
     from rzero.ablation import ablate, parse_variants
     from rzero.cli.systems import system_of
+    from rzero.io import DamagedFileError
     from rzero.reports.comparison import CompareError, printed_summary
     from rzero.rundir import RunDirConflict
 
@@ -373,8 +374,16 @@ def cmd_ablate(args) -> int:
         cfg = load_config(args.config, args.overrides)
         system = system_of(cfg)
         variants = parse_variants(system, args.variants)
-        md = ablate(system, cfg, variants, args.out, fresh=args.fresh, system_of=system_of)
-    except (ConfigError, RunDirConflict, CompareError) as exc:
+        md = ablate(
+            system,
+            cfg,
+            variants,
+            args.out,
+            fresh=args.fresh,
+            system_of=system_of,
+            records=args.records,
+        )
+    except (ConfigError, RunDirConflict, CompareError, DamagedFileError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
     if md.name != "comparison.md":  # the system's own table (the solver task's grid)

@@ -312,6 +312,14 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument(
         "--fresh", action="store_true", help="delete each variant's run dir and start it over"
     )
+    p.add_argument(
+        "--records",
+        default=None,
+        metavar="DIR",
+        help="keep each finished variant's record (its run dir without the weights) in "
+        "DIR/<variant>, and read a variant with no run dir in --out from its record there "
+        "instead of running it: a grid that outlasts one machine goes on on the next",
+    )
     _add_verbose(p)
     p.set_defaults(func=cmd_ablate)
 

@@ -9,6 +9,8 @@ base of a system's run. It names no system: each declares its own `Layout`.
     hub.py     HubPush: run.push_to_hub, each trained checkpoint a branch, the model card
     export.py  export_run: the run's JSONL tables as a `datasets` dataset (Parquet) and card
     lock.py    RunLock: one writer per run folder (flock, and the holder named)
+    record.py  keep_record: a finished run without its weights (`rzero ablate --records`),
+               read by the reports and `rzero compare` like the run itself
     run.py     Run: the set-up, phase runner, trackers, hub push, report rebuild and stop
                every system's run shares; StopRun and the stop rule
 """

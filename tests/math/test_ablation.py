@@ -23,6 +23,7 @@ from rzero.config import ConfigError, load_config
 from rzero.math.run import MathRun
 from rzero.reports.comparison import compare
 from rzero.rundir import RunDir
+from rzero.rundir.record import RECORD_FILE, WEIGHT_SUFFIXES, keep_record, record_of
 
 # Three questions the format-trained tiny model can answer: it boxes 1 or 2 whatever it is
 # asked, so the evaluation average is neither always 0 nor always 1.
@@ -510,6 +511,67 @@ def test_rerunning_ablate_resumes_without_training(ablated, monkeypatch):
     assert {
         key: read_marker(ablated["out"] / key[0], key[1], "solver") for key in markers
     } == markers
+
+
+def test_a_grid_goes_on_from_its_records_on_another_machine(ablated, tmp_path, monkeypatch):
+    """`--records`: each finished variant is kept without its weights; on a machine with no
+    run folders the same ablation reads the records, trains nothing and pairs the same
+    items to the same numbers."""
+    records = tmp_path / "records"
+    system, cfg, out = SYSTEMS["math"], ablated["cfg"], ablated["out"]
+    ablate(system, cfg, ["separate", "shared"], out, records=records)
+    for variant in ("separate", "shared"):
+        record = records / variant
+        kept = json.loads((record / RECORD_FILE).read_text())
+        assert kept["fingerprint"] == load_config(out / variant / "config.yaml").fingerprint()
+        assert any(p.endswith("model.safetensors") for p in kept["dropped"])
+        assert not [f for f in record.rglob("*") if f.suffix in WEIGHT_SUFFIXES]
+        assert not (record / ".lock").exists()
+        for f in (out / variant).rglob("*"):
+            rel = str(f.relative_to(out / variant))
+            if f.is_file() and rel not in kept["dropped"]:
+                assert (record / rel).read_bytes() == f.read_bytes(), rel
+            assert f.is_dir() or rel in kept["dropped"] or (record / rel).is_file()
+
+    def no_training(self, checkpoint):
+        pytest.fail(f"a variant with a record was run again: it loaded {checkpoint}")
+
+    monkeypatch.setattr(MathRun, "load", no_training)
+    elsewhere = tmp_path / "new-machine"
+    md = ablate(system, cfg, ["separate", "shared"], elsewhere, records=records)
+    assert md == elsewhere / "comparison.md"
+    assert not (elsewhere / "separate").exists() and not (elsewhere / "shared").exists()
+    before = json.loads((out / "comparison.json").read_text())
+    after = json.loads((elsewhere / "comparison.json").read_text())
+    assert after["rows"] == before["rows"] and after["contrasts"] == before["contrasts"]
+    assert [r["path"] for r in after["runs"]] == [
+        str(records / "separate"),
+        str(records / "shared"),
+    ]
+
+
+def test_a_record_of_another_config_is_not_read(ablated, tmp_path, capsys):
+    records = tmp_path / "records"
+    keep_record(ablated["out"] / "shared", records / "shared")
+    assert (
+        record_of(records / "shared", load_config(ablated["out"] / "shared" / "config.yaml"))
+        is None
+    )
+    other = variant_config(SYSTEMS["math"], ablated["cfg"], "separate")
+    assert "of another config" in record_of(records / "shared", other)
+    assert record_of(tmp_path / "nothing", other) == f"no record in {tmp_path / 'nothing'}"
+    with pytest.raises(ValueError, match="outside its folder"):
+        keep_record(ablated["out"] / "shared", ablated["out"] / "shared" / "record")
+    with pytest.raises(ConfigError, match="not a run directory"):
+        keep_record(tmp_path, tmp_path / "r")
+    (records / "shared" / RECORD_FILE).write_text("{truncated")
+    rc = cli(
+        "ablate", "--variants", "shared", "--out", str(tmp_path / "o"), "--records", str(records)
+    )
+    err = capsys.readouterr().err.strip().splitlines()
+    assert rc == 2 and len(err) == 1 and "damaged record" in err[0], err
+    assert cli("ablate", "--out", str(tmp_path / "o"), "--records", str(tmp_path / "o")) == 2
+    assert "is --out itself" in capsys.readouterr().err
 
 
 @pytest.mark.slow
