@@ -11,18 +11,28 @@ state) and the folder's lock, and lists what it dropped in RECORD_FILE with thei
 A record cannot be resumed or trained on: its checkpoints are gone. Rerun the arm itself
 to get them back.
 
-    DIR/record.json   {"fingerprint", "from", "dropped": {path: size}}
+    DIR/record.json   {"fingerprint", "from", "recorded_on": {cpu, cores, torch},
+                       "dropped": {path: size}}
     DIR/...           the run folder's other files, at their own paths
+
+`rzero ablate` keeps a record on the machine the arm ran on, right after it finished, so
+`recorded_on` names that machine: bf16 arithmetic differs between CPUs, so a base model's
+greedy answers can differ by a few items, and arms recorded on different machines pair
+only up to that (`rzero compare` counts the items their base evaluations score differently).
 """
 
 from __future__ import annotations
 
 import json
+import os
 import shutil
 from pathlib import Path
 from typing import Any
 
+import torch
+
 from rzero.config import RZeroConfig
+from rzero.engine.models import cpu_model
 from rzero.io import DamagedFileError, write_json_atomic
 from rzero.rundir.folder import LOCK_FILE, RunDir
 
@@ -67,6 +77,11 @@ def keep_record(run_dir: str | Path, to: str | Path) -> Path:
         {
             "fingerprint": RunDir(run_dir).config().fingerprint(),
             "from": str(run_dir),
+            "recorded_on": {
+                "cpu": cpu_model(),
+                "cores": os.cpu_count(),
+                "torch": torch.__version__,
+            },
             "dropped": dropped,
         },
     )

@@ -525,6 +525,7 @@ def test_a_grid_goes_on_from_its_records_on_another_machine(ablated, tmp_path, m
         kept = json.loads((record / RECORD_FILE).read_text())
         assert kept["fingerprint"] == load_config(out / variant / "config.yaml").fingerprint()
         assert any(p.endswith("model.safetensors") for p in kept["dropped"])
+        assert kept["recorded_on"]["torch"] == torch.__version__
         assert not [f for f in record.rglob("*") if f.suffix in WEIGHT_SUFFIXES]
         assert not (record / ".lock").exists()
         for f in (out / variant).rglob("*"):
