@@ -56,7 +56,7 @@ def keep_record(run_dir: str | Path, to: str | Path) -> Path:
     """Write the record of the run in `run_dir` to `to` (replacing a record there; `to`
     must not be `run_dir` or inside it). Returns `to`."""
     run_dir, to = Path(run_dir), Path(to)
-    RunDir(run_dir).config()  # ConfigError unless it is a run folder
+    cfg = RunDir(run_dir).config()  # ConfigError unless it is a run folder
     if to.resolve() == run_dir.resolve() or run_dir.resolve() in to.resolve().parents:
         raise ValueError(f"{to}: a run's record goes outside its folder {run_dir}")
     checkpoints = _checkpoints(run_dir)
@@ -75,7 +75,7 @@ def keep_record(run_dir: str | Path, to: str | Path) -> Path:
     write_json_atomic(
         staging / RECORD_FILE,
         {
-            "fingerprint": RunDir(run_dir).config().fingerprint(),
+            "fingerprint": cfg.fingerprint(),
             "from": str(run_dir),
             "recorded_on": {
                 "cpu": cpu_model(),
