@@ -13,13 +13,18 @@ Departures from AZR:
   * induction uses the first half (rounded up) of the valid proposed inputs as the visible
     pairs and the rest as held out, and needs at least two distinct valid inputs;
   * the determinism check runs every proposal twice in fresh processes with a fixed hash
-    seed, so set order of strings is reproducible and not a reason to refuse.
+    seed, so set order of strings is reproducible and not a reason to refuse;
+  * an output that is not a literal and names a memory address (`<object object at
+    0x7f...>`) is refused even when both runs agree: where address randomisation is off
+    two fresh processes allocate alike, yet no solver can predict the address and another
+    run of the same proposal on another machine gives another task.
 """
 
 from __future__ import annotations
 
 import ast
 import json
+import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 
@@ -30,6 +35,7 @@ TASK_TYPES = ("deduction", "abduction", "induction")
 DEFAULT_TIMEOUT_S = 2.0  # per run; AZR's programs are small
 MIN_INDUCTION_PAIRS = 2  # one visible and one held out, at the least
 _MAX_ANSWER_CHARS = 20_000  # longer answers are not parsed at all
+_ADDRESS = re.compile(r" at 0x[0-9a-fA-F]+>")  # the default repr of an object: <... at 0x...>
 
 
 @dataclass(frozen=True)
@@ -133,6 +139,18 @@ class ProposalCheck:
     reason: str | None
 
 
+def names_an_address(output: str) -> bool:
+    """Whether an output is a default object repr (`<... at 0x...>`, alone or inside a
+    container) rather than a literal; a string that merely contains such text is a literal."""
+    if not _ADDRESS.search(output):
+        return False
+    try:
+        ast.literal_eval(output.strip())
+    except (ValueError, TypeError, SyntaxError, MemoryError, RecursionError):
+        return True
+    return False
+
+
 def program_reason(program: str) -> str | None:
     """Why a proposed program is refused before it runs: the filter, then AZR's ban on
     modules whose results change between runs (random, time, datetime)."""
@@ -153,8 +171,8 @@ def validate_triplets(
     """AZR's validity for deduction/abduction proposals (kind, program, input).
 
     Valid when the program passes `program_reason`, `f(*input)` runs within the limits, and
-    two runs in fresh processes give the same output; the task is the triplet with that
-    output. All runs of the batch share one bounded pool.
+    two runs in fresh processes give the same output that names no memory address; the task
+    is the triplet with that output. All runs of the batch share one bounded pool.
     """
     checks: list[ProposalCheck | None] = []
     jobs: list[tuple[str, str]] = []
@@ -174,6 +192,8 @@ def validate_triplets(
             out.append(ProposalCheck(None, (first.error or second.error)))
         elif first.output != second.output:
             out.append(ProposalCheck(None, "nondeterministic: two runs differ"))
+        elif names_an_address(first.output or ""):
+            out.append(ProposalCheck(None, "nondeterministic: the output names a memory address"))
         else:
             out.append(
                 ProposalCheck(

@@ -148,6 +148,37 @@ def test_invalid_triplets_are_refused_with_a_reason(program, inputs, reason):
     assert check.task is None and reason in check.reason
 
 
+def _no_address_randomisation() -> None:
+    import ctypes
+
+    ctypes.CDLL(None, use_errno=True).personality(0x0040000)  # ADDR_NO_RANDOMIZE
+
+
+def test_an_output_naming_an_address_is_refused_even_where_two_runs_agree(tmp_path):
+    # with address randomisation off (as on some CI hosts) two fresh processes print the
+    # same `<object object at 0x...>`; the proposal must still be refused, and the check
+    # runs in a child whose executor processes inherit that personality
+    import subprocess
+    import sys
+
+    script = (
+        "from rzero.executor.tasks import validate_triplets\n"
+        "for p in ('def f(x):\\n    return object()', 'def f(x):\\n    return [x, f]',"
+        " 'def f(x):\\n    return \"<a at 0x1f>\"'):\n"
+        "    [c] = validate_triplets([('deduction', p, '1')])\n"
+        "    print(c.reason if c.task is None else 'valid ' + c.task.output)\n"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", script],
+        preexec_fn=_no_address_randomisation,
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout.splitlines()
+    assert out[0] == out[1] == "nondeterministic: the output names a memory address"
+    assert out[2] == "valid '<a at 0x1f>'"  # a string holding such text is a literal
+
+
 def test_induction_splits_valid_inputs_into_shown_and_held_out():
     # 4 distinct inputs, one fails (None + 1): 3 pairs -> ceil(3/2) = 2 shown, 1 held out
     program = "def f(x):\n    return x + 1"
