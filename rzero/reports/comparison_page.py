@@ -332,9 +332,33 @@ def _wilson_bar(metrics: dict[str, Any] | None) -> tuple[float, float] | None:
     return wilson_interval(round(metrics[f"{names[0]}/pass@1"] * n), n)
 
 
+def label_points(
+    rows: list[dict[str, Any]], name: str
+) -> tuple[list[tuple[int, float, float, float, int]], str]:
+    """One run's label accuracy per iteration as (iteration, accuracy, Wilson low, high,
+    labels judged), and where it comes from: the judge audit ("audit") when the run has one, else the
+    exact accuracy of the kept labels whose answer is known ("exact"; the whole band of a
+    fixed pool, a loop's arithmetic-expression subset), else nothing."""
+    audited = [
+        (r["iteration"], s["accuracy"], s["ci_low"], s["ci_high"], s["n_judged"])
+        for r in rows
+        if (s := r["variants"][name].get("label_accuracy")) is not None
+    ]
+    if audited:
+        return audited, "audit"
+    exact = []
+    for r in rows:
+        cell = r["variants"][name]
+        n, acc = cell.get("known_labels"), cell.get("known_label_accuracy")
+        if n and acc is not None:
+            exact.append((r["iteration"], acc, *wilson_interval(round(acc * n), n), n))
+    return exact, "exact"
+
+
 def plot_comparison(comp: dict[str, Any]) -> bytes:
     """PNG: eval average (left; with 95 % Wilson bars when there is one benchmark) and label
-    accuracy with Wilson bars (right) per iteration; a SPIN or SPAG ablation's: the eval
+    accuracy with Wilson bars (right; `label_points`: the audit's, else exact where known)
+    per iteration; a SPIN or SPAG ablation's: the eval
     average alone."""
     names = [r["name"] for r in comp["runs"]]
     rows = comp["rows"]
@@ -361,18 +385,15 @@ def plot_comparison(comp: dict[str, Any]) -> bytes:
                 **style,
             )
         )
-        acc = [
-            (r["iteration"], s)
-            for r in rows
-            if (s := r["variants"][name].get("label_accuracy")) is not None
-        ]
+        acc, source = label_points(rows, name)
+        where_known = ", ".join(str(n) for *_, n in acc)
         accs.append(
             Series(
-                _display(name),
-                [k + dx for k, _ in acc],
-                [100 * s["accuracy"] for _, s in acc],
-                low=[100 * s["ci_low"] for _, s in acc],
-                high=[100 * s["ci_high"] for _, s in acc],
+                _display(name) + ("" if source == "audit" else f" (exact, n {where_known})"),
+                [k + dx for k, *_ in acc],
+                [100 * a for _, a, *_ in acc],
+                low=[100 * lo for _, _, lo, *_ in acc],
+                high=[100 * hi for *_, hi, _ in acc],
                 **style,
             )
         )
@@ -412,7 +433,7 @@ def plot_comparison(comp: dict[str, Any]) -> bytes:
                 ylim=(-2, 102),
                 xticks=ticks,
                 xticklabels=labels,
-                empty_text="no audit yet\n(rzero audit RUN_DIR)",
+                empty_text="no audit and no label known\n(rzero audit RUN_DIR)",
             ),
         ]
     )

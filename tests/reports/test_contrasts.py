@@ -12,7 +12,12 @@ import yaml
 from rzero.cli import main
 from rzero.config import load_config
 from rzero.reports.comparison import build_comparison
-from rzero.reports.comparison_page import _wilson_bar, render_html, render_markdown
+from rzero.reports.comparison_page import (
+    _wilson_bar,
+    label_points,
+    render_html,
+    render_markdown,
+)
 from rzero.reports.contrasts import contrast_table, paired_eval, side, variant_contrasts
 from rzero.rundir import RunDir
 from rzero.stats import paired_difference, wilson_interval
@@ -209,3 +214,20 @@ def test_the_comparison_figure_has_wilson_bars_for_one_benchmark_only():
     )
     assert _wilson_bar({"a/pass@1": 0.5, "a/n": 10, "b/pass@1": 0.5, "b/n": 10}) is None
     assert _wilson_bar(None) is None
+
+
+def test_the_label_panel_shows_the_audit_else_the_exact_labels_where_known():
+    def rows(**cell):
+        return [{"iteration": 0, "variants": {"a": {}}}, {"iteration": 1, "variants": {"a": cell}}]
+
+    audit = {"accuracy": 0.5, "ci_low": 0.3, "ci_high": 0.7, "n_judged": 24}
+    exact = {"known_label_accuracy": 0.225, "known_labels": 187}
+    assert label_points(rows(label_accuracy=audit, **exact), "a") == (
+        [(1, 0.5, 0.3, 0.7, 24)],
+        "audit",
+    )
+    assert label_points(rows(label_accuracy=None, **exact), "a") == (
+        [(1, 0.225, *wilson_interval(42, 187), 187)],
+        "exact",
+    )
+    assert label_points(rows(known_label_accuracy=None, known_labels=0), "a") == ([], "exact")
