@@ -31,7 +31,7 @@ from rzero.reports import committed, phase_times, write_metrics
 from rzero.reports.cells import num
 from rzero.rundir import RunDir
 from rzero.solver_task.layout import LAYOUT
-from rzero.stats import paired_difference
+from rzero.stats import paired_difference, wilson_interval
 
 
 def solver_outcome(base: dict[str, Any], trained: dict[str, Any]) -> dict[str, dict[str, Any]]:
@@ -169,6 +169,37 @@ def label_rows(run: RunDir) -> list[list[str]]:
     return rows
 
 
+def vote_share_rows(run: RunDir) -> list[list[str]]:
+    """Per iteration and per value of the vote's share p̂ (the frozen solver's majority share
+    over its m samples): how many questions had it, how many of their vote labels are the
+    true answer (with the 95 % Wilson interval), and how many were kept. Only vote labels
+    with a known answer have a row: this is where R-Zero's band, which keeps the middle
+    values of p̂, is read against the labels' accuracy."""
+    out = []
+    for k, marks in committed(run, LAYOUT.phases).items():
+        if "labelling" not in marks:
+            continue
+        groups: dict[float, list[dict[str, Any]]] = {}
+        for r in run.rows(int(k), "labelled"):
+            if r.get("p_hat") is not None and r["label_correct"] is not None:
+                groups.setdefault(round(r["p_hat"], 4), []).append(r)
+        for share in sorted(groups):
+            rows = groups[share]
+            right = sum(r["label_correct"] for r in rows)
+            lo, hi = wilson_interval(right, len(rows))
+            out.append(
+                [
+                    k,
+                    f"{share:.3f}",
+                    len(rows),
+                    f"{right} ({pct(right / len(rows))})",
+                    f"[{pct(lo)}, {pct(hi)}]",
+                    sum(r["kept"] for r in rows),
+                ]
+            )
+    return out
+
+
 def training_rows(run: RunDir) -> list[list[str]]:
     rows = []
     for k, marks in committed(run, LAYOUT.phases).items():
@@ -200,6 +231,14 @@ LABEL_HEADER = [
     "label accuracy",
     "kept labels' accuracy",
 ]
+VOTE_SHARE_HEADER = [
+    "iteration",
+    "vote share p̂",
+    "questions",
+    "labels right",
+    "95 % Wilson",
+    "kept",
+]
 TRAIN_HEADER = [
     "iteration",
     "updates",
@@ -216,6 +255,7 @@ def tables(run: RunDir) -> list[tuple[str, list[str], list[list[str]]]]:
     outcome = run_outcome(run)
     return [
         ("Labels", LABEL_HEADER, label_rows(run)),
+        ("Vote labels' accuracy by the vote's share", VOTE_SHARE_HEADER, vote_share_rows(run)),
         ("Training", TRAIN_HEADER, training_rows(run)),
         (
             "Base against trained (held out, greedy)",

@@ -143,6 +143,21 @@ def test_a_vote_run_labels_trains_with_every_trl_metric_and_evaluates(vote_run):
     assert "<img" in (vote_run / "report.html").read_text()
 
 
+@pytest.mark.slow
+def test_the_report_reads_the_vote_labels_accuracy_by_the_vote_share(vote_run):
+    from rzero.solver_task.report import vote_share_rows
+
+    run = RunDir(vote_run)
+    labelled = [r for r in run.rows(1, "labelled") if r["p_hat"] is not None]
+    rows = vote_share_rows(run)
+    shares = sorted({round(r["p_hat"], 4) for r in labelled})
+    assert [float(r[1]) for r in rows] == pytest.approx(shares, abs=5e-4)
+    assert sum(r[2] for r in rows) == len(labelled)
+    assert sum(int(r[3].split()[0]) for r in rows) == sum(r["label_correct"] for r in labelled)
+    assert sum(r[5] for r in rows) == sum(r["kept"] for r in labelled)
+    assert "Vote labels' accuracy by the vote's share" in (vote_run / "report.md").read_text()
+
+
 def test_a_finished_run_resumes_without_redoing_anything(vote_run, format_checkpoint):
     before = {p: p.stat().st_mtime_ns for p in vote_run.glob("iter_*/phases/*.json")}
     run_solver_task(
