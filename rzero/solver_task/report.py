@@ -265,6 +265,10 @@ def tables(run: RunDir) -> list[tuple[str, list[str], list[list[str]]]]:
     ]
 
 
+# a share's axis, a little beyond [0, 1] so that a curve at 0 or 1 is not drawn on the frame
+_SHARE = (-0.03, 1.03)
+
+
 def curve_panels(run: RunDir) -> list[Panel]:
     """TRL's log of every update and the development curve, over the run's updates."""
     reward, formed, zero, dev = [], [], [], []
@@ -302,13 +306,20 @@ def curve_panels(run: RunDir) -> list[Panel]:
             "update",
             "mean reward",
             reward,
-            ylim=(0, 1),
+            ylim=_SHARE,
         ),
-        Panel("well-formed rollouts (boxed answer)", "update", "share", formed, ylim=(0, 1)),
+        Panel("well-formed rollouts (boxed answer)", "update", "share", formed, ylim=_SHARE),
         Panel(
-            "groups with no reward variance", "update", "frac_reward_zero_std", zero, ylim=(0, 1)
+            "groups with no reward variance", "update", "frac_reward_zero_std", zero, ylim=_SHARE
         ),
-        Panel("development draw: greedy pass@1", "update", "pass@1", dev, ylim=(0, 1)),
+        Panel(
+            "development draw: greedy pass@1",
+            "update",
+            "pass@1",
+            dev,
+            ylim=_SHARE,
+            empty_text="not scored during training\n(solver_task.curve_every)",
+        ),
     ]
 
 
