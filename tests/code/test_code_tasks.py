@@ -148,6 +148,25 @@ def test_invalid_triplets_are_refused_with_a_reason(program, inputs, reason):
     assert check.task is None and reason in check.reason
 
 
+@pytest.mark.parametrize(
+    "program, inputs, reason",
+    [
+        (
+            ADD,
+            "2 * 3",
+            "inputs are not a literal: ValueError: malformed node or string on "
+            "line 1: <ast.BinOp object>",
+        ),
+        ("def f(x):\n    raise ValueError(object())", "1", "ValueError: <object object>"),
+    ],
+)
+def test_a_reason_names_no_memory_address(program, inputs, reason):
+    # a reason is logged with every proposal and compared across a resume: an address in
+    # it (`<ast.BinOp object at 0x7f...>`) would differ from process to process
+    [check] = validate_triplets([("deduction", program, inputs)])
+    assert check.task is None and reason in check.reason and "0x" not in check.reason
+
+
 def _no_address_randomisation() -> None:
     import ctypes
 
