@@ -336,9 +336,9 @@ def label_points(
     rows: list[dict[str, Any]], name: str
 ) -> tuple[list[tuple[int, float, float, float, int]], str]:
     """One run's label accuracy per iteration as (iteration, accuracy, Wilson low, high,
-    labels judged), and where it comes from: the judge audit ("audit") when the run has one, else the
-    exact accuracy of the kept labels whose answer is known ("exact"; the whole band of a
-    fixed pool, a loop's arithmetic-expression subset), else nothing."""
+    labels judged), and where it comes from: the judge audit ("audit") when the run has
+    one, else the exact accuracy of the kept labels whose answer is known ("exact"; the
+    whole band of a fixed pool, a loop's arithmetic-expression subset), else nothing."""
     audited = [
         (r["iteration"], s["accuracy"], s["ci_low"], s["ci_high"], s["n_judged"])
         for r in rows
@@ -358,8 +358,7 @@ def label_points(
 def plot_comparison(comp: dict[str, Any]) -> bytes:
     """PNG: eval average (left; with 95 % Wilson bars when there is one benchmark) and label
     accuracy with Wilson bars (right; `label_points`: the audit's, else exact where known)
-    per iteration; a SPIN or SPAG ablation's: the eval
-    average alone."""
+    per iteration; a SPIN or SPAG ablation's: the eval average alone."""
     names = [r["name"] for r in comp["runs"]]
     rows = comp["rows"]
     # small horizontal offsets and one marker each keep equal values of variants visible

@@ -180,7 +180,7 @@ def vote_share_rows(run: RunDir) -> list[list[str]]:
         if "labelling" not in marks:
             continue
         groups: dict[float, list[dict[str, Any]]] = {}
-        for r in run.rows(int(k), "labelled"):
+        for r in run.rows(k, "labelled"):
             if r.get("p_hat") is not None and r["label_correct"] is not None:
                 groups.setdefault(round(r["p_hat"], 4), []).append(r)
         for share in sorted(groups):
