@@ -132,14 +132,21 @@ def test_on_main_under_two_real_processes(tmp_path):
 
 
 PEER_ENDS_SCRIPT = textwrap.dedent("""
-    import os
+    import os, time
+    from pathlib import Path
     import torch
     from rank_report import report
     from rzero.engine import distributed
 
     distributed.init()
+    # rank 1 ends only once rank 0 is past joining the group: gloo's handshake can return on
+    # one rank before the other's has finished, and a peer gone then fails the join instead
+    ready = Path(__file__).with_name("rank-0-joined")
     if distributed.rank() == 1:
+        while not ready.exists():
+            time.sleep(0.05)
         os._exit(0)  # ends without a word, as a process the kernel killed
+    ready.touch()
     try:
         torch.distributed.all_reduce(torch.ones(1))
     except Exception as exc:
