@@ -27,10 +27,11 @@ from pathlib import Path
 from typing import Any
 
 from rzero.config import ConfigError
-from rzero.io import write_bytes_atomic, write_json_atomic, write_text_atomic
+from rzero.io import DamagedFileError, write_bytes_atomic, write_json_atomic, write_text_atomic
 from rzero.reports.comparison_page import plot_comparison, render_html, render_markdown
 from rzero.reports.contrasts import variant_contrasts
 from rzero.rundir import RunDir
+from rzero.rundir.record import read_record
 from rzero.selfplay.collapse import HEADLINE_DIVERSITY
 
 # The audited set the table reports: the questions the solver trained on in that iteration.
@@ -76,6 +77,16 @@ def _load_run(path: Path) -> dict[str, Any]:
         "cfg": cfg,
         "audit": _read_json(path / "audit" / "report.json"),
     }
+
+
+def _machine(path: Path) -> str | None:
+    """The CPU a record says its run ran on (None for a run folder, which does not keep it)."""
+    try:
+        record = read_record(path)
+    except DamagedFileError as exc:
+        raise CompareError(str(exc)) from None
+    on = (record or {}).get("recorded_on")
+    return on.get("cpu") if isinstance(on, dict) else None
 
 
 def _names(paths: list[Path]) -> list[str]:
@@ -235,6 +246,7 @@ def build_comparison(run_dirs: list[str | Path], system: str) -> dict[str, Any]:
                 "shared": r["cfg"].roles.shared if r["cfg"].roles else None,
                 "iterations": r["cfg"].run.iterations,
                 "solver_steps": r["cfg"].solver.steps if r["cfg"].solver else None,
+                "machine": _machine(r["path"]),
                 "audit": (
                     {
                         "report": str(r["path"] / "audit" / "report.json"),

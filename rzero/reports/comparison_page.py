@@ -182,24 +182,46 @@ def _tables(comp: dict[str, Any]) -> list[tuple[str, list[str], list[list[str]]]
     return tables + _differences(comp)
 
 
+def _machine_lines(comp: dict[str, Any]) -> list[str]:
+    """Which CPU each run ran on, where its record says (a run folder does not keep it)."""
+    machines = {r["name"]: r.get("machine") for r in comp["runs"]}
+    if not any(machines.values()):
+        return []
+    line = (
+        "Machines, as recorded: "
+        + ", ".join(f"{n} {m or 'not recorded (a run folder)'}" for n, m in machines.items())
+        + "."
+    )
+    if len({m for m in machines.values() if m}) > 1:
+        line += (
+            " bf16 arithmetic differs between CPUs, so the same base model's evaluation can "
+            "differ by a few items between them, and a paired difference between runs of "
+            "two machines holds that difference as well as the variants'."
+        )
+    return [line]
+
+
 def _header_lines(comp: dict[str, Any]) -> list[str]:
     names = [r["name"] for r in comp["runs"]]
     common = comp["common"]
     runs = ", ".join(f"{n} ({r['path']})" for n, r in zip(names, comp["runs"], strict=True))
-    lines = [
-        f"Runs: {runs}.",
-        f"Base model {common.get('model.name', '(differs, see below)')}, seed "
-        f"{common.get('run.seed', '(differs, see below)')}.",
-        "Config differences: "
-        + (
-            "; ".join(
-                f"{key} = " + ", ".join(f"{_value(v)} ({n})" for n, v in vals.items())
-                for key, vals in comp["config_differences"].items()
+    lines = (
+        [f"Runs: {runs}."]
+        + _machine_lines(comp)
+        + [
+            f"Base model {common.get('model.name', '(differs, see below)')}, seed "
+            f"{common.get('run.seed', '(differs, see below)')}.",
+            "Config differences: "
+            + (
+                "; ".join(
+                    f"{key} = " + ", ".join(f"{_value(v)} ({n})" for n, v in vals.items())
+                    for key, vals in comp["config_differences"].items()
+                )
+                or "none (apart from run.output_dir)"
             )
-            or "none (apart from run.output_dir)"
-        )
-        + ".",
-    ]
+            + ".",
+        ]
+    )
     if _symmetric(comp):
         unit = "epoch" if comp["system"] == "spag" else "iteration"
         lines.append(

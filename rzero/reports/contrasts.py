@@ -25,7 +25,8 @@ is one training run, so the interval holds the trained models fixed, and how muc
 moves with its seed needs replicate runs (`run.seed`). Several differences at 95 % each are
 several chances for one to fall outside by chance, so the sentences end with how many there
 were. Iteration 0 is checked too: the variants' base evaluations should agree item for item;
-where they do not (a change of `eval.*`, or nondeterministic decoding), the sentences say so.
+where they do not (a change of `eval.*`, nondeterministic decoding, or another CPU's bf16
+arithmetic), the sentences say so.
 
 Where the paper differs: its ablation tables (seed §4.3) give point estimates only.
 """
@@ -192,7 +193,7 @@ def sentences(contrasts: dict[str, Any]) -> list[str]:
                 f"The base evaluations of {ref} and {name} differ: "
                 f"{check['differing']} items scored differently and "
                 f"{check['unshared']} items scored by only one of them (different "
-                "eval settings, or nondeterministic decoding)."
+                "eval settings, nondeterministic decoding, or another CPU's arithmetic)."
             )
     return out
 

@@ -29,8 +29,6 @@ import shutil
 from pathlib import Path
 from typing import Any
 
-import torch
-
 from rzero.config import RZeroConfig
 from rzero.engine.models import cpu_model
 from rzero.io import DamagedFileError, write_json_atomic
@@ -55,6 +53,8 @@ def _dropped(path: Path, run_dir: Path, checkpoints: set[Path]) -> bool:
 def keep_record(run_dir: str | Path, to: str | Path) -> Path:
     """Write the record of the run in `run_dir` to `to` (replacing a record there; `to`
     must not be `run_dir` or inside it). Returns `to`."""
+    import torch  # only for its version: reading a record needs no torch
+
     run_dir, to = Path(run_dir), Path(to)
     cfg = RunDir(run_dir).config()  # ConfigError unless it is a run folder
     if to.resolve() == run_dir.resolve() or run_dir.resolve() in to.resolve().parents:

@@ -551,6 +551,27 @@ def test_a_grid_goes_on_from_its_records_on_another_machine(ablated, tmp_path, m
     ]
 
 
+def test_a_comparison_of_records_names_the_machines_they_ran_on(ablated, tmp_path):
+    records = tmp_path / "records"
+    for variant in ("separate", "shared"):
+        keep_record(ablated["out"] / variant, records / variant)
+    kept = json.loads((records / "shared" / RECORD_FILE).read_text())
+    kept["recorded_on"]["cpu"] = "Another CPU"
+    (records / "shared" / RECORD_FILE).write_text(json.dumps(kept))
+    md = compare([records / "separate", records / "shared"], "math", tmp_path / "cmp")["md"]
+    text = md.read_text()
+    here = json.loads((records / "separate" / RECORD_FILE).read_text())["recorded_on"]["cpu"]
+    assert f"Machines, as recorded: separate {here}, shared Another CPU." in text
+    assert "holds that difference as well as the variants'" in text
+    # a run folder does not keep its machine; runs of one machine need no warning
+    md = compare([records / "separate", ablated["out"] / "shared"], "math", tmp_path / "c2")["md"]
+    text = md.read_text()
+    assert f"separate {here}, shared not recorded (a run folder)." in text
+    assert "as well as the variants'" not in text
+    md = compare([ablated["out"] / "separate", ablated["out"] / "shared"], "math", tmp_path / "c3")
+    assert "Machines" not in md["md"].read_text()
+
+
 def test_a_record_of_another_config_is_not_read(ablated, tmp_path, capsys):
     records = tmp_path / "records"
     keep_record(ablated["out"] / "shared", records / "shared")
