@@ -253,9 +253,14 @@ TRAIN_HEADER = [
 
 def tables(run: RunDir) -> list[tuple[str, list[str], list[list[str]]]]:
     outcome = run_outcome(run)
+    votes = run.config().solver_task.labels == "vote"  # no share to read truth or shuffled by
     return [
         ("Labels", LABEL_HEADER, label_rows(run)),
-        ("Vote labels' accuracy by the vote's share", VOTE_SHARE_HEADER, vote_share_rows(run)),
+        *(
+            [("Vote labels' accuracy by the vote's share", VOTE_SHARE_HEADER, vote_share_rows(run))]
+            if votes
+            else []
+        ),
         ("Training", TRAIN_HEADER, training_rows(run)),
         (
             "Base against trained (held out, greedy)",

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import random
+import shutil
 import subprocess
 import sys
 from collections import Counter
@@ -144,8 +145,8 @@ def test_a_vote_run_labels_trains_with_every_trl_metric_and_evaluates(vote_run):
 
 
 @pytest.mark.slow
-def test_the_report_reads_the_vote_labels_accuracy_by_the_vote_share(vote_run):
-    from rzero.solver_task.report import vote_share_rows
+def test_the_report_reads_the_vote_labels_accuracy_by_the_vote_share(vote_run, tmp_path):
+    from rzero.solver_task.report import tables, vote_share_rows
 
     run = RunDir(vote_run)
     labelled = [r for r in run.rows(1, "labelled") if r["p_hat"] is not None]
@@ -156,6 +157,16 @@ def test_the_report_reads_the_vote_labels_accuracy_by_the_vote_share(vote_run):
     assert sum(int(r[3].split()[0]) for r in rows) == sum(r["label_correct"] for r in labelled)
     assert sum(r[5] for r in rows) == sum(r["kept"] for r in labelled)
     assert "Vote labels' accuracy by the vote's share" in (vote_run / "report.md").read_text()
+    # labels that are not votes have no share to be read by: no such table
+    truth_run = tmp_path / "truth"
+    shutil.copytree(vote_run, truth_run)
+    saved = truth_run / "config.yaml"
+    saved.write_text(saved.read_text().replace("labels: vote", "labels: truth"))
+    assert [t[0] for t in tables(RunDir(truth_run))] == [
+        "Labels",
+        "Training",
+        "Base against trained (held out, greedy)",
+    ]
 
 
 def test_a_finished_run_resumes_without_redoing_anything(vote_run, format_checkpoint):
