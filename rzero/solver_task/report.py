@@ -79,13 +79,19 @@ def _eval(run: RunDir, k: int) -> dict[str, Any] | None:
     return json.loads(path.read_text()) if path.is_file() else None
 
 
+def iteration_outcomes(run: RunDir) -> list[tuple[int, dict[str, dict[str, Any]]]]:
+    """`solver_outcome` of the base (iteration 0) against each evaluated iteration, in order."""
+    base = _eval(run, 0)
+    if base is None:
+        return []
+    evals = ((k, _eval(run, k)) for k in run.trained_iterations())
+    return [(k, solver_outcome(base, ev)) for k, ev in evals if ev is not None]
+
+
 def run_outcome(run: RunDir) -> dict[str, dict[str, Any]] | None:
     """`solver_outcome` of the base (iteration 0) against the last evaluated iteration."""
-    base = _eval(run, 0)
-    last = next((k for k in reversed(run.trained_iterations()) if _eval(run, k)), None)
-    if base is None or last is None:
-        return None
-    return solver_outcome(base, _eval(run, last))
+    outcomes = iteration_outcomes(run)
+    return outcomes[-1][1] if outcomes else None
 
 
 def pct(x: Any) -> str:
@@ -99,6 +105,7 @@ def points(d: dict[str, Any]) -> str:
 
 
 OUTCOME_HEADER = [
+    "iteration",
     "benchmark",
     "n",
     "base pass@1",
@@ -110,23 +117,26 @@ OUTCOME_HEADER = [
 ]
 
 
-def outcome_rows(outcome: dict[str, dict[str, Any]]) -> list[list[str]]:
+def outcome_rows(outcomes: list[tuple[int, dict[str, dict[str, Any]]]]) -> list[list[str]]:
+    """A row per evaluated iteration and benchmark: the base against that iteration's solver."""
     rows = []
-    for name, o in outcome.items():
-        d, a, b = o["difference"], o["base"], o["trained"]
-        rows.append(
-            [
-                name,
-                o["n"],
-                pct(a["pass@1"]),
-                pct(b["pass@1"]),
-                points(d),
-                f"{d.get('n01', '–')} / {d.get('n10', '–')}",
-                f"{pct(a['well_formed'])} → {pct(b['well_formed'])}",
-                f"{pct(a['accuracy_well_formed'])} → {pct(b['accuracy_well_formed'])}",
-            ]
-        )
+    for k, outcome in outcomes:
+        for name, o in outcome.items():
+            rows.append([k, name, *_outcome_cells(o)])
     return rows
+
+
+def _outcome_cells(o: dict[str, Any]) -> list[Any]:
+    d, a, b = o["difference"], o["base"], o["trained"]
+    return [
+        o["n"],
+        pct(a["pass@1"]),
+        pct(b["pass@1"]),
+        points(d),
+        f"{d.get('n01', '–')} / {d.get('n10', '–')}",
+        f"{pct(a['well_formed'])} → {pct(b['well_formed'])}",
+        f"{pct(a['accuracy_well_formed'])} → {pct(b['accuracy_well_formed'])}",
+    ]
 
 
 def _intro(cfg: RZeroConfig) -> list[str]:
@@ -252,7 +262,6 @@ TRAIN_HEADER = [
 
 
 def tables(run: RunDir) -> list[tuple[str, list[str], list[list[str]]]]:
-    outcome = run_outcome(run)
     votes = run.config().solver_task.labels == "vote"  # no share to read truth or shuffled by
     return [
         ("Labels", LABEL_HEADER, label_rows(run)),
@@ -265,7 +274,7 @@ def tables(run: RunDir) -> list[tuple[str, list[str], list[list[str]]]]:
         (
             "Base against trained (held out, greedy)",
             OUTCOME_HEADER,
-            outcome_rows(outcome) if outcome else [],
+            outcome_rows(iteration_outcomes(run)),
         ),
     ]
 

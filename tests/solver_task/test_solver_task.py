@@ -146,7 +146,7 @@ def test_a_vote_run_labels_trains_with_every_trl_metric_and_evaluates(vote_run):
 
 @pytest.mark.slow
 def test_the_report_reads_the_vote_labels_accuracy_by_the_vote_share(vote_run, tmp_path):
-    from rzero.solver_task.report import tables, vote_share_rows
+    from rzero.solver_task.report import iteration_outcomes, outcome_rows, tables, vote_share_rows
 
     run = RunDir(vote_run)
     labelled = [r for r in run.rows(1, "labelled") if r["p_hat"] is not None]
@@ -157,6 +157,8 @@ def test_the_report_reads_the_vote_labels_accuracy_by_the_vote_share(vote_run, t
     assert sum(int(r[3].split()[0]) for r in rows) == sum(r["label_correct"] for r in labelled)
     assert sum(r[5] for r in rows) == sum(r["kept"] for r in labelled)
     assert "Vote labels' accuracy by the vote's share" in (vote_run / "report.md").read_text()
+    # the base against every evaluated iteration, a row each
+    assert [(r[0], r[1]) for r in outcome_rows(iteration_outcomes(run))] == [(1, "easy")]
     # labels that are not votes have no share to be read by: no such table
     truth_run = tmp_path / "truth"
     shutil.copytree(vote_run, truth_run)
