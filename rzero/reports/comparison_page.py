@@ -205,23 +205,21 @@ def _header_lines(comp: dict[str, Any]) -> list[str]:
     names = [r["name"] for r in comp["runs"]]
     common = comp["common"]
     runs = ", ".join(f"{n} ({r['path']})" for n, r in zip(names, comp["runs"], strict=True))
-    lines = (
-        [f"Runs: {runs}."]
-        + _machine_lines(comp)
-        + [
-            f"Base model {common.get('model.name', '(differs, see below)')}, seed "
-            f"{common.get('run.seed', '(differs, see below)')}.",
-            "Config differences: "
-            + (
-                "; ".join(
-                    f"{key} = " + ", ".join(f"{_value(v)} ({n})" for n, v in vals.items())
-                    for key, vals in comp["config_differences"].items()
-                )
-                or "none (apart from run.output_dir)"
+    lines = [
+        f"Runs: {runs}.",
+        *_machine_lines(comp),
+        f"Base model {common.get('model.name', '(differs, see below)')}, seed "
+        f"{common.get('run.seed', '(differs, see below)')}.",
+        "Config differences: "
+        + (
+            "; ".join(
+                f"{key} = " + ", ".join(f"{_value(v)} ({n})" for n, v in vals.items())
+                for key, vals in comp["config_differences"].items()
             )
-            + ".",
-        ]
-    )
+            or "none (apart from run.output_dir)"
+        )
+        + ".",
+    ]
     if _symmetric(comp):
         unit = "epoch" if comp["system"] == "spag" else "iteration"
         lines.append(

@@ -79,19 +79,22 @@ def _eval(run: RunDir, k: int) -> dict[str, Any] | None:
     return json.loads(path.read_text()) if path.is_file() else None
 
 
+def _evaluated(run: RunDir) -> list[tuple[int, dict[str, Any]]]:
+    """(iteration, eval.json) of every trained iteration that was evaluated, in order."""
+    evals = ((k, _eval(run, k)) for k in run.trained_iterations())
+    return [(k, ev) for k, ev in evals if ev is not None]
+
+
 def iteration_outcomes(run: RunDir) -> list[tuple[int, dict[str, dict[str, Any]]]]:
     """`solver_outcome` of the base (iteration 0) against each evaluated iteration, in order."""
     base = _eval(run, 0)
-    if base is None:
-        return []
-    evals = ((k, _eval(run, k)) for k in run.trained_iterations())
-    return [(k, solver_outcome(base, ev)) for k, ev in evals if ev is not None]
+    return [(k, solver_outcome(base, ev)) for k, ev in _evaluated(run)] if base else []
 
 
 def run_outcome(run: RunDir) -> dict[str, dict[str, Any]] | None:
     """`solver_outcome` of the base (iteration 0) against the last evaluated iteration."""
-    outcomes = iteration_outcomes(run)
-    return outcomes[-1][1] if outcomes else None
+    base, evaluated = _eval(run, 0), _evaluated(run)
+    return solver_outcome(base, evaluated[-1][1]) if base and evaluated else None
 
 
 def pct(x: Any) -> str:
