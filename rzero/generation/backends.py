@@ -439,8 +439,16 @@ class VLLMGenerator:
         return [t * n for t in texts] if greedy else texts
 
 
+# How long the engine core may take to stop: its executor waits up to
+# VLLM_WORKER_SHUTDOWN_TIMEOUT_SECONDS (5 s by default) for its workers, then 4 s after
+# SIGTERMing them, before it frees its own shared memory. vLLM's default is 5 s in all, after
+# which the core is SIGKILLed; on a loaded CPU that lands before the core has unlinked its
+# message queue, and Python's resource tracker reports "leaked shared_memory objects" at exit.
+ENGINE_STOP_S = 30.0
+
+
 def _shutdown_engine(llm) -> None:
-    llm.llm_engine.engine_core.shutdown()
+    llm.llm_engine.engine_core.shutdown(timeout=ENGINE_STOP_S)
 
 
 @contextmanager
