@@ -48,6 +48,11 @@ def _challenger_panels(run: RunDir, cfg: RZeroConfig) -> list[Panel]:
         x = [(k - 1) * cfg.challenger.steps + int(s["step"]) for s in steps]
         reward.append(Series(f"iteration {k}", x, [s["mean_reward"] for s in steps]))
         valid.append(Series(f"iteration {k}", x, [s["valid_rate"] for s in steps]))
+    empty = (
+        "no data"
+        if cfg.roles.train_challenger
+        else "the challenger does not train\n(roles.train_challenger is off)"
+    )
     return [
         Panel(
             "challenger: mean reward per GRPO step",
@@ -55,6 +60,7 @@ def _challenger_panels(run: RunDir, cfg: RZeroConfig) -> list[Panel]:
             "mean reward",
             reward,
             ylim=(0, 1),
+            empty_text=empty,
         ),
         Panel(
             "challenger: well-formed rate per GRPO step",
@@ -62,6 +68,7 @@ def _challenger_panels(run: RunDir, cfg: RZeroConfig) -> list[Panel]:
             "well-formed completions",
             valid,
             ylim=(0, 1),
+            empty_text=empty,
         ),
     ]
 
