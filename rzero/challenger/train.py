@@ -22,6 +22,7 @@ from rzero.generation.interface import Generator, SamplingParams
 from rzero.labeling.answers import extract_boxed, extract_question
 from rzero.labeling.voting import FrozenSolver
 from rzero.prompts.challenger import challenger_chat
+from rzero.prompts.chat import Chat
 from rzero.training.grpo import TrainStats, train_grpo
 from rzero.training.steps import latest_checkpoint
 
@@ -54,10 +55,13 @@ def train_challenger(
     iteration: int,
     out_dir: Path,
     steps_log: Path,
+    prompts: Sequence[Chat] | None = None,
 ) -> ChallengerResult:
     """GRPO on the challenger prompt: each step samples prompts x G questions and rewards
     them by the frozen solver's uncertainty minus repetition; the trained weights are saved
-    to `out_dir`. `solver` is None on processes other than the main one."""
+    to `out_dir`. `solver` is None on processes other than the main one. `prompts`: the
+    prompts to train on instead of the one challenger prompt (guided self-play's grounded
+    prompts, one per prompt draw of the phase)."""
     work = out_dir.with_name(".trainer_challenger")
     if distributed.is_main() and latest_checkpoint(work) is None:
         steps_log.unlink(missing_ok=True)  # a redone phase starts its log afresh
@@ -65,7 +69,7 @@ def train_challenger(
     reward = ChallengerReward(
         solver, cfg.challenger, steps_log, iteration, seed=cfg.run.seed, on_step=summaries.append
     )
-    rows = [{"prompt": challenger_chat(cfg.challenger.prompt_file)}]
+    rows = [{"prompt": p} for p in prompts or [challenger_chat(cfg.challenger.prompt_file)]]
     stats = train_grpo(
         model,
         tokenizer,
@@ -92,13 +96,18 @@ def sample_pool(
     seed: int,
     chunk: int = 64,
     held_out: Sequence[str] = (),
+    prompts: Sequence[Chat] | None = None,
 ) -> tuple[list[dict[str, Any]], dict[str, int]]:
     """N questions from the challenger; malformed ones dropped, exact duplicates removed, and
     any question that is (or nearly is) a `held_out` evaluation item dropped and counted
-    (`near_duplicates`), so evaluation items never reach training."""
+    (`near_duplicates`), so evaluation items never reach training. `prompts`: one prompt per
+    question (guided self-play's, N of them) instead of N samples of the challenger prompt;
+    each pool row then records the index of its prompt (`prompt_index`)."""
     from tqdm.auto import tqdm
 
     c = cfg.challenger
+    if prompts is not None and len(prompts) != c.pool_size:
+        raise ValueError(f"sample_pool: {len(prompts)} prompts for a pool of {c.pool_size}")
     params = SamplingParams(
         temperature=c.pool_temperature,
         top_p=c.pool_top_p,
@@ -111,12 +120,16 @@ def sample_pool(
     with tqdm(total=c.pool_size, desc="pool", unit="q", leave=False) as bar:
         for start in range(0, c.pool_size, chunk):
             n = min(chunk, c.pool_size - start)
-            texts += challenger.generate([prompt], n, replace(params, seed=seed + start))[0]
+            p = replace(params, seed=seed + start)
+            if prompts is None:
+                texts += challenger.generate([prompt], n, p)[0]
+            else:
+                texts += [out[0] for out in challenger.generate(prompts[start : start + n], 1, p)]
             bar.update(n)
             crash_point("pool:mid")
     seen: set[str] = set()
     pool, malformed, duplicates = [], 0, 0
-    for t in texts:
+    for i, t in enumerate(texts):
         q, a = extract_question(t), extract_boxed(t)
         if q is None or a is None:
             malformed += 1
@@ -127,6 +140,8 @@ def sample_pool(
             continue
         seen.add(key)
         pool.append({"question": q, "challenger_answer": a})
+        if prompts is not None:
+            pool[-1]["prompt_index"] = i
     overlap = near_duplicates([r["question"] for r in pool], held_out)
     pool = [r for r, o in zip(pool, overlap, strict=True) if not o]
     return pool, {

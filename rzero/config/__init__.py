@@ -8,6 +8,7 @@
     code.py      the section of the code tier (run.task rzero_code, azr)
     symmetric.py the sections of SPIN and SPAG
     solver_task.py the section of the solver-only task (run.task solver)
+    guidance.py  the section of guided self-play (R-Few) on the math loop
     schema.py    RZeroConfig (the sections together and their cross-section checks), the
                  fingerprint that guards resume, loading with --set overrides (merged into a mapping,
                  or replacing it with :=), --fields
@@ -18,6 +19,7 @@ This package imports nothing else of rzero, so a recipe loads without torch or T
 
 from rzero.config.code import CodeConfig
 from rzero.config.fields import ConfigError, Section, option
+from rzero.config.guidance import GuidanceConfig
 from rzero.config.roles import (
     ChallengerConfig,
     GRPOSection,
@@ -59,6 +61,7 @@ __all__ = [
     "EvalConfig",
     "GRPOSection",
     "GenerationConfig",
+    "GuidanceConfig",
     "LabelingConfig",
     "ModelConfig",
     "RZeroConfig",

@@ -25,6 +25,7 @@ import yaml
 
 from rzero.config.code import CodeConfig
 from rzero.config.fields import ConfigError, Section, type_name
+from rzero.config.guidance import GuidanceConfig
 from rzero.config.roles import (
     ChallengerConfig,
     GRPOSection,
@@ -103,6 +104,9 @@ FINGERPRINTED_WHEN_SET = (
     "spin.plateau_dev",
     "spin.plateau_dev_items",
 )
+# sections added after run directories existed: hashed only when some field is set away from
+# its default, so a run of the same task made before the section existed still resumes
+SECTIONS_FINGERPRINTED_WHEN_SET = ("guidance",)
 
 
 def fingerprinted(key: str) -> bool:
@@ -115,7 +119,7 @@ def fingerprinted(key: str) -> bool:
 # lists them
 SHARED_SECTIONS = ("model", "generation", "labeling", "eval", "watch", "run")
 TASK_SECTIONS = {
-    "math": ("roles", "challenger", "solver", "audit"),
+    "math": ("roles", "challenger", "solver", "guidance", "audit"),
     "rzero_code": ("roles", "challenger", "solver", "audit", "code"),
     "azr": ("roles", "challenger", "solver", "code"),
     "solver": ("solver", "solver_task"),
@@ -128,6 +132,7 @@ SECTION_DEFAULTS: dict[str, Any] = {
     "roles": RolesConfig,
     "challenger": lambda: ChallengerConfig(steps=5, group_size=4),
     "solver": lambda: SolverConfig(steps=15, group_size=5),
+    "guidance": GuidanceConfig,
     "labeling": LabelingConfig,
     "generation": GenerationConfig,
     "audit": AuditConfig,
@@ -151,6 +156,7 @@ class RZeroConfig:
     roles: RolesConfig | None = None
     challenger: ChallengerConfig | None = None
     solver: SolverConfig | None = None
+    guidance: GuidanceConfig | None = None
     labeling: LabelingConfig = field(default_factory=LabelingConfig)
     generation: GenerationConfig = field(default_factory=GenerationConfig)
     audit: AuditConfig | None = None
@@ -249,6 +255,9 @@ def _hash(d: dict[str, Any], ignore: tuple[str, ...]) -> str:
         section, name = key.split(".")
         if section in d and d[section][name] == getattr(SECTION_DEFAULTS[section](), name):
             d[section].pop(name)
+    for section in SECTIONS_FINGERPRINTED_WHEN_SET:
+        if d.get(section) == dataclasses.asdict(SECTION_DEFAULTS[section]()):
+            d.pop(section)
     for key in ignore:
         section, name = key.split(".")
         if name == "*":

@@ -21,6 +21,7 @@ from rzero.evaluation.loaders import (
     load_benchmark,
     load_benchmarks,
     load_jsonl_benchmark,
+    load_question_set,
     parse_benchmark_spec,
     split_samples,
 )
@@ -37,6 +38,7 @@ from rzero.evaluation.scoring import (
 from rzero.evaluation.synthetic import SYNTHETIC, Item, render_answer, synthetic_benchmark
 
 __all__ = [
+    "load_question_set",
     "pass_at_1_interval",
     "GENERAL_BENCHMARKS",
     "HUB_BENCHMARKS",

@@ -31,10 +31,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from rzero.config import ConfigError
 from rzero.evaluation.easy import EASY, EASY_SEED, easy_benchmark, easy_dev_benchmark
 from rzero.evaluation.general import answer_letter
 from rzero.evaluation.synthetic import SYNTHETIC, SYNTHETIC_SEED, Item, synthetic_benchmark
-from rzero.io import write_jsonl_atomic
+from rzero.io import DamagedFileError, read_jsonl, write_jsonl_atomic
 
 HUB_TIMEOUT_S = 3.0
 
@@ -393,3 +394,41 @@ def load_benchmarks(specs: Sequence[str], limit: int | None = None) -> dict[str,
             raise BenchmarkError(f"benchmark {name!r} given twice")
         out[name] = items[:limit] if limit is not None else items
     return out
+
+
+def load_question_set(spec: str, count: int = 0, key: str = "questions") -> list[dict[str, Any]]:
+    """[{id, question, answer or None}] of a benchmark spec (`easy:7`) or a JSONL file of
+    {question, answer} rows (`problem` is read as `question`); the first `count` (0: all).
+    ConfigError in one line naming the recipe's `key` for a missing file, a bad row or an
+    unknown benchmark. The solver task's questions and guided self-play's anchors."""
+    if spec.endswith(".jsonl") or Path(spec).is_file():
+        path = Path(spec)
+        if not path.is_file():
+            raise ConfigError(f"{key}={spec!r}: no such file")
+        try:
+            raw = read_jsonl(path)
+        except DamagedFileError as exc:
+            raise ConfigError(f"{key}: {exc}") from None
+        rows = []
+        for n, r in enumerate(raw, 1):
+            question = r.get("question", r.get("problem")) if isinstance(r, dict) else None
+            if not isinstance(question, str) or not question.strip():
+                raise ConfigError(f"{path}: line {n} has no 'question' string")
+            answer = r.get("answer")
+            rows.append(
+                {
+                    "id": str(r.get("id", f"q{n - 1:05d}")),
+                    "question": question,
+                    "answer": None if answer is None else str(answer),
+                }
+            )
+    else:
+        try:
+            _, items = load_benchmark(spec)
+        except (BenchmarkError, ValueError) as exc:
+            raise ConfigError(f"{key}={spec!r}: {exc}") from None
+        rows = [{"id": i["id"], "question": i["problem"], "answer": i.get("answer")} for i in items]
+    rows = rows[:count] if count else rows
+    if not rows:
+        raise ConfigError(f"{key}={spec!r}: no questions")
+    return rows

@@ -77,11 +77,14 @@ VARIANTS: dict[str, list[str]] = {
 # updates of the same size per iteration; the pool arms take the recipe's shared sections
 # (model, labeling, eval, run) and the pool below.
 POOL = ["solver_task.questions=easy:7", "solver_task.count=240", "solver_task.dev=easy:8"]
+# the R-Zero arms set `guidance.anchors=` (no guidance), so they are R-Zero's also when the
+# recipe is guided self-play's (configs/r-few-learn.yaml) and read the same records
 for _seed in (0, 1, 2):
     VARIANTS |= {
-        f"loop-{_seed}": ["roles.shared=false", f"run.seed={_seed}"],
+        f"loop-{_seed}": ["roles.shared=false", "guidance.anchors=", f"run.seed={_seed}"],
         f"untrained-{_seed}": [
             "roles.shared=false",
+            "guidance.anchors=",
             "roles.train_challenger=false",
             f"run.seed={_seed}",
         ],
@@ -99,6 +102,43 @@ for _seed in (0, 1, 2):
             f"run.seed={_seed}",
         ],
     }
+# Guided self-play (R-Few, `rzero.math.guidance`) against the control that makes any gain
+# readable, at equal solver compute (configs/r-few-learn.yaml): rfew-S, the recipe itself at
+# seed S; anchors-S, the solver task on the same N = 32 anchors (the first 32 of easy:7) with
+# their true answers and the recipe's `solver:` section; rfew-untrained-S, guided self-play
+# whose challenger never trains (does training the grounded challenger add anything?).
+ANCHORS = ["solver_task.questions=easy:7", "solver_task.count=32", "solver_task.dev=easy:8"]
+for _seed in (0, 1, 2):
+    VARIANTS |= {
+        f"rfew-{_seed}": ["roles.shared=false", f"run.seed={_seed}"],
+        f"rfew-untrained-{_seed}": [
+            "roles.shared=false",
+            "roles.train_challenger=false",
+            f"run.seed={_seed}",
+        ],
+        f"anchors-{_seed}": [
+            "run.task=solver",
+            *ANCHORS,
+            "solver_task.labels=truth",
+            f"run.seed={_seed}",
+        ],
+    }
+# its grid, in the order it is run: the decisive pair at seed 0 (the control first, the
+# shorter run), the untrained arm, then the pair at seeds 1 and 2; last the references of
+# the claims grid (R-Zero's loop, the pool with 240 true labels), read from their records
+GUIDED = (
+    "anchors-0",
+    "rfew-0",
+    "rfew-untrained-0",
+    "anchors-1",
+    "rfew-1",
+    "anchors-2",
+    "rfew-2",
+    "loop-0",
+    "loop-1",
+    "loop-2",
+    "pool-truth-0",
+)
 # the claim's grid, in the order it is run: the fixed pool with vote labels first, the
 # reference every arm is compared against; every arm at seed 0, then the pair the claim
 # turns on (the loop against the pool with vote labels) at seeds 1 and 2
@@ -120,7 +160,7 @@ SYSTEM = System(
     rebuild=rebuild,
     variants=VARIANTS,
     default_variants=("separate", "shared"),
-    groups={"claims": CLAIMS},
+    groups={"claims": CLAIMS, "guided": GUIDED},
     launcher=True,
     estimate=estimate,
 )

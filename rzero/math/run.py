@@ -19,6 +19,12 @@ follow each commit, and a warning named in `run.stop_on` ends the run cleanly
 (`rzero.rundir.StopRun`, caught in `Run.run`). The co-error and cross-play phases are the
 audit's measurements, run as phases of this loop.
 
+Guided self-play (R-Few; a `guidance:` section naming anchors, `rzero.math.guidance`) changes
+three steps and nothing else: the challenger's prompts (its GRPO phase and the pool) each show
+k anchors; the labelling phase also measures the frozen solver's accuracy on every anchor (the
+curriculum); the solver phase trains on a fixed mixture of the curriculum's anchors with their
+true answers and the kept questions with their vote labels.
+
 Departures from the paper, each deliberate:
 - Shared weights (`roles.shared`, Single-R-Zero): the one model's challenger phase is
   rewarded by a frozen copy of itself at the start of the phase; labelling and the solver
@@ -41,6 +47,7 @@ from rzero import preflight
 from rzero.audit import audit_run
 from rzero.challenger.train import sample_pool, train_challenger
 from rzero.config import RZeroConfig
+from rzero.config.schedule import role_schedule
 from rzero.evaluation import (
     evaluate,
     evaluation_phase,
@@ -53,6 +60,7 @@ from rzero.generation.solver_server import frozen_solver as serve_frozen
 from rzero.io import write_json_atomic, write_jsonl_atomic
 from rzero.labeling.computable import computed_answer
 from rzero.labeling.voting import FrozenSolver
+from rzero.math import guidance as guided
 from rzero.math import report
 from rzero.math.layout import LAYOUT
 from rzero.prompts.solver import solver_chat
@@ -107,6 +115,17 @@ class MathRun(Run):
     def check_inputs(self) -> None:
         preflight.check(self.cfg)
         preflight.check_coerror(self.cfg)
+        if self.cfg.guidance.enabled:  # a bad anchor set fails before any work
+            self.anchors = guided.load_anchors(self.cfg.guidance, self.held_out())
+
+    def grounded(self, n: int, seed: int) -> tuple[list | None, list[list[str]]]:
+        """Guided self-play's n challenger prompts and their anchors' ids (None: R-Zero's
+        one prompt)."""
+        if not self.cfg.guidance.enabled:
+            return None, []
+        return guided.challenger_prompts(
+            self.anchors, self.cfg.guidance, n, seed, self.cfg.challenger.prompt_file
+        )
 
     def before_commit(self) -> list:
         return [partial(watch.after_phase, self.cfg, self.rundir, math=True)]
@@ -142,6 +161,8 @@ class MathRun(Run):
             frozen = None
             if solver is not None:
                 frozen = self.frozen(self.phases.track(solver))
+            draws = role_schedule(self.cfg.challenger, self.cfg.run.training_processes).prompts
+            prompts, _ = self.grounded(draws, self.cfg.run.seed * 7919 + 100 * k)
             result = train_challenger(
                 model,
                 tokenizer,
@@ -150,6 +171,7 @@ class MathRun(Run):
                 k,
                 it / "challenger",
                 it / "challenger_steps.jsonl",
+                prompts=prompts,
             )
         self.timing.optimizer += result.stats.seconds_optimizer - result.reward_seconds
         return {
@@ -163,12 +185,19 @@ class MathRun(Run):
 
     def pool_phase(self, k: int, challenger: str) -> dict:
 
+        seed = self.cfg.run.seed * 7919 + k
+        prompts, shown = self.grounded(self.cfg.challenger.pool_size, seed)
         pool, counts = sample_pool(
-            self.generator(challenger),
-            self.cfg,
-            self.cfg.run.seed * 7919 + k,
-            held_out=self.held_out(),
+            self.generator(challenger), self.cfg, seed, held_out=self.held_out(), prompts=prompts
         )
+        if prompts is not None:  # guided: each question's anchors; copies of an anchor dropped
+            pool = [{**r, "anchor_ids": shown[r.pop("prompt_index")]} for r in pool]
+            copies = guided.verbatim(
+                [r["question"] for r in pool], [a["question"] for a in self.anchors]
+            )
+            pool = [r for r, c in zip(pool, copies, strict=True) if not c]
+            counts["anchor_copies"] = sum(copies)
+            counts["kept"] = len(pool)
         write_jsonl_atomic(self.rundir.iter_dir(k) / "pool.jsonl", pool)
         counts["valid_rate"] = (counts["sampled"] - counts["malformed"]) / max(1, counts["sampled"])
         return {"challenger": self.rundir.relative(challenger), "metrics": counts}
@@ -182,6 +211,7 @@ class MathRun(Run):
         rows = computable_labels(rows, self.cfg.labeling.equivalence)
         write_jsonl_atomic(self.rundir.iter_dir(k) / "labelled.jsonl", rows)
         kept = sum(r["kept"] for r in rows)
+        anchors = self.anchor_curriculum(k, solver) if self.cfg.guidance.enabled else {}
         return {
             "solver": self.rundir.relative(solver),
             "metrics": {
@@ -191,13 +221,49 @@ class MathRun(Run):
                 "mean_p_hat": mean([r["p_hat"] for r in rows]),
                 "mean_parse_rate": mean([r["parse_rate"] for r in rows]),
                 **computable_summary(rows),
+                **anchors,
             },
             "p_hat_histogram": p_hat_histogram(rows, self.cfg.labeling.num_votes),
+        }
+
+    def anchor_curriculum(self, k: int, solver: str) -> dict[str, Any]:
+        """Guided self-play: the frozen solver S_{k-1} votes on every anchor; its accuracy on
+        each decides the curriculum (`guidance.curriculum`); anchors.jsonl records both."""
+        g = self.cfg.guidance
+        rows = guided.anchor_accuracy(
+            self.frozen(self.generator(solver)),
+            self.anchors,
+            seed=self.cfg.run.seed * 104729 + 50_000 + k,
+            direction=self.cfg.labeling.equivalence,
+        )
+        keep = guided.curriculum([r["accuracy"] for r in rows], g.curriculum_low, g.curriculum_high)
+        rows = [{**r, "kept": flag} for r, flag in zip(rows, keep, strict=True)]
+        write_jsonl_atomic(self.rundir.iter_dir(k) / "anchors.jsonl", rows)
+        return {
+            "anchors": len(rows),
+            "anchors_kept": sum(keep),
+            "anchor_accuracy": mean([r["accuracy"] for r in rows]),
+            "anchor_vote_accuracy": mean([float(bool(r["vote_correct"])) for r in rows]),
         }
 
     def solver_phase(self, k: int, start: str) -> dict:
 
         kept = [r for r in self.rundir.rows(k, "labelled") if r["kept"]]
+        mix: dict[str, Any] = {}
+        if self.cfg.guidance.enabled:  # the mixture: curriculum anchors and kept questions
+            anchors = [r for r in self.rundir.rows(k, "anchors") if r["kept"]]
+            draws = role_schedule(self.cfg.solver, self.cfg.run.training_processes).prompts
+            synthetic = len(kept)
+            kept = guided.solver_mixture(
+                anchors, kept, draws, self.cfg.guidance.anchor_share, self.cfg.run.seed * 31 + k
+            )
+            write_jsonl_atomic(self.rundir.iter_dir(k) / "mixture.jsonl", kept)
+            mix = {
+                "anchor_draws": sum(r["source"] == "anchor" for r in kept),
+                "synthetic_draws": sum(r["source"] == "synthetic" for r in kept),
+                "anchors_trained": len(anchors),
+                "synthetic_trained": synthetic,
+            }
         if not kept:
             return {
                 "checkpoint": self.rundir.relative(start),
@@ -217,6 +283,7 @@ class MathRun(Run):
             "metrics": {
                 "train_questions": len(kept),
                 "mean_reward": mean([r["reward"] for r in stats.log]),
+                **mix,
             },
         }
 

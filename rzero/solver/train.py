@@ -16,11 +16,13 @@ from rzero.training.grpo import TrainStats, train_grpo
 def train_solver(
     model, tokenizer, cfg: RZeroConfig, kept: list[dict[str, Any]], iteration: int, out_dir: Path
 ) -> TrainStats:
-    """GRPO on `kept` labelled rows (each with `question` and `label`), reward
-    `solver_reward`; the trained weights are saved to `out_dir`. Returns the timings and
-    TRL's log of every update (`TrainStats.log`)."""
+    """GRPO on `kept` labelled rows (each with `question` and `label`, and with a `source`
+    where the rows mix sources, as guided self-play's do), reward `solver_reward`; the trained
+    weights are saved to `out_dir`. Returns the timings and TRL's log of every update
+    (`TrainStats.log`)."""
     rows = [
         {"prompt": solver_chat(r["question"], cfg.solver.prompt_file), "label": r["label"]}
+        | ({"source": r["source"]} if "source" in r else {})
         for r in kept
     ]
     work = out_dir.with_name(".trainer_solver")

@@ -16,52 +16,18 @@ from __future__ import annotations
 
 import random
 from collections.abc import Sequence
-from pathlib import Path
 from typing import Any
 
 from rzero.config import ConfigError, RZeroConfig
-from rzero.evaluation import BenchmarkError, label_correct, load_benchmark
-from rzero.io import DamagedFileError, read_jsonl
+from rzero.evaluation import label_correct, load_question_set
 from rzero.labeling.voting import FrozenSolver
 from rzero.prompts.solver import solver_chat
 from rzero.solver.dataset import label_pool
 
 
 def load_questions(spec: str, count: int = 0) -> list[dict[str, Any]]:
-    """[{id, question, answer or None}] of a benchmark spec (`easy:7`) or a JSONL file of
-    {question, answer} rows (`problem` is read as `question`); the first `count` (0: all).
-    ConfigError in one line for a missing file, a bad row or an unknown benchmark."""
-    if spec.endswith(".jsonl") or Path(spec).is_file():
-        path = Path(spec)
-        if not path.is_file():
-            raise ConfigError(f"solver_task.questions={spec!r}: no such file")
-        try:
-            raw = read_jsonl(path)
-        except DamagedFileError as exc:
-            raise ConfigError(f"solver_task.questions: {exc}") from None
-        rows = []
-        for n, r in enumerate(raw, 1):
-            question = r.get("question", r.get("problem")) if isinstance(r, dict) else None
-            if not isinstance(question, str) or not question.strip():
-                raise ConfigError(f"{path}: line {n} has no 'question' string")
-            answer = r.get("answer")
-            rows.append(
-                {
-                    "id": str(r.get("id", f"q{n - 1:05d}")),
-                    "question": question,
-                    "answer": None if answer is None else str(answer),
-                }
-            )
-    else:
-        try:
-            _, items = load_benchmark(spec)
-        except (BenchmarkError, ValueError) as exc:
-            raise ConfigError(f"solver_task.questions={spec!r}: {exc}") from None
-        rows = [{"id": i["id"], "question": i["problem"], "answer": i.get("answer")} for i in items]
-    rows = rows[:count] if count else rows
-    if not rows:
-        raise ConfigError(f"solver_task.questions={spec!r}: no questions")
-    return rows
+    """[{id, question, answer or None}] of `solver_task.questions` (`load_question_set`)."""
+    return load_question_set(spec, count, key="solver_task.questions")
 
 
 def derangement(n: int, seed: int) -> list[int]:
