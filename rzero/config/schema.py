@@ -103,6 +103,7 @@ FINGERPRINTED_WHEN_SET = (
     "spin.plateau_patience",
     "spin.plateau_dev",
     "spin.plateau_dev_items",
+    "solver_task.label_accuracy",
 )
 # sections added after run directories existed: hashed only when some field is set away from
 # its default, so a run of the same task made before the section existed still resumes

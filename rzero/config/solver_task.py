@@ -8,7 +8,7 @@ from typing import ClassVar
 
 from rzero.config.fields import ConfigError, Section, option
 
-LABEL_SOURCES = ("truth", "vote", "shuffled")
+LABEL_SOURCES = ("truth", "vote", "shuffled", "noisy")
 
 
 @dataclass(frozen=True)
@@ -34,8 +34,19 @@ class SolverTaskConfig(Section):
         "answer), vote (the majority of labeling.num_votes answers of the "
         "solver at the start of the iteration: R-Zero's solver phase, "
         "TTRL's method) or shuffled (the known answers permuted across "
-        "questions, none left on its own question: the negative control).",
+        "questions, none left on its own question: the negative control) "
+        "or noisy (exactly round(label_accuracy x n) questions keep their "
+        "known answer, the others get a wrong one: the base solver's most "
+        "common wrong vote, else another question's answer).",
         choices=LABEL_SOURCES,
+    )
+    label_accuracy: float = option(
+        1.0,
+        "With noisy labels, the share a of questions whose label is their "
+        "known answer (a seeded subset of round(a x n)); the run's label "
+        "accuracy is then a by construction.",
+        min=0.0,
+        max=1.0,
     )
     band: bool = option(
         False,

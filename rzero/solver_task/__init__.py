@@ -55,6 +55,29 @@ VARIANTS: dict[str, list[str]] = {
     for seed in (0, 1, 2)
 }
 
+# How right must pseudo-labels be (SPEC §13)? Labels of an exact accuracy a at the recipe's
+# budget (configs/learn-solver.yaml): noisy-A-S, a = A at seed S; the wrong labels are the base
+# solver's own wrong votes. With truth (a = 1), vote (the base's own accuracy) and shuffled
+# arms the curve's points; vote-0 is rerun beside them so it pairs with the a = 0.2 arm on the
+# same items.
+for _seed in (0, 1):
+    for _a in ("0.2", "0.5", "0.7", "0.85"):
+        VARIANTS[f"noisy-{_a}-{_seed}"] = [
+            "solver_task.labels=noisy",
+            f"solver_task.label_accuracy={_a}",
+            f"run.seed={_seed}",
+        ]
+# in the order run: seed 0 across the range, then the middle of it again at seed 1
+CURVE = (
+    "noisy-0.5-0",
+    "noisy-0.2-0",
+    "noisy-0.7-0",
+    "noisy-0.85-0",
+    "vote-0",
+    "noisy-0.5-1",
+    "noisy-0.7-1",
+)
+
 # the three label sources at seed 0 first, so the grid's first three runs are its contrast
 SYSTEM = System(
     layout=LAYOUT,
@@ -64,4 +87,5 @@ SYSTEM = System(
     variants=VARIANTS,
     default_variants=("truth-0", "vote-0", "shuffled-0", "truth-1", "truth-2"),
     summary=grid,
+    groups={"curve": CURVE},
 )

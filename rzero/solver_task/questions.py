@@ -7,6 +7,9 @@ sources (`solver_task.labels`).
     shuffled   the known answers permuted across questions by a derangement, so no question
                keeps its own answer (the negative control); a shuffled label can still be
                right where two questions share an answer, and that share is recorded
+    noisy      labels of an exact accuracy a: a seeded round(a·n) keep the known answer, the
+               rest get a wrong one, the base solver's most common wrong vote where it has
+               one (`noisy_labels`); each row records its `label_kind`
 
 Every labelled row records whether its label is equivalent to the known answer
 (`label_correct`, None where no answer is known), so a vote run's label accuracy is exact.
@@ -76,6 +79,69 @@ def vote_labels(
                 "in_band": v["kept"],
                 "kept": keep,
                 "label_correct": label_correct(v["label"], r["answer"], direction),
+            }
+        )
+    return out
+
+
+LABEL_KINDS = ("truth", "wrong_vote", "other_answer")
+
+
+def noisy_labels(
+    rows: Sequence[dict[str, Any]],
+    votes: Sequence[dict[str, int]],
+    accuracy: float,
+    seed: int,
+    direction: str,
+) -> list[dict[str, Any]]:
+    """Labels of exactly `accuracy` a: a subset of round(a·n) rows drawn by `seed` keep their
+    known answer (`label_kind` truth); every other row gets a wrong label, the most common of
+    the base solver's answers to it (`votes`: answer -> count, in order of first appearance;
+    ties go to the first seen) that is not equivalent to its answer (wrong_vote, R-Zero's
+    errors being the model's own plausible mistakes), else the first answer of another row,
+    in a seeded order, that is not equivalent to its own (other_answer). A row with no wrong
+    label to give (every other answer is equivalent to its own) is an error, not a silent
+    truth. Every row is kept."""
+    if any(r["answer"] is None for r in rows):
+        raise ConfigError("solver_task.labels=noisy: every question needs its known answer")
+    n = len(rows)
+    rng = random.Random(f"{seed}:noisy")
+    true = set(rng.sample(range(n), round(accuracy * n)))
+    others = list(range(n))
+    rng.shuffle(others)
+    out = []
+    for i, (r, counted) in enumerate(zip(rows, votes, strict=True)):
+        label, kind = r["answer"], "truth"
+        if i not in true:
+            wrong = [
+                a
+                for a, _ in sorted(counted.items(), key=lambda x: -x[1])
+                if not label_correct(a, r["answer"], direction)
+            ]
+            if wrong:
+                label, kind = wrong[0], "wrong_vote"
+            else:
+                label = next(
+                    (
+                        rows[j]["answer"]
+                        for j in others
+                        if j != i and not label_correct(rows[j]["answer"], r["answer"], direction)
+                    ),
+                    None,
+                )
+                kind = "other_answer"
+                if label is None:
+                    raise ConfigError(
+                        f"solver_task.labels=noisy: question {r['id']} has no wrong label "
+                        f"to give (every answer in the set equals its own)"
+                    )
+        out.append(
+            {
+                **r,
+                "label": label,
+                "label_kind": kind,
+                "kept": True,
+                "label_correct": kind == "truth",
             }
         )
     return out

@@ -38,12 +38,15 @@ from rzero.rundir import Run
 from rzero.selfplay import watch
 from rzero.selfplay.collapse import HEADLINE_DIVERSITY, question_diversity
 from rzero.selfplay.curve import DevCurve
+from rzero.solver.dataset import label_pool
 from rzero.solver_task.curve import FormatCount
 from rzero.solver_task.layout import LAYOUT
 from rzero.solver_task.questions import (
+    LABEL_KINDS,
     fixed_labels,
     label_summary,
     load_questions,
+    noisy_labels,
     training_rows,
     vote_labels,
 )
@@ -99,6 +102,29 @@ class SolverTaskRun(Run):
                 band=t.band,
                 direction=direction,
             )
+        elif t.labels == "noisy" and k > 1:  # fixed labels: the first iteration's, again
+            rows = self.rundir.rows(1, "labelled")
+        elif t.labels == "noisy":
+            # the wrong labels are the base solver's own wrong votes (S_0 votes at k = 1)
+            frozen = FrozenSolver(
+                self.phases.generator(solver),
+                lambda q: solver_chat(q, cfg.solver.prompt_file),
+                cfg.labeling,
+            )
+            voted = label_pool(
+                frozen, [q["question"] for q in self.questions], cfg.run.seed * 104729 + k
+            )
+            rows = noisy_labels(
+                self.questions,
+                [v["groups"] for v in voted],
+                t.label_accuracy,
+                seed=cfg.run.seed,
+                direction=direction,
+            )
+            rows = [
+                {**r, "answers": v["answers"], "vote_label": v["label"], "p_hat": v["p_hat"]}
+                for r, v in zip(rows, voted, strict=True)
+            ]
         else:
             # the permutation is the seed's, the same in every iteration
             rows = fixed_labels(self.questions, t.labels, seed=cfg.run.seed, direction=direction)
@@ -110,6 +136,15 @@ class SolverTaskRun(Run):
         return {
             "solver": self.rundir.relative(solver),
             "labels": t.labels,
+            **(
+                {
+                    "label_kinds": {
+                        kind: sum(r["label_kind"] == kind for r in rows) for kind in LABEL_KINDS
+                    }
+                }
+                if t.labels == "noisy"
+                else {}
+            ),
             "metrics": label_summary(rows)
             | {f"kept_{key}": diversity[key] for key in HEADLINE_DIVERSITY},
         }
