@@ -97,7 +97,7 @@ def cmd_iterate(args) -> int:
     system = system_of(cfg)
     if not system.launcher:  # every system but the math loop runs in one process
         system.iterate(cfg, run_dir, fresh=args.fresh)
-        print(f"run finished: {run_dir}\nreport: {run_dir / 'report.md'}")
+        print(finished(system, cfg, run_dir), flush=True)
         return 0
     from rzero import preflight
     from rzero.engine.launch import format_command, iterate_launch, needs_launcher, rendezvous
@@ -144,8 +144,21 @@ def cmd_iterate(args) -> int:
         )
         return 1
     if distributed.is_main():
-        print(f"run finished: {run_dir}\nreport: {run_dir / 'report.md'}")
+        print(finished(system, cfg, run_dir), flush=True)
     return 0
+
+
+def finished(system, cfg, run_dir: Path) -> str:
+    """What a run ends with on the terminal (a resumed run with nothing left to do too): its
+    folder, its finding in one line (report.md's first line, `rzero.reports.headline`), and
+    the absolute path of the page to open."""
+    from rzero.reports.headline import run_headline
+
+    return (
+        f"run finished: {run_dir}\n"
+        f"{run_headline(system.open(run_dir), cfg)}\n"
+        f"report: {(run_dir / 'report.html').resolve()}"
+    )
 
 
 def cmd_config(args) -> int:

@@ -6,7 +6,8 @@ the exact label accuracy of every challenger step with its 95 % Wilson interval;
 p̂ bucket for every step and labelled pool; a few labelled tasks with their votes and truth.
 AZR: per iteration and task type the proposer's valid rate (interval), mean r̄ and reward, and
 the solver's solve rate (interval); the proposer's steps; why proposals were refused.
-Both: phase times and peak memory, warnings. Every table is built once (`tables`) and
+Both: the run's finding in one line first (`rzero.reports.headline`), phase times and
+peak memory, warnings. Every table is built once (`tables`) and
 rendered to both formats; the HTML escapes everything a model wrote.
 """
 
@@ -28,6 +29,7 @@ from rzero.render import (
 )
 from rzero.reports import committed, phase_times, write_metrics
 from rzero.reports.cells import audit_link, update_panel
+from rzero.reports.headline import run_headline
 from rzero.rundir import RunDir
 
 Table = tuple[str, list[str], list[list[Any]]]
@@ -310,7 +312,7 @@ def _content(run: RunDir, cfg: RZeroConfig):
 
 def render_markdown(run: RunDir, cfg: RZeroConfig) -> str:
     title, tables, examples = _content(run, cfg)
-    lines = [f"# {title}: {run.path.name}", "", *_intro(run, cfg), ""]
+    lines = [run_headline(run, cfg), "", f"# {title}: {run.path.name}", "", *_intro(run, cfg), ""]
     for name, header, rows in tables:
         lines += [f"## {name}", "", markdown_table(header, rows) if rows else "(none yet)\n"]
     if examples:

@@ -1,7 +1,9 @@
-"""`report.md` of a math run, and `rebuild`, the run's after-commit hook: first the science card (seed §6.1's checklist, `rzero.math.sections`)
-and, when `run.stop_on` stopped the run, why; then the plan (`rzero.math.plan`: what each phase of
-an iteration samples, generates and updates, beside the official code's numbers where the
-recipe claims its schedule) and the prompt files used, then per iteration the challenger's,
+"""`report.md` of a math run, and `rebuild`, the run's after-commit hook: first the run's
+finding in one line (`rzero.reports.headline`), then the science card (seed §6.1's
+checklist, `rzero.math.sections`) and, when `run.stop_on` stopped the run, why; then the
+plan (`rzero.math.plan`: what each phase of an iteration samples, generates and updates,
+beside the official code's numbers where the recipe claims its schedule) and the prompt
+files used, then per iteration the challenger's,
 the pool's, the labelling's, the solver's and the evaluation's numbers, phase times and peak
 memory, and the warnings the phases recorded; then the self-play audit: the challenger's
 trend, evaluation with the increment curve, the collapse watch, role co-error, the
@@ -20,6 +22,7 @@ from rzero.math.plan import plan_markdown
 from rzero.prompts.templates import template_path
 from rzero.render import markdown_table
 from rzero.reports import write_metrics
+from rzero.reports.headline import run_headline
 from rzero.rundir import RunDir
 from rzero.selfplay.crossplay import cross_matrix_markdown
 
@@ -132,6 +135,8 @@ def render_report(run: RunDir, cfg: RZeroConfig) -> str:
     )
     card_header, card = sections.science_card(run, cfg)
     lines = [
+        run_headline(run, cfg),
+        "",
         f"# R-Zero run: {run_dir.name}",
         "",
         "## Science card",

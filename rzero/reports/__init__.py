@@ -4,6 +4,7 @@ reports across runs.
     __init__.py    metrics.jsonl and best.json from the markers; committed markers and
                    phase times by iteration
     cells.py       table cells with intervals, the evaluation table, the audit's link
+    headline.py    a run's finding in one line: report.md's first line, `rzero iterate`'s last
     comparison.py  `rzero compare`: runs side by side, paired differences with intervals
     comparison_page.py  its comparison.md, comparison.html and comparison.png
     contrasts.py   the variant contrasts of an ablation or sweep

@@ -6,6 +6,7 @@ Per run: the labels (source, kept, exact accuracy against the known answers), th
 completion), and on every evaluated benchmark the base against the trained solver: greedy
 pass@1, the well-formed rate and the accuracy among well-formed answers (format learnt
 against arithmetic learnt), the paired difference with its 95 % interval and McNemar's p.
+report.md opens with the run's finding in one line (`rzero.reports.headline`).
 The figure draws TRL's log of every update and the development draw's curve.
 """
 
@@ -29,6 +30,7 @@ from rzero.render import (
 )
 from rzero.reports import committed, phase_times, write_metrics
 from rzero.reports.cells import num
+from rzero.reports.headline import run_headline
 from rzero.rundir import RunDir
 from rzero.solver_task.layout import LAYOUT
 from rzero.stats import paired_difference, wilson_interval
@@ -341,7 +343,7 @@ def curve_panels(run: RunDir) -> list[Panel]:
 
 
 def render_markdown(run: RunDir, cfg: RZeroConfig) -> str:
-    lines = [f"# Solver task: {run.path.name}", "", *_intro(cfg), ""]
+    lines = [run_headline(run, cfg), "", f"# Solver task: {run.path.name}", "", *_intro(cfg), ""]
     for name, header, rows in tables(run):
         lines += [f"## {name}", "", markdown_table(header, rows) if rows else "(none yet)\n"]
     times, warnings = phase_times(run, LAYOUT.phases)

@@ -3,7 +3,8 @@ self-play games per epoch (outcome rates with intervals, length, the cheating pr
 roles' gradient cosine), the population audit of the tournaments (the win-rate matrix as a
 table and a heat map, Bradley–Terry ratings with their calibration, the non-transitive
 share, the exploitability of the history), each player against the fixed anchors, the
-math evaluation with paired intervals, and example games."""
+math evaluation with paired intervals, and example games; report.md opens with the run's
+finding in one line (`rzero.reports.headline`)."""
 
 from __future__ import annotations
 
@@ -25,6 +26,7 @@ from rzero.render import (
 )
 from rzero.reports import committed, phase_times, write_metrics
 from rzero.reports.cells import Table, eval_table, num, ranged
+from rzero.reports.headline import run_headline
 from rzero.rundir import RunDir
 from rzero.spag.game import ATTACKER_WINS, DEFENDER_WINS, TIE, VIOLATION
 from rzero.spag.layout import LAYOUT
@@ -343,7 +345,7 @@ def tables(run: RunDir) -> tuple[list[Table], dict[str, Any] | None]:
 
 
 def render_markdown(run: RunDir, cfg: RZeroConfig) -> str:
-    lines = [f"# SPAG run: {run.path.name}", "", *_intro(cfg), ""]
+    lines = [run_headline(run, cfg), "", f"# SPAG run: {run.path.name}", "", *_intro(cfg), ""]
     ts, pop = tables(run)
     for name, header, rows in ts:
         lines += [f"## {name}", "", markdown_table(header, rows) if rows else "(none yet)\n"]

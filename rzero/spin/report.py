@@ -1,4 +1,5 @@
-"""`report.md` and `report.html` of a SPIN run, rebuilt from its markers after every commit.
+"""`report.md` and `report.html` of a SPIN run, rebuilt from its markers after every commit;
+report.md opens with the run's finding in one line (`rzero.reports.headline`).
 
 With `spin.plateau_updates`, first θ_0: the SFT that made it, its development curve (pass@1
 with Wilson intervals every few updates, drawn), and where it stopped. The dynamics table
@@ -32,6 +33,7 @@ from rzero.render import (
 )
 from rzero.reports import committed, phase_times, write_metrics
 from rzero.reports.cells import Table, eval_table, num, ranged
+from rzero.reports.headline import run_headline
 from rzero.rundir import RunDir
 from rzero.spin.layout import LAYOUT
 from rzero.stats import wilson_interval
@@ -306,7 +308,7 @@ def tables(run: RunDir) -> list[Table]:
 
 
 def render_markdown(run: RunDir, cfg: RZeroConfig) -> str:
-    lines = [f"# SPIN run: {run.path.name}", "", *_intro(cfg), ""]
+    lines = [run_headline(run, cfg), "", f"# SPIN run: {run.path.name}", "", *_intro(cfg), ""]
     plateau = _plateau_words(run, cfg)
     if plateau:
         lines += [plateau, ""]
