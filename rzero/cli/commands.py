@@ -400,7 +400,8 @@ def cmd_ablate(args) -> int:
         print(f"error: {exc}", file=sys.stderr)
         return 2
     if md.name != "comparison.md":  # the system's own table (the solver task's grid)
-        print(f"grid: {md}\n      {md.with_suffix('.html')}\n\n{md.read_text()}", end="")
+        # the grid's table holds one row per run with its difference from its base
+        print(f"{md.read_text().rstrip()}\n\ngrid: {md.with_suffix('.html').resolve()}")
         return 0
     print(printed_summary(md), end="")
     return 0

@@ -29,7 +29,7 @@ from typing import Any
 from rzero.config import ConfigError
 from rzero.io import DamagedFileError, write_bytes_atomic, write_json_atomic, write_text_atomic
 from rzero.reports.comparison_page import plot_comparison, render_html, render_markdown
-from rzero.reports.contrasts import variant_contrasts
+from rzero.reports.contrasts import variant_contrasts, variant_lines
 from rzero.rundir import RunDir
 from rzero.rundir.record import read_record
 from rzero.selfplay.collapse import HEADLINE_DIVERSITY
@@ -301,14 +301,17 @@ def compare(
 
 
 def printed_summary(md: Path) -> str:
-    """What `rzero ablate` and `rzero compare` print: where the comparison is, then its paired
-    differences in words (from the comparison.json beside `md`; none for a single run)."""
-    lines = [f"comparison: {md}", f"            {md.with_suffix('.html')}"]
+    """What `rzero ablate` and `rzero compare` print: the paired differences in words (from
+    the comparison.json beside `md`), then one line per variant with its difference from the
+    reference and its interval (`variant_lines`), then the absolute path of the page."""
     comp = json.loads(md.with_suffix(".json").read_text())
+    lines = [f"comparison: {md}"]
     if len(comp["runs"]) > 1 and comp["contrasts"]["sentences"]:
         lines += [
             "",
             "Paired differences (pass@1, 95 % intervals):",
             *(f"- {s}" for s in comp["contrasts"]["sentences"]),
         ]
+    lines += ["", *variant_lines(comp["contrasts"])]
+    lines.append(f"comparison: {md.with_suffix('.html').resolve()}")
     return "\n".join(lines) + "\n"

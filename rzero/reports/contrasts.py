@@ -198,6 +198,58 @@ def sentences(contrasts: dict[str, Any]) -> list[str]:
     return out
 
 
+SHORT = {
+    "above": "outside the evaluation noise, above",
+    "below": "outside the evaluation noise, below",
+    "borderline": "borderline (McNemar p >= 0.05)",
+    "within": "within the evaluation noise",
+    "none": "no item differs",
+}
+
+
+def points(d: dict[str, Any]) -> str:
+    """A paired difference of pass@1 in points: `-4.4 points [-11.3, +2.5], McNemar p 0.23`
+    (the p where there is one)."""
+    p = f", McNemar p {d['mcnemar_p']:.2g}" if d.get("mcnemar_p") is not None else ""
+    return (
+        f"{100 * d['delta']:+.1f} points [{100 * d['ci_low']:+.1f}, {100 * d['ci_high']:+.1f}]{p}"
+    )
+
+
+def variant_lines(contrasts: dict[str, Any]) -> list[str]:
+    """One line per variant at the last iteration any variant was evaluated at: each
+    variant's pass@1 minus the reference's with its paired interval and where it lies, the
+    reference's own against iteration 0; what `rzero ablate` and `rzero compare` end with."""
+    rows = contrasts["rows"]
+    done = [r["iteration"] for r in rows if r["vs_base"] or r["vs_reference"]]
+    if not done:
+        return ["no variant has an evaluated trained iteration yet"]
+    k = max(done)
+    ref = contrasts["reference"]
+    start = contrasts.get("start", "the base model")
+    width = max(len(r["variant"]) for r in rows)
+    out = []
+    for r in (r for r in rows if r["iteration"] == k):
+        name = r["variant"].ljust(width)
+        if r["variant"] == ref:
+            d = r["vs_base"]
+            what = (
+                f"the reference; {points(d['average'])} against iteration 0 ({start}): "
+                f"{SHORT[side(d['average'])]}"
+                if d
+                else "the reference; not evaluated at this iteration"
+            )
+        else:
+            d = r["vs_reference"]
+            what = (
+                f"{points(d['average'])} against {ref}: {SHORT[side(d['average'])]}"
+                if d
+                else f"not evaluated at this iteration (or {ref} is not)"
+            )
+        out.append(f"  {name}  {what}")
+    return [f"iteration {k}, pass@1 (paired 95 % intervals):", *out]
+
+
 CONTRAST_HEADER = [
     "iter",
     "variant",

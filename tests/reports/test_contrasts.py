@@ -18,7 +18,13 @@ from rzero.reports.comparison_page import (
     render_html,
     render_markdown,
 )
-from rzero.reports.contrasts import contrast_table, paired_eval, side, variant_contrasts
+from rzero.reports.contrasts import (
+    contrast_table,
+    paired_eval,
+    side,
+    variant_contrasts,
+    variant_lines,
+)
 from rzero.rundir import RunDir
 from rzero.stats import paired_difference, wilson_interval
 
@@ -206,6 +212,32 @@ def test_rzero_compare_prints_the_differences_in_words(tmp_path, capsys):
     assert "Paired differences (pass@1, 95 % intervals):" in out
     assert "- iteration 1, shared minus separate: pass@1 -1.000" in out
     assert (tmp_path / "comparison.md").is_file()
+
+
+def test_compare_ends_with_one_line_per_variant_then_the_page(tmp_path, capsys):
+    # 50 items; after iteration 1 separate has all 50 right, shared none: shared minus
+    # separate = 0/50 - 50/50 = -1.000 -> -100.0 points
+    ref = _run(tmp_path, "separate", [_eval({"easy": [0] * 50}), _eval({"easy": [1] * 50})], 1)
+    other = _run(tmp_path, "shared", [_eval({"easy": [0] * 50}), _eval({"easy": [0] * 50})], 1)
+    assert main(["compare", str(ref.path), str(other.path), "--out", str(tmp_path)]) == 0
+    out = capsys.readouterr().out.strip().splitlines()
+    assert out[-4] == "iteration 1, pass@1 (paired 95 % intervals):"
+    assert out[-3].startswith("  separate  the reference; +100.0 points [+100.0, +100.0]")
+    assert out[-3].endswith(
+        "against iteration 0 (the base model): outside the evaluation noise, above"
+    )
+    assert out[-2].startswith("  shared    -100.0 points [-100.0, -100.0], McNemar p ")
+    assert out[-2].endswith("against separate: outside the evaluation noise, below")
+    assert out[-1] == f"comparison: {(tmp_path / 'comparison.html').resolve()}"
+
+
+def test_variant_lines_say_when_an_evaluation_is_missing(tmp_path):
+    a = _run(tmp_path, "a", [_eval({"easy": [1, 0]}), _eval({"easy": [1, 1]})], 1)
+    b = _run(tmp_path, "b", [_eval({"easy": [1, 0]})], 1)  # iteration 1 not evaluated
+    lines = variant_lines(variant_contrasts([("a", a), ("b", b)], iterations=1))
+    assert lines[2] == "  b  not evaluated at this iteration (or a is not)"
+    none = variant_lines(variant_contrasts([("b", b)], iterations=1))
+    assert none == ["no variant has an evaluated trained iteration yet"]
 
 
 def test_the_comparison_figure_has_wilson_bars_for_one_benchmark_only():
