@@ -4,7 +4,10 @@ questions, and we report how often the majority-vote label ỹ agrees with it.
     sampling.py  which questions of a run directory are judged (seeded, stable)
     judge.py     the OpenAI-compatible judge, its verdicts and their cache
     report.py    label accuracy with Wilson intervals: JSON, Markdown, HTML, PNG
-    run.py       audit_run: sample, judge (serving the base model when no judge is set), report
+    run.py       audit_run: sample, judge (an endpoint, or a local model when one is chosen),
+                 report
+    exact.py     no judge configured: the computable labels judged exactly, and how many
+                 labels need a judge
     executor.py  the executor as judge of a code run (audit.judge: executor): exact, every label
 
 Only this package talks to a judge. `rzero audit RUN_DIR` (rzero/cli/commands.py) runs it on a finished

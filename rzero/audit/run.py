@@ -1,9 +1,20 @@
 """The audit, start to finish (SPEC §3): sample a run's pseudo-labels, have the judge
 re-solve them (from the cache where it can), and write the report.
 
-With no endpoint configured (`audit.base_url` unset) the run's base model is served locally
-with `transformers serve` (rzero.engine.serving) for the duration of the audit. That only shows the
-machinery works: a model judging its own labels is not ground truth, and the report says so.
+Who judges:
+    audit.judge executor     the sandbox, every label of a code run (`rzero.audit.executor`)
+    audit.base_url           the OpenAI-compatible endpoint there (OpenAI, `vllm serve`,
+                             `transformers serve`)
+    a local judge chosen     `model_spec` (`rzero audit --judge embedded`, and a math run's
+                             inline audit): that model, by default the run's own base model,
+                             served locally with `transformers serve` (or vLLM's server for a
+                             vLLM run) for the duration of the audit. A model judging its own
+                             labels is no ground truth: the report calls it a machinery
+                             check, and the time it will take is logged before it starts.
+    none of these            no judge is started: what needs none is judged exactly (a math
+                             run's computable questions, `rzero.audit.exact`; a code run's
+                             recipe sets audit.judge executor), and the report says how
+                             many labels need a judge.
 """
 
 from __future__ import annotations
@@ -21,6 +32,7 @@ from typing import Any
 
 from tqdm.auto import tqdm
 
+from rzero.audit.exact import audit_exact
 from rzero.audit.executor import audit_with_executor
 from rzero.audit.judge import (
     PROMPT_VERSION,
@@ -49,11 +61,24 @@ EMBEDDED_TIMEOUT = 900.0  # s; a 512-token answer takes ~40-70 s there, longer u
 MAX_STORED_RESPONSE = 4000  # characters of the judge's full reply kept in cache and report
 CACHE_WRITE_EVERY = 2.0  # s between cache rewrites while an audit runs
 
+# a CPU's decode of the embedded 135M judge: a 512-token answer took 40-70 s on 2 cores
+EMBEDDED_SECONDS_PER_TOKEN = 0.11
+
 EMBEDDED_NOTE = (
-    "This judge is the run's base model itself ({spec}), served locally: its "
-    "verdicts show that the audit machinery works, not whether the labels are "
-    "true. Configure audit.base_url and audit.model to audit with a stronger model."
+    "A machinery check: this judge is the run's base model itself ({spec}), served "
+    "locally; its verdicts show that the audit machinery works, not whether the labels "
+    "are true. Configure audit.base_url and audit.model to audit with a stronger model."
 )
+
+
+def embedded_estimate(labels: int, max_tokens: int) -> str:
+    """The time a local judge on a CPU will take for `labels` labels, in words: at most
+    `max_tokens` tokens each at EMBEDDED_SECONDS_PER_TOKEN (the requests in flight share
+    the cores, so they add no speed)."""
+    seconds = labels * max_tokens * EMBEDDED_SECONDS_PER_TOKEN
+    if seconds < 90:
+        return f"up to about {seconds:.0f} s on a 2-core CPU"
+    return f"up to about {seconds / 60:.0f} min on a 2-core CPU (less on a GPU)"
 
 
 def _keys(items: Sequence[AuditItem], judge_name: str, cfg: AuditConfig) -> list[str]:
@@ -255,11 +280,13 @@ def audit_run(
 ) -> dict[str, Any]:
     """Audit the pseudo-labels of a run directory; write and return the report.
 
-    With `cfg.base_url` unset, the judge is `model_spec` (default: the run's base model from
-    its config.yaml) served by `transformers serve` on loopback for the duration of the
-    audit. `direction`: math-verify's equivalence direction for the judge's answer against
-    the label (the run's labeling.equivalence). With `cfg.judge` "executor" (a rzero_code
-    run) the sandbox judges every label exactly instead (`rzero.audit.executor`).
+    With `cfg.base_url` unset and a `model_spec` given, the judge is that model (a run's
+    base model: a machinery check) served by `transformers serve` on loopback for the
+    duration of the audit; with neither, no judge is started and only what needs none is
+    judged (`rzero.audit.exact`). `direction`:
+    math-verify's equivalence direction for the judge's answer against the label (the
+    run's labeling.equivalence). With `cfg.judge` "executor" (a rzero_code run) the
+    sandbox judges every label exactly (`rzero.audit.executor`).
     """
     run = run_dir if isinstance(run_dir, RunDir) else RunDir(run_dir)
     if not run.path.is_dir():
@@ -271,6 +298,8 @@ def audit_run(
         )
     if cfg.judge == "executor":  # a rzero_code run: every label checked exactly
         return audit_with_executor(run)
+    if cfg.base_url is None and model_spec is None:  # no judge: only what needs none
+        return audit_exact(run, cfg, direction)
     items = select_items(run, cfg.per_step, cfg.seed)
     if not items:
         log.warning(
@@ -293,15 +322,22 @@ def audit_run(
         )
         return _audit_with(judge, model, host_of(cfg.base_url), None, run, cfg, items, direction)
 
-    # ---- embedded default: serve the base model itself, audit, stop it
+    # ---- a local judge, chosen: serve the model (the run's base model), audit, stop it
 
     spec = model_spec or run.config().model.name
     note = EMBEDDED_NOTE.format(spec=spec)
-    log.warning("audit: no judge configured (audit.base_url); %s", note)
+    log.warning("audit: %s", note)
     # Cached under the spec, not the served path (which differs between machines), so a
     # rerun with every verdict cached does not even start the server.
-    if not _uncached(items, spec, cfg, run.path / "audit" / "cache.jsonl"):
+    todo = _uncached(items, spec, cfg, run.path / "audit" / "cache.jsonl")
+    if not todo:
         return _audit_with(None, spec, "127.0.0.1", note, run, cfg, items, direction)
+    log.warning(
+        "audit: %d labels for %s to judge, %s",
+        todo,
+        spec,
+        embedded_estimate(todo, cfg.max_tokens),
+    )
     path = resolve_model(spec)
     # One CPU process serves the judge: requests in flight share its cores rather than run
     # faster, and one the client gives up on keeps generating, so a short timeout turns into

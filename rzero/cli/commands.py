@@ -237,27 +237,47 @@ def cmd_audit(args) -> int:
 
 
 def audit(args, run_dir: Path, cfg) -> int:
-    """`rzero audit` on a run folder this process holds the lock of."""
-    from rzero.audit import audit_run
+    """`rzero audit` on a run folder this process holds the lock of: by the configured
+    judge; by a local model when one is chosen (`--judge embedded`, `--judge-model`); with
+    neither, only what needs no judge, ending with how many labels need one."""
+    import dataclasses
 
+    from rzero.audit import audit_run
+    from rzero.audit.exact import judge_hint
+
+    local = args.judge == "embedded" or args.judge_model is not None
+    audit_cfg = dataclasses.replace(cfg.audit, base_url=None) if local else cfg.audit
     report = audit_run(
         run_dir,
-        cfg.audit,
-        model_spec=args.judge_model or cfg.model.name,
+        audit_cfg,
+        model_spec=(args.judge_model or cfg.model.name) if local else None,
         direction=cfg.labeling.equivalence,
     )
     overall = report["overall"]
-    if cfg.audit.judge == "executor":
-        acc = "–" if overall["accuracy"] is None else f"{overall['accuracy']:.3f}"
+    acc = "–" if overall["accuracy"] is None else f"{overall['accuracy']:.3f}"
+    interval = f"{acc} [{overall['ci_low']:.3f}, {overall['ci_high']:.3f}]"
+    exact = report["judge"].get("exact", False)
+    if report["judge"]["model"] == "executor":
         print(
-            f"exact label accuracy (the executor checked every label): {acc} "
-            f"[{overall['ci_low']:.3f}, {overall['ci_high']:.3f}], "
+            f"exact label accuracy (the executor checked every label): {interval}, "
             f"{overall['n_judged']} judged"
+        )
+    elif exact:
+        print(
+            f"exact label accuracy of the labels whose question is one arithmetic "
+            f"expression (no judge needed): {interval}, {overall['n_judged']} judged"
+            if overall["n_audited"]
+            else "no labelled question is one arithmetic expression "
+            "(rzero.labeling.computable), so no label can be judged without a judge"
         )
     rebuild_report(run_dir, cfg)
     print(
-        f"audit report: {run_dir / 'audit' / 'report.html'} (linked from {run_dir / 'report.html'})"
+        f"audit report: {(run_dir / 'audit' / 'report.html').resolve()} "
+        f"(linked from {(run_dir / 'report.html').resolve()})"
     )
+    if "need_judge" in report:  # no judge was configured: say what one would add
+        print(judge_hint(report["need_judge"]))
+        return 0
     if overall["n_judged"] == 0:
         why = "; ".join(f"{reason}: {n}" for reason, n in report["unjudged_reasons"].items())
         print(

@@ -240,7 +240,11 @@ def build_parser() -> argparse.ArgumentParser:
     )
     p.set_defaults(func=cmd_plan)
 
-    p = command("audit", "label-accuracy audit of a run by an external judge")
+    p = command(
+        "audit",
+        "label-accuracy audit of a run: by the judge at audit.base_url; with none, the "
+        "labels that need no judge, exactly, and how many need one",
+    )
     p.add_argument("run_dir")
     p.add_argument(
         "--set",
@@ -251,10 +255,19 @@ def build_parser() -> argparse.ArgumentParser:
         help="override an audit field (repeatable)",
     )
     p.add_argument(
+        "--judge",
+        choices=("embedded",),
+        default=None,
+        help="embedded: serve a model locally as the judge (the run's own base model unless "
+        "--judge-model says another; a machinery check, not truth, about a minute a label "
+        "on a CPU), even when audit.base_url is set. Without it and without "
+        "audit.base_url, no judge is started",
+    )
+    p.add_argument(
         "--judge-model",
         default=None,
-        help="model spec served locally as the judge when audit.base_url is unset "
-        "(default: the run's base model)",
+        help="model spec served locally as the judge (implies --judge embedded; "
+        "default: the run's base model)",
     )
     p.set_defaults(func=cmd_audit)
 
