@@ -2,6 +2,8 @@
 solver's majority vote labels them, both train in alternation with GRPO.
 
     run.py       the alternating iterations, written as the paper's algorithm (`MathRun`)
+    guidance.py  guided self-play (R-Few): anchors, grounded prompts, curriculum, mixture
+    guided_report.py  its part of the report: the anchors and synthetic questions apart
     report.py    report.md and the rebuild after every commit (metrics.jsonl, best.json)
     page.py      report.html: the same with the curves inlined
     sections.py  the report's self-play sections: science card, collapse watch, challenger

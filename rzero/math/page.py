@@ -19,7 +19,7 @@ from __future__ import annotations
 from typing import Any
 
 from rzero.config import RZeroConfig
-from rzero.math import sections
+from rzero.math import guided_report, sections
 from rzero.render import (
     Html,
     Panel,
@@ -255,10 +255,52 @@ def _audit_parts(run: RunDir, cfg: RZeroConfig) -> list[Any]:
     return parts
 
 
+def _guided_parts(run: RunDir, cfg: RZeroConfig) -> list[Any]:
+    """Guided self-play: the anchors and the synthetic questions apart, per iteration, and a
+    sample of the last iteration's kept synthetic questions with their labels and truth."""
+    g = cfg.guidance
+    header, rows = guided_report.sources_rows(run, cfg)
+    parts: list[Any] = [
+        heading("Guided self-play: anchors and synthetic questions", 2),
+        paragraph(
+            f"{g.count} anchors from {g.anchors}, {g.shots} in every challenger prompt; "
+            f"{g.anchor_share:.0%} of the solver's prompt draws are anchors. "
+            + guided_report.SOURCES_NOTE.replace("`", "")
+        ),
+    ]
+    if not rows:
+        return [*parts, paragraph("No iteration has been labelled yet.")]
+    parts.append(html_table(header, rows))
+    k = int(rows[-1][0])
+    sample = guided_report.sample_rows(run, k)
+    if sample:
+        parts += [
+            heading(f"Iteration {k}: kept synthetic questions, their labels and truth", 3),
+            html_table(
+                ["question", "vote label", "p̂", "exact answer", "label right"],
+                [
+                    [
+                        preformatted(r["question"]),
+                        str(r["label"]),
+                        f"{r['p_hat']:.2f}",
+                        "not computable" if r["truth"] is None else str(r["truth"]),
+                        "–"
+                        if r["label_correct"] is None
+                        else ("yes" if r["label_correct"] else "no"),
+                    ]
+                    for r in sample
+                ],
+            ),
+        ]
+    return parts
+
+
 def render_html(run: RunDir, cfg: RZeroConfig, summary: list[Any]) -> str:
     """The page; `summary` is the per-iteration table of `report.md` as (header, rows)."""
     header, rows = summary
     mode = "shared weights (Single-R-Zero)" if cfg.roles.shared else "separate weights (R-Zero)"
+    if cfg.guidance.enabled:
+        mode += f"; guided by {cfg.guidance.count} anchors (R-Few)"
     card_header, card = sections.science_card(run, cfg)
     stop = sections.stop_line(run, cfg)
     parts: list[Any] = [
@@ -268,6 +310,7 @@ def render_html(run: RunDir, cfg: RZeroConfig, summary: list[Any]) -> str:
         *([paragraph(stop, "note")] if stop else []),
         *audit_link(run),
         html_table(header, rows),
+        *(_guided_parts(run, cfg) if cfg.guidance.enabled else []),
         figure(errorbar_png(_challenger_panels(run, cfg)), "Challenger GRPO steps"),
         figure(errorbar_png(_pool_panels(run, cfg)), "Labelled pools"),
         figure(
@@ -288,4 +331,5 @@ def render_html(run: RunDir, cfg: RZeroConfig, summary: list[Any]) -> str:
         heading("What the challenger wrote and the solver voted", 2),
         *_questions(run, cfg),
     ]
-    return html_page(f"R-Zero run: {run.path.name}", parts)
+    system = "R-Few" if cfg.guidance.enabled else "R-Zero"
+    return html_page(f"{system} run: {run.path.name}", parts)

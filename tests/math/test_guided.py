@@ -262,7 +262,10 @@ def test_a_guided_run_grounds_the_challenger_and_mixes_the_solver(
     assert marker["metrics"]["anchor_draws"] == 1 and marker["metrics"]["synthetic_draws"] == 1
     labelling = json.loads((it / "phases" / "labelling.json").read_text())
     assert labelling["metrics"]["anchors"] == 3
-    assert "anchor" in (run_dir / "report.html").read_text()
+    # report.html shows the two sources apart: the anchors' row beside the synthetic one
+    page = (run_dir / "report.html").read_text()
+    assert "Guided self-play: anchors and synthetic questions" in page
+    assert "R-Few run" in page and "anchor draws" in page
 
 
 @pytest.mark.slow
