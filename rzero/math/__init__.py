@@ -144,6 +144,9 @@ GUIDED = (
 # the claim's grid, in the order it is run: the fixed pool with vote labels first, the
 # reference every arm is compared against; every arm at seed 0, then the pair the claim
 # turns on (the loop against the pool with vote labels) at seeds 1 and 2
+# Single-R-Zero at the learning budget (seed 000 §4.3: shared weights make the labels and
+# the model worse): loop-shared-0, paired with loop-0 on the same items
+VARIANTS["loop-shared-0"] = ["roles.shared=true", "guidance.anchors=", "run.seed=0"]
 CLAIMS = (
     "pool-vote-0",
     "loop-0",
@@ -153,6 +156,7 @@ CLAIMS = (
     "loop-1",
     "pool-vote-2",
     "loop-2",
+    "loop-shared-0",
 )
 
 SYSTEM = System(

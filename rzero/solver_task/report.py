@@ -151,6 +151,9 @@ def _intro(cfg: RZeroConfig) -> list[str]:
         "vote": f"the solver's majority vote over {cfg.labeling.num_votes} samples "
         f"(R-Zero's solver phase, TTRL){' in the band' if t.band else ''}",
         "shuffled": "the known answers shuffled across questions (the negative control)",
+        "noisy": f"labels of accuracy exactly {t.label_accuracy:g}: a seeded "
+        f"{t.label_accuracy:.0%} of the questions keep their known answer, the others get the "
+        "base solver's most common wrong vote (else another question's answer)",
     }[t.labels]
     return [
         "The solver alone, trained with GRPO on fixed questions labelled by " + source + ".",

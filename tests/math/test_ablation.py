@@ -157,6 +157,10 @@ def test_variant_config_sets_each_variants_field():
         for arm in ("loop", "untrained", "pool-vote", "pool-truth")
         for seed in (0, 1, 2)
     }
+    arms |= {"loop-shared-0"}
+    arms |= {
+        f"{arm}-{seed}" for arm in ("rfew", "rfew-untrained", "anchors") for seed in (0, 1, 2)
+    }
     assert (
         set(SYSTEMS["math"].variants)
         == {
@@ -168,6 +172,29 @@ def test_variant_config_sets_each_variants_field():
         }
         | arms
     )
+
+
+def test_the_guided_arms_are_r_few_its_control_and_r_zero_at_equal_solver_compute():
+    # configs/r-few-learn.yaml is configs/cpu-learn.yaml plus a guidance: section, so the R-Zero
+    # arms of the guided grid (guidance.anchors= switches it off) are the claims grid's, with
+    # their fingerprints: their records are read, not rerun
+    guided, plain = load_config("configs/r-few-learn.yaml"), load_config("configs/cpu-learn.yaml")
+    math = SYSTEMS["math"]
+    for arm in ("loop-0", "loop-1", "untrained-0", "pool-truth-0"):
+        a, b = variant_config(math, guided, arm), variant_config(math, plain, arm)
+        assert a.fingerprint() == b.fingerprint(), arm
+    rfew = variant_config(math, guided, "rfew-1")
+    assert rfew.guidance.anchors == "easy:7" and rfew.guidance.count == 32
+    assert rfew.run.seed == 1 and rfew.solver == plain.solver
+    assert variant_config(math, guided, "rfew-untrained-0").roles.train_challenger is False
+    # the control: the same 32 anchors with their true answers, the same solver section
+    control = variant_config(math, guided, "anchors-0")
+    assert control.run.task == "solver" and control.solver == rfew.solver
+    t = control.solver_task
+    assert (t.questions, t.count, t.labels) == ("easy:7", 32, "truth")
+    assert control.run.iterations == rfew.run.iterations == 2
+    shared = variant_config(math, plain, "loop-shared-0")
+    assert shared.roles.shared is True and shared.solver == plain.solver
 
 
 def test_the_claims_arms_spend_the_recipes_solver_budget_on_their_own_questions():
