@@ -2,7 +2,7 @@
 
 `synthetic` measures what a run is aiming at, but the embedded 135M model solves almost none
 of it, so a CPU run could never show a change there. `easy` is the tier the base model
-partly solves (measured greedy pass@1 in the README), so a solver that learns something
+partly solves (measured greedy pass@1 in docs/recipes.md), so a solver that learns something
 from its pseudo-labels can show it, and one that forgets can show that too.
 
 Twelve templates, 40 items each (480), drawn with a fixed seed; every answer is computed
