@@ -9,6 +9,7 @@ questions, and we report how often the majority-vote label ỹ agrees with it.
     exact.py     no judge configured: the computable labels judged exactly, and how many
                  labels need a judge
     executor.py  the executor as judge of a code run (audit.judge: executor): exact, every label
+    threshold.py a measured label accuracy placed on the embedded model's label-accuracy curve
 
 Only this package talks to a judge. `rzero audit RUN_DIR` (rzero/cli/commands.py) runs it on a finished
 run; `audit.enabled` runs it inline after each iteration.

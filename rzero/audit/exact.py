@@ -148,6 +148,7 @@ def audit_exact(run: RunDir, cfg: AuditConfig, direction: Direction = "both") ->
         {
             "requests": 0,
             "cached": 0,
+            "model": run.config().model.name,
             "judged_now": len(rows),
             "need_judge": need,
             "sampled": sampled,

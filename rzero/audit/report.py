@@ -18,6 +18,7 @@ from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import Any
 
+from rzero.audit.threshold import threshold_sentence
 from rzero.io import write_bytes_atomic, write_json_atomic, write_text_atomic
 from rzero.render import (
     Html,
@@ -229,6 +230,18 @@ def _tables(report: dict[str, Any]) -> list[tuple[str, list[str], list[list[Any]
     ]
 
 
+def threshold_line(report: dict[str, Any]) -> str | None:
+    """The audited labels' accuracy placed on the embedded model's label-accuracy curve, or
+    said not to transfer to the run's model (`rzero.audit.threshold`); None when nothing was
+    judged or the report does not name the run's model."""
+    ov = report["overall"]
+    if "model" not in report or ov["accuracy"] is None:
+        return None
+    return threshold_sentence(
+        report["model"], ov["accuracy"], (ov["ci_low"], ov["ci_high"]), "the audited labels"
+    )
+
+
 def render_markdown(report: dict[str, Any]) -> str:
     out = ["# Label-accuracy audit", ""]
     out += [f"> {line}" for line in _judge_lines(report["judge"])] + [""]
@@ -240,6 +253,8 @@ def render_markdown(report: dict[str, Any]) -> str:
         + (f" *{ov['caveat']}.*" if ov["caveat"] else ""),
         "",
     ]
+    if (line := threshold_line(report)) is not None:
+        out += [line, ""]
     if "requests" in report:
         out += [
             f"Judge requests this run: {report['requests']} "
@@ -283,6 +298,8 @@ def render_html(report: dict[str, Any], png: bytes | None = None) -> str:
     if judge.get("note"):
         parts.append(paragraph(judge["note"], "note"))
     parts.append(DEFINITION)
+    if (line := threshold_line(report)) is not None:
+        parts.append(paragraph(line))
     if png is not None:
         parts.append(figure(png, "label accuracy over challenger steps and per labelled set"))
     for title, header, rows in _tables(report):

@@ -264,6 +264,7 @@ def _audit_with(
     extra = {
         "created": datetime.now(timezone.utc).isoformat(timespec="seconds"),
         "sample": {"per_step": cfg.per_step, "seed": cfg.seed},
+        "model": run.config().model.name,  # the run's: its label accuracy is read for it
         **counts,
     }
     report = build_report(rows, judge_info, extra)

@@ -12,10 +12,12 @@ cross-iteration matrix and the best solver. Rebuilt from the markers at every co
 from __future__ import annotations
 
 import hashlib
+import json
 
+from rzero.audit.threshold import threshold_sentence
 from rzero.config import RZeroConfig
 from rzero.io import write_text_atomic
-from rzero.math import sections
+from rzero.math import guided_report, sections
 from rzero.math.layout import LAYOUT
 from rzero.math.page import render_html
 from rzero.math.plan import plan_markdown
@@ -25,6 +27,7 @@ from rzero.reports import write_metrics
 from rzero.reports.headline import run_headline
 from rzero.rundir import RunDir
 from rzero.selfplay.crossplay import cross_matrix_markdown
+from rzero.stats import wilson_interval
 
 
 def prompt_files(cfg: RZeroConfig) -> list[str]:
@@ -123,6 +126,36 @@ def compute_line(run: RunDir, cfg: RZeroConfig) -> str:
     )
 
 
+def label_accuracy_line(run: RunDir, cfg: RZeroConfig) -> str | None:
+    """The kept labels' measured accuracy over the run, read against the embedded model's
+    label-accuracy curve (`rzero.audit.threshold`): exact on the kept questions that are one
+    arithmetic expression, pooled over the iterations; where none is computable, the
+    audit's judged accuracy when the run was audited; None when neither exists."""
+    right = n = 0
+    for k in run.trained_iterations():
+        if run.marker(k, "labelling") is None:
+            continue
+        known = [
+            r for r in run.rows(k, "labelled") if r["kept"] and r.get("label_correct") is not None
+        ]
+        right += sum(bool(r["label_correct"]) for r in known)
+        n += len(known)
+    if n:
+        what = f"the kept labels of exactly computable questions ({right} of {n}, exact)"
+        return threshold_sentence(cfg.model.name, right / n, wilson_interval(right, n), what)
+    audit = run.path / "audit" / "report.json"
+    if audit.is_file():
+        ov = json.loads(audit.read_text()).get("overall", {})
+        if ov.get("accuracy") is not None:
+            return threshold_sentence(
+                cfg.model.name,
+                ov["accuracy"],
+                (ov["ci_low"], ov["ci_high"]),
+                f"the audited labels ({ov['n_judged']} judged)",
+            )
+    return None
+
+
 def render_report(run: RunDir, cfg: RZeroConfig) -> str:
     """The run's report.md, from its markers."""
     run_dir = run.path
@@ -137,7 +170,7 @@ def render_report(run: RunDir, cfg: RZeroConfig) -> str:
     lines = [
         run_headline(run, cfg),
         "",
-        f"# R-Zero run: {run_dir.name}",
+        f"# {'R-Few' if cfg.guidance.enabled else 'R-Zero'} run: {run_dir.name}",
         "",
         "## Science card",
         "",
@@ -157,6 +190,21 @@ def render_report(run: RunDir, cfg: RZeroConfig) -> str:
     ]
     header, rows = summary_table(run, cfg)
     lines.append(markdown_table(header, rows))
+    if (accuracy := label_accuracy_line(run, cfg)) is not None:
+        lines += ["", accuracy]
+    if cfg.guidance.enabled:
+        g = cfg.guidance
+        header, rows = guided_report.sources_rows(run, cfg)
+        lines += [
+            "",
+            "## Guided self-play: anchors and synthetic questions",
+            "",
+            f"{g.count} anchors from `{g.anchors}`, {g.shots} in every challenger prompt; "
+            f"{g.anchor_share:.0%} of the solver's prompt draws are anchors. "
+            + guided_report.SOURCES_NOTE,
+            "",
+            markdown_table(header, rows).rstrip(),
+        ]
     warnings = [
         x["warning"]
         for k in run.trained_iterations()
