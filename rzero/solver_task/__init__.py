@@ -40,8 +40,10 @@ def rebuild(run: RunDir, cfg: RZeroConfig) -> None:
 
 
 def grid(run_dirs: list[Path], out_dir: Path) -> Path:
+    from rzero.solver_task.accuracy_curve import curve_report
     from rzero.solver_task.report import grid_report
 
+    curve_report(run_dirs, out_dir)  # a grid with noisy-label arms: the label-accuracy curve
     return grid_report(run_dirs, out_dir)
 
 

@@ -88,3 +88,32 @@ def test_a_noisy_run_trains_on_labels_of_its_accuracy_for_every_iteration(
     marker = run.marker(1, "labelling")
     assert marker["metrics"]["label_accuracy"] == 0.7
     assert sum(marker["label_kinds"].values()) == 10
+
+
+@pytest.mark.slow
+def test_the_grid_draws_the_label_accuracy_curve_and_pairs_vote_with_random_errors(
+    format_checkpoint, tmp_path
+):
+    # a two-arm grid on the tiny model: vote labels and labels of accuracy 0.2, seed 0
+    from test_solver_task import task_overrides
+
+    from rzero.solver_task import grid
+    from rzero.solver_task.run import run_solver_task
+
+    arms = {
+        "vote-0": {"solver_task.labels": "vote"},
+        "noisy-0.2-0": {"solver_task.labels": "noisy", "solver_task.label_accuracy": 0.2},
+    }
+    for name, sets in arms.items():
+        sets = {**sets, "solver_task.count": 10, "solver_task.curve_every": 0, "solver.steps": 1}
+        run_solver_task(
+            load_config(None, task_overrides(format_checkpoint, **sets)), tmp_path / name
+        )
+    grid([tmp_path / name for name in arms], tmp_path)
+    md = (tmp_path / "label-curve.md").read_text()
+    png = (tmp_path / "label-accuracy.png").read_bytes()
+    assert png.startswith(b"\x89PNG")
+    # one row per arm; the noisy arm's kept labels are 2 of 10 right: 20.0 %
+    assert "| noisy-0.2-0 | noisy | 0 | 20.0 % |" in md
+    assert "| vote-0 | vote | 0 |" in md
+    assert "seed 0: the base's own vote labels minus labels of accuracy 0.2" in md
