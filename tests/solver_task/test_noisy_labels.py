@@ -60,49 +60,24 @@ def test_label_accuracy_is_a_checked_field():
 
 
 @pytest.mark.slow
-def test_a_noisy_run_trains_on_labels_of_its_accuracy_for_every_iteration(
-    format_checkpoint, tmp_path
-):
-    # 10 questions at a = 0.7: 7 keep the truth in both iterations (the labels are fixed,
-    # drawn once from the base solver's votes), the labelling marker says 0.7 exactly
-    from test_solver_task import task_overrides
-
-    from rzero.rundir import RunDir
-    from rzero.solver_task.run import run_solver_task
-
-    sets = {
-        "solver_task.labels": "noisy",
-        "solver_task.label_accuracy": 0.7,
-        "solver_task.count": 10,
-        "solver_task.curve_every": 0,
-        "run.iterations": 2,
-        "solver.steps": 1,
-    }
-    run_dir = tmp_path / "run"
-    run_solver_task(load_config(None, task_overrides(format_checkpoint, **sets)), run_dir)
-    run = RunDir(run_dir)
-    first, second = run.rows(1, "labelled"), run.rows(2, "labelled")
-    assert sum(r["label_kind"] == "truth" for r in first) == 7
-    assert [r["label"] for r in first] == [r["label"] for r in second]
-    assert all(len(r["answers"]) == 4 for r in first)
-    marker = run.marker(1, "labelling")
-    assert marker["metrics"]["label_accuracy"] == 0.7
-    assert sum(marker["label_kinds"].values()) == 10
-
-
-@pytest.mark.slow
 def test_the_grid_draws_the_label_accuracy_curve_and_pairs_vote_with_random_errors(
     format_checkpoint, tmp_path
 ):
-    # a two-arm grid on the tiny model: vote labels and labels of accuracy 0.2, seed 0
+    # a two-arm grid on the tiny model: vote labels, and labels of accuracy 0.2 over two
+    # iterations (fixed labels: drawn once from the base solver's votes), seed 0
     from test_solver_task import task_overrides
 
+    from rzero.rundir import RunDir
     from rzero.solver_task import grid
     from rzero.solver_task.run import run_solver_task
 
     arms = {
         "vote-0": {"solver_task.labels": "vote"},
-        "noisy-0.2-0": {"solver_task.labels": "noisy", "solver_task.label_accuracy": 0.2},
+        "noisy-0.2-0": {
+            "solver_task.labels": "noisy",
+            "solver_task.label_accuracy": 0.2,
+            "run.iterations": 2,
+        },
     }
     for name, sets in arms.items():
         sets = {**sets, "solver_task.count": 10, "solver_task.curve_every": 0, "solver.steps": 1}
@@ -117,3 +92,12 @@ def test_the_grid_draws_the_label_accuracy_curve_and_pairs_vote_with_random_erro
     assert "| noisy-0.2-0 | noisy | 0 | 20.0 % |" in md
     assert "| vote-0 | vote | 0 |" in md
     assert "seed 0: the base's own vote labels minus labels of accuracy 0.2" in md
+    # the noisy arm: 2 of 10 labels true in both iterations, the same labels, with the votes
+    run = RunDir(tmp_path / "noisy-0.2-0")
+    first, second = run.rows(1, "labelled"), run.rows(2, "labelled")
+    assert sum(r["label_kind"] == "truth" for r in first) == 2
+    assert [r["label"] for r in first] == [r["label"] for r in second]
+    assert all(len(r["answers"]) == 4 for r in first)
+    marker = run.marker(1, "labelling")
+    assert marker["metrics"]["label_accuracy"] == 0.2
+    assert sum(marker["label_kinds"].values()) == 10
