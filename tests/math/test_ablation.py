@@ -158,9 +158,7 @@ def test_variant_config_sets_each_variants_field():
         for seed in (0, 1, 2)
     }
     arms |= {"loop-shared-0"}
-    arms |= {
-        f"{arm}-{seed}" for arm in ("rfew", "rfew-untrained", "anchors") for seed in (0, 1, 2)
-    }
+    arms |= {f"{arm}-{seed}" for arm in ("rfew", "rfew-untrained", "anchors") for seed in (0, 1, 2)}
     assert (
         set(SYSTEMS["math"].variants)
         == {
