@@ -2,10 +2,11 @@
 on fixed questions, labelled by the truth, the solver's own majority vote or the truth
 shuffled (`solver_task:`):
 
-  questions.py  the question set (a benchmark draw or a JSONL file) and the three label sources
+  questions.py  the question set (a benchmark draw or a JSONL file) and the label sources (truth, vote, shuffled, noisy)
   curve.py      the well-formed count of every rollout and the development draw's curve
   run.py        the iterations (labelling, solver, evaluation) on the phase runner
   report.py     report.md / report.html of a run, and the table of a grid of runs
+  accuracy_curve.py  the label-accuracy curve of a grid with noisy-label arms
   plan.py       `rzero plan` for a solver-task recipe
   layout.py     its run folder (`LAYOUT`)
 """
@@ -80,7 +81,7 @@ CURVE = (
     "noisy-0.7-1",
 )
 
-# the three label sources at seed 0 first, so the grid's first three runs are its contrast
+# the label sources (truth, vote, shuffled, noisy) at seed 0 first, so the grid's first three runs are its contrast
 SYSTEM = System(
     layout=LAYOUT,
     iterate=iterate,

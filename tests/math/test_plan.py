@@ -112,11 +112,14 @@ def test_plan_without_the_claim_has_no_official_column(capsys):
 
 
 def test_report_starts_with_the_plan_and_names_the_prompt_files(tmp_path):
+    from rzero.math.layout import LAYOUT
     from rzero.math.report import render_report
     from rzero.rundir import RunDir
 
     (tmp_path / "run").mkdir()
-    text = render_report(RunDir(tmp_path / "run"), load_config(REFERENCE))
+    text = render_report(RunDir(tmp_path / "run", LAYOUT), load_config(REFERENCE))
+    finding, _, text = text.partition("\n\n")  # the run's finding comes first
+    assert finding.startswith("Finding:")
     first, _, rest = text.partition("\n\n")
     assert first == "# R-Zero run: run"
     # the science card (seed 6.1's checklist) opens the report; the plan comes right after it
