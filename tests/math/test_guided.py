@@ -14,7 +14,7 @@ import pytest
 import torch
 from conftest import SHORT_CHALLENGER, SHORT_SOLVER, iterate_cli, tiny_llama, tiny_overrides
 
-from rzero.config import ConfigError, GuidanceConfig, load_config
+from rzero.config import ConfigError, GuidanceConfig
 from rzero.evaluation import load_benchmark
 from rzero.math.guidance import (
     challenger_prompts,
@@ -230,23 +230,26 @@ def guided_overrides(model: Path, anchors: Path, **extra) -> list[str]:
     )
 
 
-@pytest.fixture
-def anchor_file(tmp_path) -> Path:
-    path = tmp_path / "anchors.jsonl"
+@pytest.fixture(scope="module")
+def anchor_file(tmp_path_factory) -> Path:
+    path = tmp_path_factory.mktemp("anchors") / "anchors.jsonl"
     rows = [{"problem": f"What is {i} plus {i}?", "answer": str(2 * i)} for i in range(2, 6)]
     path.write_text("".join(json.dumps(r) + "\n" for r in rows))
     return path
 
 
-@pytest.mark.slow
-def test_a_guided_run_grounds_the_challenger_and_mixes_the_solver(
-    guided_checkpoint, anchor_file, tmp_path
-):
-    from rzero.math.run import run_iterations
+@pytest.fixture(scope="module")
+def guided_run(guided_checkpoint, anchor_file, tmp_path_factory) -> Path:
+    """A finished one-iteration guided run of `guided_overrides`, through `rzero iterate`."""
+    run_dir = tmp_path_factory.mktemp("guided") / "run"
+    done = iterate_cli(run_dir, guided_overrides(guided_checkpoint, anchor_file))
+    assert done.returncode == 0, done.stderr[-2000:]
+    return run_dir
 
-    run_dir = tmp_path / "run"
-    cfg = load_config(None, guided_overrides(guided_checkpoint, anchor_file))
-    run_iterations(cfg, run_dir)
+
+@pytest.mark.slow
+def test_a_guided_run_grounds_the_challenger_and_mixes_the_solver(guided_run):
+    run_dir = guided_run
     it = run_dir / "iter_01"
     # 3 anchors, each voted on by the frozen solver: accuracy in [0, 1] and a curriculum flag
     anchors = read_rows(it / "anchors.jsonl")
@@ -270,11 +273,12 @@ def test_a_guided_run_grounds_the_challenger_and_mixes_the_solver(
 
 @pytest.mark.slow
 def test_a_half_finished_guided_run_resumes_to_the_same_kept_questions(
-    guided_checkpoint, anchor_file, tmp_path
+    guided_run, guided_checkpoint, anchor_file, tmp_path
 ):
+    # killed in the middle of its labelling, then rerun: the same pool, labels, anchors'
+    # curriculum and mixture as the run that was never stopped
     overrides = guided_overrides(guided_checkpoint, anchor_file)
-    whole, cut = tmp_path / "whole", tmp_path / "cut"
-    assert iterate_cli(whole, overrides).returncode == 0
+    whole, cut = guided_run, tmp_path / "cut"
     killed = iterate_cli(cut, overrides, kill_at="labelling:mid")
     assert killed.returncode == -9
     resumed = iterate_cli(cut, overrides)
