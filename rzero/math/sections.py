@@ -52,6 +52,10 @@ def _evals(run: RunDir, cfg: RZeroConfig) -> dict[int, dict[str, Any]]:
 
 
 def _variant(c: RZeroConfig) -> str:
+    if c.guidance is not None and c.guidance.enabled:
+        return "guided by anchors (R-Few)" + (
+            "" if c.roles.train_challenger else ", untrained challenger"
+        )
     if c.roles.shared:
         return "shared weights (Single-R-Zero)"
     if not c.roles.train_challenger:
@@ -198,15 +202,27 @@ def science_card(run: RunDir, cfg: RZeroConfig) -> Table:
     ctrl = "; ".join(present + [f"beside it: {s}" for s in siblings])
     if missing:
         ctrl += f"; not run: {', '.join(missing)} (`rzero ablate --variants ...`)"
+    g = cfg.guidance
     external = "none in training: no data or labels from a stronger model"
+    anchor = (
+        f"the frozen solver's own majority vote over m = {lab.num_votes} samples "
+        f"(no executor, no judge): the reference moves with the solver"
+    )
+    if g.enabled:  # R-Few: true answers enter training, and the control is the anchors alone
+        external = (
+            f"{g.count} labelled anchors ({g.anchors}): shown to the challenger "
+            f"({g.shots} per prompt) and {g.anchor_share:.0%} of the solver's prompt draws "
+            f"with their true answers"
+        )
+        anchor += "; on the anchors, their true answers"
+        ctrl += (
+            "; the control that makes a gain readable is the solver alone on the same "
+            "anchors at the same updates (`rzero ablate --variants guided`: anchors-S)"
+        )
     if cfg.audit.enabled:
         external += "; a judge audits a sample of labels, read-only (never trains)"
     rows = [
-        [
-            "anchor",
-            f"the frozen solver's own majority vote over m = {lab.num_votes} samples "
-            f"(no executor, no judge): the reference moves with the solver",
-        ],
+        ["anchor", anchor],
         ["external signal", external],
         ["controls", ctrl],
         ["increment curve", _increment_verdict(run, cfg)],

@@ -144,9 +144,11 @@ class Run:
     def run(self) -> Path:
         """`iterate`; a `StopRun` ends it after the phase that committed the warning, with
         one line on stderr. The trackers close and the folder's lock is released either
-        way."""
+        way. The report is rebuilt once more at the end, so a resumed run with nothing left
+        to do still leaves the report this rzero writes."""
         try:
             stopped(self.iterate, self.trackers.close)
+            distributed.on_main(self.rebuild)
         finally:
             self.lock.release()
         return self.rundir.path
