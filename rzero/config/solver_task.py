@@ -68,6 +68,11 @@ class SolverTaskConfig(Section):
     )
 
     def check(self) -> None:
+        if self.label_accuracy != 1.0 and self.labels != "noisy":
+            raise ConfigError(
+                f"solver_task.label_accuracy={self.label_accuracy}: only noisy labels have "
+                f"a chosen accuracy; set solver_task.labels=noisy, or leave it at 1.0"
+            )
         if self.dev == self.questions:
             raise ConfigError(
                 f"solver_task.dev={self.dev!r}: the curve's draw is the training "

@@ -20,7 +20,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from rzero.config import RZeroConfig
+from rzero.config import ConfigError, RZeroConfig
 from rzero.math.layout import LAYOUT
 from rzero.rundir.folder import RunDir
 from rzero.rundir.run import System
@@ -159,6 +159,19 @@ CLAIMS = (
     "loop-shared-0",
 )
 
+
+def overrides(cfg: RZeroConfig, variant: str) -> list[str]:
+    """A variant's overrides; the guided arms need a recipe with a `guidance:` section (they
+    take its anchors), so a recipe without one is an error rather than an R-Zero loop under
+    R-Few's name."""
+    if variant.startswith("rfew") and (cfg.guidance is None or not cfg.guidance.enabled):
+        raise ConfigError(
+            f"variant {variant!r}: guided self-play needs a recipe with guidance.anchors set "
+            f"(configs/r-few-learn.yaml); this recipe has none"
+        )
+    return list(VARIANTS[variant])
+
+
 SYSTEM = System(
     layout=LAYOUT,
     iterate=iterate,
@@ -167,6 +180,7 @@ SYSTEM = System(
     variants=VARIANTS,
     default_variants=("separate", "shared"),
     groups={"claims": CLAIMS, "guided": GUIDED},
+    overrides=overrides,
     launcher=True,
     estimate=estimate,
 )

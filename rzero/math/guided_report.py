@@ -23,7 +23,7 @@ from rzero.stats import wilson_interval
 SOURCES_HEADER = [
     "iter",
     "anchors in curriculum",
-    "solver's vote accuracy on anchors",
+    "anchors: share of the solver's votes right",
     "anchor draws",
     "pool (copies of an anchor dropped)",
     "exactly computable",
@@ -72,7 +72,7 @@ def sources_rows(run: RunDir, cfg: RZeroConfig) -> tuple[list[str], list[list[st
             [
                 str(k),
                 f"{m.get('anchors_kept', '–')} of {m.get('anchors', '–')}",
-                _pct(m.get("anchor_accuracy")),
+                _pct(m.get("anchor_accuracy")),  # of the m votes per anchor, all anchors
                 str(sol.get("anchor_draws", "–")),
                 f"{len(labelled)} ({pool.get('anchor_copies', 0)})",
                 _share(len(computable), len(labelled)),

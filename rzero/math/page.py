@@ -263,7 +263,7 @@ def _guided_parts(run: RunDir, cfg: RZeroConfig) -> list[Any]:
     parts: list[Any] = [
         heading("Guided self-play: anchors and synthetic questions", 2),
         paragraph(
-            f"{g.count} anchors from {g.anchors}, {g.shots} in every challenger prompt; "
+            f"anchors from {g.anchors} ({g.count or 'all'}), {g.shots} in every challenger prompt; "
             f"{g.anchor_share:.0%} of the solver's prompt draws are anchors. "
             + guided_report.SOURCES_NOTE.replace("`", "")
         ),
@@ -300,7 +300,7 @@ def render_html(run: RunDir, cfg: RZeroConfig, summary: list[Any]) -> str:
     header, rows = summary
     mode = "shared weights (Single-R-Zero)" if cfg.roles.shared else "separate weights (R-Zero)"
     if cfg.guidance.enabled:
-        mode += f"; guided by {cfg.guidance.count} anchors (R-Few)"
+        mode += f"; guided by anchors from {cfg.guidance.anchors} (R-Few)"
     card_header, card = sections.science_card(run, cfg)
     stop = sections.stop_line(run, cfg)
     parts: list[Any] = [

@@ -130,8 +130,12 @@ def label_accuracy_line(run: RunDir, cfg: RZeroConfig) -> str | None:
     """The kept labels' measured accuracy over the run, read against the embedded model's
     label-accuracy curve (`rzero.audit.threshold`): exact on the kept questions that are one
     arithmetic expression, pooled over the iterations; where none is computable, the
-    audit's judged accuracy when the run was audited; None when neither exists."""
+    audit's judged accuracy when the run was audited; None when neither exists. A guided
+    run's solver also trains on anchors with their true answers, so the accuracy placed on
+    the curve is that of its prompt draws: anchor draws right, synthetic draws right at the
+    synthetic labels' rate (the interval carried over linearly)."""
     right = n = 0
+    anchor_draws = synthetic_draws = 0
     for k in run.trained_iterations():
         if run.marker(k, "labelling") is None:
             continue
@@ -140,20 +144,31 @@ def label_accuracy_line(run: RunDir, cfg: RZeroConfig) -> str | None:
         ]
         right += sum(bool(r["label_correct"]) for r in known)
         n += len(known)
+        sol = (run.marker(k, "solver") or {}).get("metrics", {})
+        anchor_draws += sol.get("anchor_draws", 0)
+        synthetic_draws += sol.get("synthetic_draws", 0)
     if n:
+        acc, interval = right / n, wilson_interval(right, n)
         what = f"the kept labels of exactly computable questions ({right} of {n}, exact)"
-        return threshold_sentence(cfg.model.name, right / n, wilson_interval(right, n), what)
-    audit = run.path / "audit" / "report.json"
-    if audit.is_file():
-        ov = json.loads(audit.read_text()).get("overall", {})
-        if ov.get("accuracy") is not None:
-            return threshold_sentence(
-                cfg.model.name,
-                ov["accuracy"],
-                (ov["ci_low"], ov["ci_high"]),
-                f"the audited labels ({ov['n_judged']} judged)",
-            )
-    return None
+    else:
+        audit = run.path / "audit" / "report.json"
+        ov = json.loads(audit.read_text()).get("overall", {}) if audit.is_file() else {}
+        if ov.get("accuracy") is None:
+            return None
+        acc, interval = ov["accuracy"], (ov["ci_low"], ov["ci_high"])
+        what = f"the audited labels ({ov['n_judged']} judged)"
+    if anchor_draws:
+        share = anchor_draws / (anchor_draws + synthetic_draws)
+        line = threshold_sentence(
+            cfg.model.name,
+            share + (1 - share) * acc,
+            (share + (1 - share) * interval[0], share + (1 - share) * interval[1]),
+            f"the solver's training labels ({share:.0%} of its prompt draws anchors with "
+            f"their true answers, the rest synthetic questions whose labels, {what}, are "
+            f"{100 * acc:.1f} % right)",
+        )
+        return line
+    return threshold_sentence(cfg.model.name, acc, interval, what)
 
 
 def render_report(run: RunDir, cfg: RZeroConfig) -> str:
@@ -199,7 +214,7 @@ def render_report(run: RunDir, cfg: RZeroConfig) -> str:
             "",
             "## Guided self-play: anchors and synthetic questions",
             "",
-            f"{g.count} anchors from `{g.anchors}`, {g.shots} in every challenger prompt; "
+            f"anchors from `{g.anchors}` ({g.count or 'all'}), {g.shots} in every challenger prompt; "
             f"{g.anchor_share:.0%} of the solver's prompt draws are anchors. "
             + guided_report.SOURCES_NOTE,
             "",

@@ -191,7 +191,7 @@ class MathRun(Run):
             self.generator(challenger), self.cfg, seed, held_out=self.held_out(), prompts=prompts
         )
         if prompts is not None:  # guided: each question's anchors; copies of an anchor dropped
-            pool = [{**r, "anchor_ids": shown[r.pop("prompt_index")]} for r in pool]
+            pool = [{**r, "anchor_ids": shown[r["prompt_index"]]} for r in pool]
             copies = guided.verbatim(
                 [r["question"] for r in pool], [a["question"] for a in self.anchors]
             )
@@ -205,13 +205,13 @@ class MathRun(Run):
     def labelling_phase(self, k: int, solver: str) -> dict:
 
         questions = [r["question"] for r in self.rundir.rows(k, "pool")]
-        rows = label_pool(
-            self.frozen(self.generator(solver)), questions, seed=self.cfg.run.seed * 104729 + k
-        )
+        frozen = self.frozen(self.generator(solver))  # one model for the pool and the anchors
+        rows = label_pool(frozen, questions, seed=self.cfg.run.seed * 104729 + k)
         rows = computable_labels(rows, self.cfg.labeling.equivalence)
         write_jsonl_atomic(self.rundir.iter_dir(k) / "labelled.jsonl", rows)
         kept = sum(r["kept"] for r in rows)
-        anchors = self.anchor_curriculum(k, solver) if self.cfg.guidance.enabled else {}
+        anchors = self.anchor_curriculum(k, frozen) if self.cfg.guidance.enabled else {}
+        warning = anchors.pop("warning", None)
         return {
             "solver": self.rundir.relative(solver),
             "metrics": {
@@ -224,14 +224,16 @@ class MathRun(Run):
                 **anchors,
             },
             "p_hat_histogram": p_hat_histogram(rows, self.cfg.labeling.num_votes),
+            **({"warning": warning} if warning else {}),
         }
 
-    def anchor_curriculum(self, k: int, solver: str) -> dict[str, Any]:
+    def anchor_curriculum(self, k: int, frozen: FrozenSolver) -> dict[str, Any]:
         """Guided self-play: the frozen solver S_{k-1} votes on every anchor; its accuracy on
-        each decides the curriculum (`guidance.curriculum`); anchors.jsonl records both."""
+        each decides the curriculum (`guidance.curriculum`); anchors.jsonl records both, and
+        a curriculum with no anchor in range (every anchor kept) is a warning."""
         g = self.cfg.guidance
         rows = guided.anchor_accuracy(
-            self.frozen(self.generator(solver)),
+            frozen,
             self.anchors,
             seed=self.cfg.run.seed * 104729 + 50_000 + k,
             direction=self.cfg.labeling.equivalence,
@@ -239,7 +241,16 @@ class MathRun(Run):
         keep = guided.curriculum([r["accuracy"] for r in rows], g.curriculum_low, g.curriculum_high)
         rows = [{**r, "kept": flag} for r, flag in zip(rows, keep, strict=True)]
         write_jsonl_atomic(self.rundir.iter_dir(k) / "anchors.jsonl", rows)
+        in_range = [g.curriculum_low <= r["accuracy"] <= g.curriculum_high for r in rows]
+        warning = (
+            None
+            if any(in_range)
+            else f"iteration {k}: no anchor's vote accuracy lies in the curriculum's "
+            f"[{g.curriculum_low}, {g.curriculum_high}]; every anchor trains the solver, and "
+            f"GRPO gets no signal from them (each group's rewards are equal)"
+        )
         return {
+            **({"warning": warning} if warning else {}),
             "anchors": len(rows),
             "anchors_kept": sum(keep),
             "anchor_accuracy": mean([r["accuracy"] for r in rows]),

@@ -210,7 +210,7 @@ def science_card(run: RunDir, cfg: RZeroConfig) -> Table:
     )
     if g.enabled:  # R-Few: true answers enter training, and the control is the anchors alone
         external = (
-            f"{g.count} labelled anchors ({g.anchors}): shown to the challenger "
+            f"labelled anchors ({g.anchors}, {g.count or 'all'}): shown to the challenger "
             f"({g.shots} per prompt) and {g.anchor_share:.0%} of the solver's prompt draws "
             f"with their true answers"
         )

@@ -64,6 +64,14 @@ class SolverTaskRun(Run):
         preflight.check(self.cfg)  # outside inputs (benchmarks), before anything is written
         t = self.cfg.solver_task
         self.questions = load_questions(t.questions, t.count)  # a bad set fails first
+        if t.labels in ("truth", "shuffled", "noisy") and any(
+            q["answer"] is None for q in self.questions
+        ):
+            missing = sum(q["answer"] is None for q in self.questions)
+            raise ConfigError(
+                f"solver_task.labels={t.labels}: {missing} of {len(self.questions)} questions "
+                f"have no answer; give answers, or use labels vote"
+            )
         try:
             self.dev_name, dev = load_benchmark(t.dev)
         except (BenchmarkError, ValueError) as exc:

@@ -57,6 +57,9 @@ def test_the_truthful_subset_is_seeded():
 def test_label_accuracy_is_a_checked_field():
     with pytest.raises(ConfigError, match="solver_task.label_accuracy"):
         load_config(None, ["run.task=solver", "solver_task.label_accuracy=1.5"])
+    # an accuracy only noisy labels can have
+    with pytest.raises(ConfigError, match="only noisy labels have a chosen accuracy"):
+        load_config(None, ["run.task=solver", "solver_task.label_accuracy=0.5"])
 
 
 @pytest.mark.slow
