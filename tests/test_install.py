@@ -8,6 +8,7 @@ import importlib.metadata
 import os
 import re
 import subprocess
+import sysconfig
 from pathlib import Path
 
 import pytest
@@ -217,7 +218,10 @@ def test_the_venv_holds_exactly_what_its_lock_pins():
         pytest.skip("installed without a lock (make setup LOCK=)")
     pins = lock_pins(ROOT / lock)
     differ = []
-    for dist in importlib.metadata.distributions():
+    # the venv's own site-packages, not sys.path: importing setuptools appends its
+    # _vendor folder (older zipp, packaging, ...) to sys.path for the rest of the process
+    site = sorted({sysconfig.get_paths()["purelib"], sysconfig.get_paths()["platlib"]})
+    for dist in importlib.metadata.distributions(path=site):
         name = _normal(dist.metadata["Name"])
         if name in pins and Version(dist.version).public != str(pins[name]):
             differ.append(f"{name} {dist.version} (lock: {pins[name]})")

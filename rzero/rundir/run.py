@@ -107,10 +107,11 @@ class Run:
             cfg,
             self.rundir,
             before_commit=self.before_commit(),
-            after_commit=[self.trackers, lambda k, phase, marker: self.rebuild(), *pushes],
+            after_commit=[self.trackers, self._rebuild_after_commit, *pushes],
             on_marker=[lambda marker: check_stop(marker, cfg.run)],
         )
         self.timing = self.phases.timing
+        self.committed = 0  # phases this process committed (each rebuilt the report)
 
     # ------------------------------------------------------------ what a system writes
 
@@ -135,6 +136,10 @@ class Run:
 
     # ------------------------------------------------------------ what every system uses
 
+    def _rebuild_after_commit(self, k: int, phase: str, marker: dict[str, Any]) -> None:
+        self.committed += 1
+        self.rebuild()
+
     def load(self, checkpoint: str):  # -> (model, tokenizer), for training
         return load_for_training(checkpoint, self.cfg.model)
 
@@ -144,11 +149,12 @@ class Run:
     def run(self) -> Path:
         """`iterate`; a `StopRun` ends it after the phase that committed the warning, with
         one line on stderr. The trackers close and the folder's lock is released either
-        way. The report is rebuilt once more at the end, so a resumed run with nothing left
-        to do still leaves the report this rzero writes."""
+        way. A resumed run that committed nothing rebuilds the report once at the end, so it
+        still leaves the report this rzero writes (every commit rebuilt it otherwise)."""
         try:
             stopped(self.iterate, self.trackers.close)
-            distributed.on_main(self.rebuild)
+            if not self.committed:
+                distributed.on_main(self.rebuild)
         finally:
             self.lock.release()
         return self.rundir.path
