@@ -196,6 +196,33 @@ def tiny_llama(tokenizer, hidden: int = 32, layers: int = 2, seed: int = 0):
     return LlamaForCausalLM(config)
 
 
+def train_on_replies(
+    model, examples: list[tuple[list[int], int]], steps: int, rng: random.Random, pad_id: int
+) -> None:
+    """`steps` AdamW updates (lr 5e-3) on batches of 8 `(ids, prompt_length)` transcripts,
+    the cross-entropy on the reply tokens only, as `labels=` with -100 on the prompt gives.
+
+    The LM head runs only where a reply token is predicted: the prompts are long and the
+    vocabulary large, so full logits would cost several times as much."""
+    opt = torch.optim.AdamW(model.parameters(), lr=5e-3)
+    model.train()
+    for _ in range(steps):
+        batch = rng.sample(examples, 8)
+        width = max(len(seq) for seq, _ in batch)
+        ids = torch.full((len(batch), width), pad_id)  # [B, T]
+        reply = torch.zeros((len(batch), width), dtype=torch.bool)  # [B, T]
+        for i, (seq, start) in enumerate(batch):
+            ids[i, : len(seq)] = torch.tensor(seq)
+            reply[i, start : len(seq)] = True
+        hidden = model.model(input_ids=ids).last_hidden_state  # [B, T, H]
+        target = reply[:, 1:]  # [B, T-1]: position t predicts token t+1
+        logits = model.lm_head(hidden[:, :-1][target])  # [N, V]
+        loss = torch.nn.functional.cross_entropy(logits, ids[:, 1:][target])
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+
+
 @pytest.fixture(scope="session")
 def tiny_checkpoint(tmp_path_factory, tokenizer) -> Path:
     """A random tiny Llama saved as a Hugging Face checkpoint directory."""
@@ -246,24 +273,9 @@ def format_checkpoint(tmp_path_factory, tokenizer) -> Path:
     reward would be equal and GRPO would have nothing to learn from; this one writes valid
     questions and disagreeing boxed answers often enough for real rewards.
     """
-    STEPS = 100
     rng = random.Random(0)
     model = tiny_llama(tokenizer, hidden=64, layers=2, seed=1)
-    examples = _format_examples(tokenizer, 64, rng)
-    opt = torch.optim.AdamW(model.parameters(), lr=5e-3)
-    model.train()
-    for _ in range(STEPS):
-        batch = rng.sample(examples, 8)
-        width = max(len(seq) for seq, _ in batch)
-        ids = torch.full((len(batch), width), tokenizer.pad_token_id)  # [B, T]
-        labels = torch.full((len(batch), width), -100)  # [B, T]; loss on the reply only
-        for i, (seq, start) in enumerate(batch):
-            ids[i, : len(seq)] = torch.tensor(seq)
-            labels[i, start : len(seq)] = torch.tensor(seq[start:])
-        loss = model(input_ids=ids, labels=labels).loss
-        opt.zero_grad()
-        loss.backward()
-        opt.step()
+    train_on_replies(model, _format_examples(tokenizer, 64, rng), 100, rng, tokenizer.pad_token_id)
     path = tmp_path_factory.mktemp("format") / "model"
     model.save_pretrained(path)
     tokenizer.save_pretrained(path)

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 import torch
-from conftest import iterate_cli, tiny_llama
+from conftest import iterate_cli, tiny_llama, train_on_replies
 from safetensors.torch import load_file
 
 from rzero.config import ConfigError, load_config
@@ -73,25 +73,7 @@ def code_checkpoint(tmp_path_factory, tokenizer) -> Path:
     rng = random.Random(0)
     model = tiny_llama(tokenizer, hidden=64, layers=2, seed=2)
     examples = _transcripts(tokenizer, 96, rng)
-    opt = torch.optim.AdamW(model.parameters(), lr=5e-3)
-    model.train()
-    for _ in range(100):
-        batch = rng.sample(examples, 8)
-        width = max(len(seq) for seq, _ in batch)
-        ids = torch.full((len(batch), width), tokenizer.pad_token_id)  # [B, T]
-        reply = torch.zeros((len(batch), width), dtype=torch.bool)  # [B, T]
-        for i, (seq, start) in enumerate(batch):
-            ids[i, : len(seq)] = torch.tensor(seq)
-            reply[i, start : len(seq)] = True
-        # the LM head only where a reply token is predicted: the prompts are long and the
-        # vocabulary large, so full logits would cost ten times as much
-        hidden = model.model(input_ids=ids).last_hidden_state  # [B, T, H]
-        target = reply[:, 1:]  # [B, T-1]: position t predicts token t+1
-        logits = model.lm_head(hidden[:, :-1][target])  # [N, V]
-        loss = torch.nn.functional.cross_entropy(logits, ids[:, 1:][target])
-        opt.zero_grad()
-        loss.backward()
-        opt.step()
+    train_on_replies(model, examples, 100, rng, tokenizer.pad_token_id)
     path = tmp_path_factory.mktemp("code") / "model"
     model.save_pretrained(path)
     tokenizer.save_pretrained(path)

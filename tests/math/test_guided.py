@@ -11,8 +11,14 @@ from collections import Counter
 from pathlib import Path
 
 import pytest
-import torch
-from conftest import SHORT_CHALLENGER, SHORT_SOLVER, iterate_cli, tiny_llama, tiny_overrides
+from conftest import (
+    SHORT_CHALLENGER,
+    SHORT_SOLVER,
+    iterate_cli,
+    tiny_llama,
+    tiny_overrides,
+    train_on_replies,
+)
 
 from rzero.config import ConfigError, GuidanceConfig
 from rzero.evaluation import load_benchmark
@@ -191,22 +197,8 @@ def guided_checkpoint(tmp_path_factory, tokenizer) -> Path:
         prompt = list(prompt["input_ids"] if hasattr(prompt, "keys") else prompt)
         return ids, len(prompt)
 
-    examples = [example() for _ in range(64)]
     model = tiny_llama(tokenizer, hidden=64, layers=2, seed=1)
-    opt = torch.optim.AdamW(model.parameters(), lr=5e-3)
-    model.train()
-    for _ in range(120):
-        batch = rng.sample(examples, 8)
-        width = max(len(seq) for seq, _ in batch)
-        ids = torch.full((len(batch), width), tokenizer.pad_token_id)  # [B, T]
-        labels = torch.full((len(batch), width), -100)  # [B, T]; loss on the reply only
-        for i, (seq, start) in enumerate(batch):
-            ids[i, : len(seq)] = torch.tensor(seq)
-            labels[i, start : len(seq)] = torch.tensor(seq[start:])
-        loss = model(input_ids=ids, labels=labels).loss
-        opt.zero_grad()
-        loss.backward()
-        opt.step()
+    train_on_replies(model, [example() for _ in range(64)], 120, rng, tokenizer.pad_token_id)
     path = tmp_path_factory.mktemp("guided") / "model"
     model.save_pretrained(path)
     tokenizer.save_pretrained(path)
