@@ -270,6 +270,7 @@ def build_comparison(run_dirs: list[str | Path], system: str) -> dict[str, Any]:
             [(n, r["run"]) for n, r in zip(names, runs, strict=True)],
             iterations,
             seed=first.run.seed,
+            seeds=[r["cfg"].run.seed for r in runs],
         ),
     }
 

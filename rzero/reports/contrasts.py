@@ -6,7 +6,10 @@ item, as one run's iterations do (`rzero.selfplay.increments`). For every iterat
 this gives
 
     each variant after the first against the first (the reference; `rzero ablate` puts
-    `separate`, R-Zero, first):  Δ = pass@1(variant, k) − pass@1(reference, k)
+    `separate`, R-Zero, first):  Δ = pass@1(variant, k) − pass@1(reference, k); where the
+    grid holds the reference's variant at several seeds (`anchors-0`, `anchors-1`, ...: the
+    name's stem and `run.seed`), each variant is paired with the one at its own seed
+    (`references`), so rfew-1 is read against anchors-1, not anchors-0
     each variant against its iteration 0 (the base model, or the start θ_0 each run trained
     for itself, as SPIN's SFT plateau; `start_of`):  Δ = pass@1(variant, k) −
     pass@1(variant, 0)
@@ -34,6 +37,7 @@ Where the paper differs: its ablation tables (seed §4.3) give point estimates o
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
 from typing import Any
 
 from rzero.rundir import RunDir
@@ -103,29 +107,75 @@ def start_of(runs: list[tuple[str, RunDir]]) -> str:
     return "the base model"
 
 
+def _stem(name: str) -> str:
+    """A variant's name without its seed: `anchors-1` -> `anchors`."""
+    head, _, tail = name.rpartition("-")
+    return head if head and tail.isdigit() else name
+
+
+def references(names: Sequence[str], seeds: Sequence[int] | None = None) -> dict[str, str]:
+    """Each variant's reference: the first variant, or where other variants share its
+    name's stem (its replicates at other seeds: `anchors-0`, `anchors-1`), the replicate
+    whose `run.seed` is the variant's own. A replicate is its own reference."""
+    first = names[0]
+    if seeds is None:
+        return dict.fromkeys(names, first)
+    at_seed: dict[int, str] = {}
+    for name, s in zip(names, seeds, strict=True):
+        if _stem(name) == _stem(first):
+            at_seed.setdefault(s, name)
+    return {name: at_seed.get(s, first) for name, s in zip(names, seeds, strict=True)}
+
+
 def variant_contrasts(
-    runs: list[tuple[str, RunDir]], iterations: int, seed: int = 0
+    runs: list[tuple[str, RunDir]],
+    iterations: int,
+    seed: int = 0,
+    seeds: Sequence[int] | None = None,
 ) -> dict[str, Any]:
     """The differences described above for `runs` [(name, run dir)], the first the
-    reference: ``{"reference", "base_check": {name: _base_check}, "rows": [{"iteration",
-    "variant", "vs_reference", "vs_base"}], "sentences"}``; a difference whose evaluations
-    are missing is None."""
-    ref_name, ref = runs[0]
+    reference (each run's own, at its seed `seeds`, per `references`): ``{"reference",
+    "references": {name: its reference}, "base_check": {name: _base_check}, "rows":
+    [{"iteration", "variant", "reference", "vs_reference", "vs_base"}], "sentences"}``; a
+    difference whose evaluations are missing is None."""
+    ref_name = runs[0][0]
+    refs = references([name for name, _ in runs], seeds)
     bases = {name: _eval(run, 0) for name, run in runs}
     checks = {name: _base_check(bases[ref_name], bases[name]) for name, _ in runs[1:]}
     rows = []
     for k in range(1, iterations + 1):
-        ref_k = _eval(ref, k)
-        for name, run in runs:
-            ev = _eval(run, k)
-            vs_ref = paired_eval(ref_k, ev, seed) if name != ref_name and ev and ref_k else None
+        evals = {name: _eval(run, k) for name, run in runs}
+        for name, _ in runs:
+            ev, ref_k = evals[name], evals[refs[name]]
+            vs_ref = paired_eval(ref_k, ev, seed) if refs[name] != name and ev and ref_k else None
             vs_base = paired_eval(bases[name], ev, seed) if ev and bases[name] else None
             rows.append(
-                {"iteration": k, "variant": name, "vs_reference": vs_ref, "vs_base": vs_base}
+                {
+                    "iteration": k,
+                    "variant": name,
+                    "reference": refs[name],
+                    "vs_reference": vs_ref,
+                    "vs_base": vs_base,
+                }
             )
-    out = {"reference": ref_name, "start": start_of(runs), "base_check": checks, "rows": rows}
+    out = {
+        "reference": ref_name,
+        "references": refs,
+        "start": start_of(runs),
+        "base_check": checks,
+        "rows": rows,
+    }
     out["sentences"] = sentences(out)
     return out
+
+
+def _row_reference(contrasts: dict[str, Any], row: dict[str, Any]) -> str:
+    """The reference a row's variant was paired with (older comparison.json: the first)."""
+    return row.get("reference", contrasts["reference"])
+
+
+def _is_reference(contrasts: dict[str, Any], name: str) -> bool:
+    return name in set(contrasts.get("references", {}).values()) | {contrasts["reference"]}
 
 
 def difference_words(d: dict[str, Any]) -> str:
@@ -156,7 +206,7 @@ def sentences(contrasts: dict[str, Any]) -> list[str]:
     for row in contrasts["rows"]:
         k, name = row["iteration"], row["variant"]
         for what, d in (
-            (f"{name} minus {ref}", row["vs_reference"]),
+            (f"{name} minus {_row_reference(contrasts, row)}", row["vs_reference"]),
             (
                 f"{name} minus iteration 0 ({contrasts.get('start', 'the base model')})",
                 row["vs_base"],
@@ -225,13 +275,13 @@ def variant_lines(contrasts: dict[str, Any]) -> list[str]:
     if not done:
         return ["no variant has an evaluated trained iteration yet"]
     k = max(done)
-    ref = contrasts["reference"]
     start = contrasts.get("start", "the base model")
     width = max(len(r["variant"]) for r in rows)
     out = []
     for r in (r for r in rows if r["iteration"] == k):
         name = r["variant"].ljust(width)
-        if r["variant"] == ref:
+        ref = _row_reference(contrasts, r)
+        if _is_reference(contrasts, r["variant"]):
             d = r["vs_base"]
             what = (
                 f"the reference; {points(d['average'])} against iteration 0 ({start}): "
@@ -271,7 +321,12 @@ def contrast_table(contrasts: dict[str, Any]) -> tuple[list[str], list[list[str]
         return [PairedDifference(**avg).words(), "–" if p is None else f"{p:.2g}"]
 
     header = list(CONTRAST_HEADER)
-    header[2] = f"vs {contrasts['reference']}: Δ pass@1 [paired 95 %]"
+    several = len(set(contrasts.get("references", {}).values())) > 1
+    header[2] = (
+        f"vs {_stem(contrasts['reference'])} at its seed: Δ pass@1 [paired 95 %]"
+        if several
+        else f"vs {contrasts['reference']}: Δ pass@1 [paired 95 %]"
+    )
     header[4] = f"vs iteration 0 ({contrasts.get('start', 'base model')}): Δ pass@1 [paired 95 %]"
     rows = [
         [
@@ -279,7 +334,7 @@ def contrast_table(contrasts: dict[str, Any]) -> tuple[list[str], list[list[str]
             r["variant"],
             *(
                 cells(r["vs_reference"])
-                if r["variant"] != contrasts["reference"]
+                if not _is_reference(contrasts, r["variant"])
                 else ["(the reference)", ""]
             ),
             *cells(r["vs_base"]),

@@ -263,3 +263,34 @@ def test_the_label_panel_shows_the_audit_else_the_exact_labels_where_known():
         "exact",
     )
     assert label_points(rows(known_label_accuracy=None, known_labels=0), "a") == ([], "exact")
+
+
+def test_a_grid_with_the_reference_at_several_seeds_pairs_each_arm_with_its_own_seed(tmp_path):
+    from rzero.reports.contrasts import references
+
+    names = ["anchors-0", "rfew-0", "anchors-1", "rfew-1", "rfew-2", "pool-truth-0"]
+    assert references(names, [0, 0, 1, 1, 2, 0]) == {
+        "anchors-0": "anchors-0",
+        "rfew-0": "anchors-0",
+        "anchors-1": "anchors-1",  # a replicate is its own reference
+        "rfew-1": "anchors-1",
+        "rfew-2": "anchors-0",  # no anchors-2 in the grid: the first
+        "pool-truth-0": "anchors-0",
+    }
+    assert set(references(names).values()) == {"anchors-0"}  # no seeds: the first for all
+    # the rows: rfew-1 against anchors-1, whose scores differ from anchors-0's
+    base = _eval({"easy": [0] * 10})
+    runs = [
+        ("anchors-0", _run(tmp_path, "anchors-0", [base, _eval({"easy": [1] * 10})], 1)),
+        ("anchors-1", _run(tmp_path, "anchors-1", [base, _eval({"easy": [0] * 10})], 1)),
+        ("rfew-1", _run(tmp_path, "rfew-1", [base, _eval({"easy": [1] * 5 + [0] * 5})], 1)),
+    ]
+    c = variant_contrasts(runs, iterations=1, seeds=[0, 1, 1])
+    row = next(r for r in c["rows"] if r["variant"] == "rfew-1")
+    assert row["reference"] == "anchors-1"
+    assert row["vs_reference"]["average"]["delta"] == pytest.approx(0.5)  # not -0.5
+    assert any("rfew-1 minus anchors-1" in t for t in c["sentences"])
+    header, rows = contrast_table(c)
+    assert header[2].startswith("vs anchors at its seed")
+    assert [r[2] for r in rows if r[1] == "anchors-1"] == ["(the reference)"]
+    assert any("against anchors-1" in line for line in variant_lines(c))
