@@ -282,7 +282,8 @@ def test_a_half_finished_guided_run_resumes_to_the_same_kept_questions(
 @pytest.mark.slow
 def test_one_iteration_of_the_r_few_tiny_recipe_with_the_embedded_model(tmp_path):
     # configs/r-few-tiny.yaml as `make iterate CONFIG=...` runs it, cut to one iteration,
-    # one GRPO step of each role over 2 prompts, a pool of 12 and 8 evaluation items
+    # one GRPO step of each role over 2 prompts, a pool of 12, 8 anchors (each voted on 8
+    # times by the frozen solver) and 8 evaluation items
     run_dir = tmp_path / "run"
     sets = {
         "run.iterations": 1,
@@ -293,6 +294,7 @@ def test_one_iteration_of_the_r_few_tiny_recipe_with_the_embedded_model(tmp_path
         "solver.prompts_per_step": 2,
         "solver.prompts_per_update": 1,
         "challenger.pool_size": 12,
+        "guidance.count": 8,
         "eval.limit": 8,
     }
     args = [sys.executable, "-m", "rzero", "iterate", "--config", "configs/r-few-tiny.yaml"]
@@ -309,7 +311,7 @@ def test_one_iteration_of_the_r_few_tiny_recipe_with_the_embedded_model(tmp_path
     assert proc.returncode == 0, proc.stderr[-3000:]
     it = run_dir / "iter_01"
     anchors = read_rows(it / "anchors.jsonl")
-    assert len(anchors) == 32 and anchors[0]["id"] == "easy7-0000"
+    assert len(anchors) == 8 and anchors[0]["id"] == "easy7-0000"
     # 2 solver prompt draws: one anchor, one kept question (or both anchors if none was kept)
     sources = Counter(r["source"] for r in read_rows(it / "mixture.jsonl"))
     assert sum(sources.values()) == 2 and sources["anchor"] >= 1
