@@ -20,7 +20,7 @@ import hashlib
 from typing import Any
 
 from rzero.audit.report import build_report, write_report
-from rzero.audit.sampling import select_items
+from rzero.audit.sampling import labelled_items, select_items
 from rzero.config import AuditConfig
 from rzero.labeling.computable import computed_answer
 from rzero.labeling.equivalence import Direction, equivalent_many
@@ -85,21 +85,7 @@ def computable_rows(run: RunDir) -> list[dict[str, Any]]:
                 continue
             if (answer := computed_answer(r["question"])) is None:
                 continue
-            sets = ("labelled_kept", "labelled_all") if r.get("kept") else ("labelled_all",)
-            items += [
-                dict(
-                    source=s,
-                    iteration=k,
-                    step=None,
-                    global_step=None,
-                    question=r["question"],
-                    label=str(r["label"]),
-                    p_hat=float(r["p_hat"]),
-                    kept=bool(r.get("kept")),
-                    answer=answer,
-                )
-                for s in sets
-            ]
+            items += labelled_items(k, r, label=str(r["label"]), answer=answer)
     return items
 
 

@@ -16,6 +16,7 @@ import hashlib
 from typing import Any
 
 from rzero.audit.report import build_report, write_report
+from rzero.audit.sampling import labelled_items
 from rzero.executor.sandbox import Limits, run_many
 from rzero.executor.tasks import CodeTask, outputs_equal
 from rzero.rundir import RunDir
@@ -50,21 +51,7 @@ def _items(run: RunDir) -> list[dict[str, Any]]:
         for r in run.rows(k, "labelled"):
             if r.get("label") is None:
                 continue
-            sets = ("labelled_kept", "labelled_all") if r.get("kept") else ("labelled_all",)
-            items += [
-                dict(
-                    source=s,
-                    iteration=k,
-                    step=None,
-                    global_step=None,
-                    task=r["task"],
-                    question=r["question"],
-                    label=r["label"],
-                    p_hat=r["p_hat"],
-                    kept=bool(r.get("kept")),
-                )
-                for s in sets
-            ]
+            items += labelled_items(k, r, task=r["task"], label=r["label"])
     return items
 
 

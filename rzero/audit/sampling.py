@@ -99,3 +99,24 @@ def select_items(run: RunDir | str | Path, per_step: int, seed: int) -> list[Aud
                     )
                 )
     return items
+
+
+def labelled_items(k: int, row: dict[str, Any], **fields: Any) -> list[dict[str, Any]]:
+    """Iteration k's labelled `row` as audit items: one in `labelled_all`, and one in
+    `labelled_kept` too when the band kept it; `fields` are the judge's own (label, task,
+    answer)."""
+    kept = bool(row.get("kept"))
+    sets = ("labelled_kept", "labelled_all") if kept else ("labelled_all",)
+    return [
+        dict(
+            source=s,
+            iteration=k,
+            step=None,
+            global_step=None,
+            question=row["question"],
+            p_hat=float(row["p_hat"]),
+            kept=kept,
+            **fields,
+        )
+        for s in sets
+    ]
