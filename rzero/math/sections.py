@@ -28,6 +28,7 @@ from typing import Any
 
 from rzero.config import RZeroConfig
 from rzero.math.layout import LAYOUT
+from rzero.reports.headline import base_side
 from rzero.rundir import RunDir, stop_of
 from rzero.stats import slope_interval, wilson_interval
 
@@ -94,14 +95,14 @@ def _increment_verdict(run: RunDir, cfg: RZeroConfig) -> str:
     if last is None:
         return "not yet: it needs the base (iteration 0) and at least one trained solver evaluated"
     d = evals[last]["increment"]["vs_base"]["average"]
-    if d["ci_low"] == d["ci_high"] == 0:
-        word = "no item's score changed from the base's"
-    elif d["ci_low"] > 0:
-        word = "above the base: the whole paired 95 % interval is above 0"
-    elif d["ci_high"] < 0:
-        word = "below the base: the whole paired 95 % interval is below 0"
-    else:
-        word = "not distinguishable from the base: the paired 95 % interval includes 0"
+    word = {  # read as the headline and `rzero compare` read a difference
+        "none": "no item's score changed from the base's",
+        "above": "above the base: the whole paired 95 % interval is above 0",
+        "below": "below the base: the whole paired 95 % interval is below 0",
+        "borderline": "borderline: the paired 95 % interval excludes 0 but McNemar's exact "
+        "test does not reject at 5 %, so too few items differ to tell",
+        "within": "not distinguishable from the base: the paired 95 % interval includes 0",
+    }[base_side(d)]
     flags = sum(len(m.get("increment_flags", [])) for m in evals.values())
     return (
         f"iteration {last} vs base, average pass@1 {_delta(d)} over {d['n']} items: "

@@ -8,8 +8,9 @@
 The numbers are those of the science card's increment-curve row (`rzero.math.sections`):
 the latest evaluated iteration's paired difference against iteration 0 from the watch's
 increment curve (`iter_KK/eval/increments.json`, `rzero.selfplay.increments`), read with the
-same rule: outside the evaluation noise when the whole paired 95 % interval lies on one
-side of 0. The warnings are those the phases' markers recorded: the collapse watch's
+rule `rzero compare` reads every difference with (`rzero.reports.contrasts.side`): outside
+the evaluation noise when the whole paired 95 % interval lies on one side of 0 and McNemar's
+exact test rejects at 5 %; borderline when only the interval does. The warnings are those the phases' markers recorded: the collapse watch's
 (``warnings`` of every phase but the audit), the audit's (``warnings`` of the audit phase),
 and the loop's own (``warning``).
 
@@ -22,6 +23,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from rzero.reports.cells import increment_curve
+from rzero.reports.contrasts import side
 from rzero.rundir import RunDir, stop_of
 from rzero.rundir.folder import RUN_PREFIX
 
@@ -30,22 +32,20 @@ MAX_SCORES = 6
 
 
 def base_side(d: Mapping[str, Any]) -> str:
-    """The science card's reading of a paired difference against iteration 0: 'none' (no
-    item changed), 'above' or 'below' (the whole paired 95 % interval on that side of 0:
-    outside the evaluation noise), else 'within'."""
+    """The reading of a paired difference against iteration 0, as `rzero compare` reads
+    every difference (`side`): 'none' (no item changed), 'above' or 'below' (outside the
+    evaluation noise), 'borderline' (the interval alone excludes 0), else 'within'."""
     if d["ci_low"] == d["ci_high"] == 0:
         return "none"
-    if d["ci_low"] > 0:
-        return "above"
-    if d["ci_high"] < 0:
-        return "below"
-    return "within"
+    return side({"delta": d.get("delta", 0.0), **d})
 
 
 SIDE_WORDS = {
     "none": "no item's score changed",
     "above": "above it, outside the evaluation noise (the whole paired 95 % interval is above 0)",
     "below": "below it, outside the evaluation noise (the whole paired 95 % interval is below 0)",
+    "borderline": "borderline (the paired 95 % interval excludes 0 but McNemar's exact test "
+    "does not reject at 5 %: too few items differ to tell)",
     "within": "within the evaluation noise (the paired 95 % interval includes 0)",
 }
 

@@ -41,11 +41,17 @@ def test_the_finding_gives_start_and_end_the_interval_against_the_base_and_the_w
     )
 
 
-def test_an_interval_is_read_as_the_science_card_reads_it():
+def test_an_interval_is_read_as_rzero_compare_reads_it():
     assert base_side(_diff(-0.056, -0.106, -0.013)) == "below"  # the whole interval < 0
-    assert base_side(_diff(0.258, 0.215, 0.302)) == "above"  # the whole interval > 0
+    assert base_side(_diff(0.258, 0.215, 0.302, 4e-6)) == "above"  # > 0, McNemar rejects
     assert base_side(_diff(0.027, -0.008, 0.065)) == "within"  # it holds 0
     assert base_side(_diff(0.0, 0.0, 0.0)) == "none"  # no item changed
+    # the interval excludes 0 but McNemar's exact test does not reject: borderline, as the
+    # comparison says it (the tiny R-Few run: +6.9 [+0.6, +13.1], p 0.061)
+    borderline = _diff(0.069, 0.006, 0.131, 0.061)
+    assert base_side(borderline) == "borderline"
+    line = headline(_curve([0.2, 0.269, 0.269], borderline))
+    assert "(McNemar p 0.061): borderline (the paired 95 % interval excludes 0 but" in line
     below = headline(_curve([0.212, 0.156], _diff(-0.056, -0.106, -0.013)), collapse=1)
     assert "-5.6 points [-10.6, -1.3]: below it, outside the evaluation noise" in below
     assert "1 collapse-watch warning, 0 audit warnings" in below
