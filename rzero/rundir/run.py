@@ -136,6 +136,10 @@ class Run:
 
     # ------------------------------------------------------------ what every system uses
 
+    def _rebuild_if_nothing_committed(self) -> None:
+        if not self.committed:
+            self.rebuild()
+
     def _rebuild_after_commit(self, k: int, phase: str, marker: dict[str, Any]) -> None:
         self.committed += 1
         self.rebuild()
@@ -153,8 +157,9 @@ class Run:
         still leaves the report this rzero writes (every commit rebuilt it otherwise)."""
         try:
             stopped(self.iterate, self.trackers.close)
-            if not self.committed:
-                distributed.on_main(self.rebuild)
+            # every process calls on_main (a collective); the main one, which committed,
+            # decides
+            distributed.on_main(self._rebuild_if_nothing_committed)
         finally:
             self.lock.release()
         return self.rundir.path
