@@ -3,8 +3,14 @@
 
 from __future__ import annotations
 
+import json
+from pathlib import Path
+
 from rzero.audit.report import build_report, render_html, render_markdown
+from rzero.audit.threshold import CURVE as MEASURED
 from rzero.audit.threshold import EMBEDDED, CurvePoint, threshold_sentence
+
+RECORDS = Path(__file__).resolve().parents[2] / "results" / "label-curve"
 
 CURVE = (
     CurvePoint("shuffled-0", 0.012, -10.2, -14.4, -6.0),
@@ -22,6 +28,25 @@ def test_the_embedded_model_gets_the_bracketing_points_and_the_reading():
     assert "between the measured a = 0.50 (noisy-0.5-0: +1.0 [-3.0, +5.0])" in line
     assert "a = 0.70 (noisy-0.7-0: +9.0 [+5.0, +13.0])" in line
     assert "cost skill measurably up to a = 0.01 and add it from a = 0.70" in line
+
+
+def test_the_curve_holds_its_records_numbers():
+    # every point with a record in results/label-curve/ says what the record measured: the
+    # labels' exact accuracy and the last evaluation against the base, in points
+    checked = 0
+    for p in MEASURED:
+        record = RECORDS / p.run
+        if not record.is_dir():
+            continue
+        last = max(record.glob("iter_*/phases/eval.json"))
+        d = json.loads(last.read_text())["increment"]["vs_base"]["average"]
+        assert (p.delta, p.low, p.high) == tuple(
+            round(100 * d[key], 1) for key in ("delta", "ci_low", "ci_high")
+        ), p.run
+        labelling = json.loads((record / "iter_01" / "phases" / "labelling.json").read_text())
+        assert labelling["metrics"]["label_accuracy"] == p.accuracy, p.run
+        checked += 1
+    assert checked >= 1  # the noisy arms' records are in the repository
 
 
 def test_an_accuracy_outside_the_measured_range_says_so():
