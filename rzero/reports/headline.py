@@ -10,9 +10,9 @@ the latest evaluated iteration's paired difference against iteration 0 from the 
 increment curve (`iter_KK/eval/increments.json`, `rzero.selfplay.increments`), read with the
 rule `rzero compare` reads every difference with (`rzero.reports.contrasts.side`): outside
 the evaluation noise when the whole paired 95 % interval lies on one side of 0 and McNemar's
-exact test rejects at 5 %; borderline when only the interval does. The warnings are those the phases' markers recorded: the collapse watch's
-(``warnings`` of every phase but the audit), the audit's (``warnings`` of the audit phase),
-and the loop's own (``warning``).
+exact test rejects at 5 %; borderline when only the interval does. The warnings are those
+the phases' markers recorded: the collapse watch's (``warnings`` of every phase but the
+audit), the audit's (``warnings`` of the audit phase), and the loop's own (``warning``).
 
 `headline` is a pure function of those values; `run_headline` reads them from a run folder.
 """
@@ -35,9 +35,7 @@ def base_side(d: Mapping[str, Any]) -> str:
     """The reading of a paired difference against iteration 0, as `rzero compare` reads
     every difference (`side`): 'none' (no item changed), 'above' or 'below' (outside the
     evaluation noise), 'borderline' (the interval alone excludes 0), else 'within'."""
-    if d["ci_low"] == d["ci_high"] == 0:
-        return "none"
-    return side({"delta": d.get("delta", 0.0), **d})
+    return side(d)
 
 
 SIDE_WORDS = {
