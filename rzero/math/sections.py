@@ -114,6 +114,9 @@ def _increment_verdict(run: RunDir, cfg: RZeroConfig) -> str:
 
 def _judge(run: RunDir, cfg: RZeroConfig) -> str:
     audits = [(k, m) for k in run.trained_iterations() if (m := run.marker(k, "audit")) is not None]
+    report = run.path / "audit" / "report.json"
+    if not audits and report.is_file():  # `rzero audit RUN_DIR` ran after the run
+        return _audited_afterwards(json.loads(report.read_text()))
     if not audits:
         return (
             "no judge: the pseudo-labels were not audited (audit.enabled is off), so their "
@@ -122,7 +125,6 @@ def _judge(run: RunDir, cfg: RZeroConfig) -> str:
     k, m = audits[-1]
     s = m.get("metrics", {})
     judge = "a judge"
-    report = run.path / "audit" / "report.json"
     if report.is_file():
         info = json.loads(report.read_text()).get("judge", {})
         judge = f"judge {info.get('model')}" + (
@@ -137,6 +139,36 @@ def _judge(run: RunDir, cfg: RZeroConfig) -> str:
         f"{s.get('n_judged')} judged labels ({s.get('n_unjudged')} unjudged), to "
         f"iteration {k}"
     )
+
+
+def _audited_afterwards(report: dict[str, Any]) -> str:
+    """The judge row from RUN_DIR/audit/report.json, where `rzero audit` wrote it after
+    the run (the inline audit writes a marker per iteration instead)."""
+    o = report["overall"]
+    info = report["judge"]
+    if o["accuracy"] is None:
+        measured = "no label judged"
+    else:
+        measured = (
+            f"label accuracy {o['accuracy']:.2f} {_ci(o['ci_low'], o['ci_high'])} over "
+            f"{o['n_judged']} judged labels"
+        )
+    if info.get("exact") and info.get("model") != "executor":
+        need = report.get("need_judge")
+        exact = (
+            f"exact {measured} of the questions that are one arithmetic expression"
+            if o["accuracy"] is not None
+            else "no question is one arithmetic expression, so no label was judged exactly"
+        )
+        return (
+            f"no judge (`rzero audit` without one): {exact}"
+            + (f"; {need} sampled labels need a judge" if need else "")
+            + " (audit/report.html)"
+        )
+    who = f"judge {info.get('model')}" + (
+        " (the base model itself: machinery, not truth)" if info.get("embedded") else ""
+    )
+    return f"{who}, by `rzero audit` after the run: {measured} (audit/report.html)"
 
 
 def _independence(run: RunDir, cfg: RZeroConfig) -> str:

@@ -53,6 +53,11 @@ def test_no_judge_judges_the_computable_labels_exactly_and_says_what_needs_one(t
     assert "audit.base_url" in out[-1] and "vllm serve" in out[-1] and "--judge embedded" in out[-1]
     assert "need a judge" in (run / "audit" / "report.md").read_text()
     assert not (run / "audit" / "judge_server.log").exists()  # no judge was started
+    # the science card's judge row reads this audit, not "not audited"
+    card = (run / "report.md").read_text()
+    row = next(line for line in card.splitlines() if line.startswith("| judge quality"))
+    assert "no judge (`rzero audit` without one): exact label accuracy 0.50 [" in row
+    assert "over 2 judged labels" in row and "1 sampled labels need a judge" in row
 
 
 def test_a_run_with_nothing_computable_says_so_and_exits_0(tmp_path, capsys):
@@ -61,6 +66,10 @@ def test_a_run_with_nothing_computable_says_so_and_exits_0(tmp_path, capsys):
     out = capsys.readouterr().out.strip().splitlines()
     assert out[0].startswith("no labelled question is one arithmetic expression")
     assert out[-1].startswith("1 label of the audit sample needs a judge")
+    assert (
+        "no question is one arithmetic expression, so no label was judged exactly"
+        in (run / "report.md").read_text()
+    )
 
 
 def test_the_base_model_as_judge_is_chosen_explicitly_and_labelled_a_machinery_check(
