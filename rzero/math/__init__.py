@@ -125,17 +125,17 @@ for _seed in (0, 1, 2):
             f"run.seed={_seed}",
         ],
     }
-# its grid, in the order it is run: the decisive pair at seed 0 (the control first, the
-# shorter run), the untrained arm, then the pair at seeds 1 and 2; last the references of
-# the claims grid (R-Zero's loop, the pool with 240 true labels), read from their records
+# its grid, in the order it is run: the decisive pair (the control first, the shorter run)
+# at seeds 0, 1 and 2, which the verdicts need, then the untrained arm; last the references
+# of the claims grid (R-Zero's loop, the pool with 240 true labels), read from their records
 GUIDED = (
     "anchors-0",
     "rfew-0",
-    "rfew-untrained-0",
     "anchors-1",
     "rfew-1",
     "anchors-2",
     "rfew-2",
+    "rfew-untrained-0",
     "loop-0",
     "loop-1",
     "loop-2",
