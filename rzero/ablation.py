@@ -111,6 +111,12 @@ def ablate(
         )
 
 
+def _hand_audits(out_dir: Path, records: Path | None) -> list[Path]:
+    """Where a grid's hand audits are kept (`rzero.audit.hand`): beside its runs, and beside
+    its records, where they travel with the grid to a new machine."""
+    return [out_dir] + ([records] if records is not None else [])
+
+
 def _ablate(
     system: System,
     cfg: RZeroConfig,
@@ -192,5 +198,5 @@ def _ablate(
         return system.summary(list(where.values()), out_dir)
 
     # -- one table over all of them
-    paths = compare(list(where.values()), system.name, out_dir)
+    paths = compare(list(where.values()), system.name, out_dir, _hand_audits(out_dir, records))
     return paths["md"]

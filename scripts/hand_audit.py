@@ -13,75 +13,19 @@ information, not a question); else `correct` or `wrong` as the label equals the 
 reader works out. `summary` prints the share of ill-posed questions and the labels'
 accuracy among the well-posed ones, each with its 95 % Wilson interval, and refuses a file
 with an unfilled or unknown verdict. This is the judge audit of SPEC §3 done by a person:
-the rubric is the judge prompt's (`rzero.audit.judge.JUDGE_PROMPT`).
+the rubric is the judge prompt's (`rzero.audit.judge.JUDGE_PROMPT`). Keep the filled-in file
+as hand-audit/RUN-iterKK.jsonl beside the run folder or its record: `rzero compare` and
+`rzero ablate` then show it (`rzero.audit.hand`).
 """
 
 from __future__ import annotations
 
 import argparse
 import json
-import random
 import sys
 from pathlib import Path
 
-from rzero.rundir import RunDir
-from rzero.stats import wilson_interval
-
-VERDICTS = ("correct", "wrong", "ill_posed")
-
-
-def sample(run_dir: Path, iteration: int, n: int, seed: int = 0) -> list[dict]:
-    """N kept questions of the iteration, in a seeded random order, with empty verdicts."""
-    rows = [r for r in RunDir(run_dir).rows(iteration, "labelled") if r.get("kept")]
-    random.Random(seed).shuffle(rows)
-    return [
-        {
-            "run": str(run_dir),
-            "iteration": iteration,
-            "seed": seed,
-            "question": r["question"],
-            "label": r["label"],
-            "votes": r.get("groups"),
-            "verdict": None,
-            "answer": None,
-        }
-        for r in rows[:n]
-    ]
-
-
-def summary(rows: list[dict]) -> dict:
-    """Counts and 95 % Wilson intervals of a filled-in audit."""
-    bad = [i for i, r in enumerate(rows, 1) if r.get("verdict") not in VERDICTS]
-    if bad:
-        raise ValueError(
-            f"rows {', '.join(map(str, bad[:10]))}: verdict must be one of {', '.join(VERDICTS)}"
-        )
-    n = len(rows)
-    ill = sum(r["verdict"] == "ill_posed" for r in rows)
-    right = sum(r["verdict"] == "correct" for r in rows)
-    posed = n - ill
-    return {
-        "n": n,
-        "ill_posed": ill,
-        "ill_posed_ci": wilson_interval(ill, n) if n else None,
-        "well_posed": posed,
-        "correct": right,
-        "accuracy": right / posed if posed else None,
-        "accuracy_ci": wilson_interval(right, posed) if posed else None,
-    }
-
-
-def words(s: dict) -> str:
-    def share(k: int, n: int, ci) -> str:
-        return f"{k}/{n} ({k / n:.0%}, 95 % [{ci[0]:.0%}, {ci[1]:.0%}])"
-
-    text = f"ill-posed: {share(s['ill_posed'], s['n'], s['ill_posed_ci'])}"
-    if s["well_posed"]:
-        text += (
-            "; labels right among the well-posed: "
-            f"{share(s['correct'], s['well_posed'], s['accuracy_ci'])}"
-        )
-    return text
+from rzero.audit.hand import read, sample, summary, words
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -100,8 +44,7 @@ def main(argv: list[str] | None = None) -> int:
             for row in sample(args.run_dir, args.iteration, args.n, args.seed):
                 print(json.dumps(row, ensure_ascii=False))
         else:
-            rows = [json.loads(line) for line in args.file.read_text().splitlines() if line]
-            print(words(summary(rows)))
+            print(words(summary(read(args.file))))
     except (OSError, ValueError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2

@@ -10,6 +10,8 @@ questions, and we report how often the majority-vote label ỹ agrees with it.
                  labels need a judge
     executor.py  the executor as judge of a code run (audit.judge: executor): exact, every label
     threshold.py a measured label accuracy placed on the embedded model's label-accuracy curve
+    hand.py      a person's audit of a seeded sample of kept labels, and where a comparison
+                 finds it
 
 Only this package talks to a judge. `rzero audit RUN_DIR` (rzero/cli/commands.py) runs it on a finished
 run; `audit.enabled` runs it inline after each iteration.

@@ -26,6 +26,7 @@ import os
 from pathlib import Path
 from typing import Any
 
+from rzero.audit.hand import find as find_hand_audit
 from rzero.config import ConfigError
 from rzero.io import DamagedFileError, write_bytes_atomic, write_json_atomic, write_text_atomic
 from rzero.reports.comparison_page import plot_comparison, render_html, render_markdown
@@ -121,8 +122,9 @@ def _label_summary(s: dict[str, Any] | None) -> dict[str, Any] | None:
     }
 
 
-def _cell(run: dict[str, Any], k: int) -> dict[str, Any]:
-    """One variant's numbers for iteration k."""
+def _cell(run: dict[str, Any], k: int, name: str, hand: list[Path]) -> dict[str, Any]:
+    """One variant's numbers for iteration k (`name`: its run folder's, under which its
+    hand audit is kept in one of the folders `hand`)."""
     rd: RunDir = run["run"]
     ev = rd.marker(k, "eval")
     out: dict[str, Any] = {
@@ -153,6 +155,7 @@ def _cell(run: dict[str, Any], k: int) -> dict[str, Any]:
             # exact, where the kept questions' answers are known: the loop's computable
             # questions (rzero.labeling.computable), the solver task's benchmark draw
             **_known_labels(lm),
+            "hand_audit": _hand_audit(hand, name, k),
             "diversity": _diversity(rd, k, lm),
             "solver_skipped": bool(solver and solver.get("skipped")),
             "warnings": [
@@ -163,6 +166,13 @@ def _cell(run: dict[str, Any], k: int) -> dict[str, Any]:
         }
     )
     return out
+
+
+def _hand_audit(folders: list[Path], name: str, k: int) -> dict[str, Any] | None:
+    try:
+        return find_hand_audit(folders, name, k)
+    except ValueError as exc:  # a person's audit half filled in: say so, leave nothing out
+        raise CompareError(f"compare: {exc}") from exc
 
 
 def _diversity(rd: RunDir, k: int, lm: dict[str, Any]) -> dict[str, float] | None:
@@ -191,9 +201,12 @@ def _known_labels(lm: dict[str, Any]) -> dict[str, Any]:
     return {"known_label_accuracy": None, "known_labels": None}
 
 
-def build_comparison(run_dirs: list[str | Path], system: str) -> dict[str, Any]:
+def build_comparison(
+    run_dirs: list[str | Path], system: str, hand_audits: list[Path] | None = None
+) -> dict[str, Any]:
     """The comparison as one JSON-able dict (what comparison.json holds) of runs of the
-    system named `system` (its layout's name)."""
+    system named `system` (its layout's name). A run's hand audits (`rzero.audit.hand`) are
+    looked for in the folders `hand_audits`, by default the run folders' parents."""
     paths = [Path(p) for p in run_dirs]
     if not paths:
         raise CompareError("compare: give at least one run directory")
@@ -224,6 +237,7 @@ def build_comparison(run_dirs: list[str | Path], system: str) -> dict[str, Any]:
     }
 
     iterations = max(r["cfg"].run.iterations for r in runs)
+    hand = hand_audits if hand_audits is not None else list(dict.fromkeys(p.parent for p in paths))
     rows = []
     for k in range(iterations + 1):
         rows.append(
@@ -233,7 +247,10 @@ def build_comparison(run_dirs: list[str | Path], system: str) -> dict[str, Any]:
                     n: k * r["cfg"].solver.steps if r["cfg"].solver else k
                     for n, r in zip(names, runs, strict=True)
                 },
-                "variants": {n: _cell(r, k) for n, r in zip(names, runs, strict=True)},
+                "variants": {
+                    n: _cell(r, k, Path(r["path"]).name, hand)
+                    for n, r in zip(names, runs, strict=True)
+                },
             }
         )
     first = runs[0]["cfg"]
@@ -279,11 +296,14 @@ def build_comparison(run_dirs: list[str | Path], system: str) -> dict[str, Any]:
 
 
 def compare(
-    run_dirs: list[str | Path], system: str, out_dir: str | Path | None = None
+    run_dirs: list[str | Path],
+    system: str,
+    out_dir: str | Path | None = None,
+    hand_audits: list[Path] | None = None,
 ) -> dict[str, Path]:
     """Write comparison.{md,html,json,png} of runs of the system `system` (its layout's
-    name; default: into the run dirs' common parent)."""
-    comp = build_comparison(run_dirs, system)
+    name; default: into the run dirs' common parent); `hand_audits`: build_comparison's."""
+    comp = build_comparison(run_dirs, system, hand_audits)
     if out_dir is None:
         out_dir = os.path.commonpath([str(Path(p).resolve().parent) for p in run_dirs])
         if Path(out_dir) == Path(out_dir).parent:

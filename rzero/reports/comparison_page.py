@@ -129,6 +129,15 @@ def _known(cell: dict[str, Any]) -> str:
     return "–" if acc is None or not n else f"{100 * acc:.1f} % of {n}"
 
 
+def _hand(h: dict[str, Any] | None) -> str:
+    """`25/40 ill-posed; 3/15 right`: a person's audit of a seeded sample of the kept
+    questions (`rzero.audit.hand`)."""
+    if not h:
+        return "–"
+    text = f"{h['ill_posed']}/{h['n']} ill-posed"
+    return text + (f"; {h['correct']}/{h['well_posed']} right" if h["well_posed"] else "")
+
+
 def _diverse(d: dict[str, float] | None) -> str:
     return "–" if not d else f"{d['cluster_ratio']:.2f} / {d['structure_ratio']:.2f}"
 
@@ -148,6 +157,7 @@ def _tables(comp: dict[str, Any]) -> list[tuple[str, list[str], list[list[str]]]
             f"{d}: mean p̂",
             f"{d}: label acc, all labelled",
             f"{d}: kept labels right, where known",
+            f"{d}: kept questions read by hand: ill-posed; well-posed labels right",
             f"{d}: questions: clusters / structures per question",
         ]
     main, ctx = [], []
@@ -170,6 +180,7 @@ def _tables(comp: dict[str, Any]) -> list[tuple[str, list[str], list[list[str]]]
                     _num(c["mean_p_hat"]),
                     _acc(c.get("label_accuracy_labelled_all")),
                     _known(c),
+                    _hand(c.get("hand_audit")),
                     _diverse(c.get("diversity")),
                 ]
         main.append(cells)

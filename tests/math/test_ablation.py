@@ -21,7 +21,7 @@ from rzero.cli import build_parser
 from rzero.cli.systems import SYSTEMS, system_of
 from rzero.config import ConfigError, load_config
 from rzero.math.run import MathRun
-from rzero.reports.comparison import compare
+from rzero.reports.comparison import CompareError, compare
 from rzero.rundir import RunDir
 from rzero.rundir.record import RECORD_FILE, WEIGHT_SUFFIXES, keep_record, record_of
 
@@ -410,6 +410,12 @@ def test_audited_label_accuracy_and_interval_appear(ablated, tmp_path):
     (tmp_path / "shared/audit").mkdir()
     (tmp_path / "shared/audit/report.json").write_text(json.dumps(report))
 
+    # a person's audit of 5 of shared's kept questions of iteration 1, kept beside the runs
+    verdicts = ["ill_posed", "ill_posed", "ill_posed", "correct", "wrong"]
+    (tmp_path / "hand-audit").mkdir()
+    hand = tmp_path / "hand-audit" / "shared-iter01.jsonl"
+    hand.write_text("".join(json.dumps({"question": "q", "verdict": v}) + "\n" for v in verdicts))
+
     paths = compare([tmp_path / "separate", tmp_path / "shared"], "math")
     assert paths["md"] == tmp_path / "comparison.md"  # default: the common parent
     md = paths["md"].read_text()
@@ -424,11 +430,22 @@ def test_audited_label_accuracy_and_interval_appear(ablated, tmp_path):
         "Single-R-Zero (shared): label acc, all labelled"
     )
     assert context[0][column] == "100.0% [34.2, 100.0] n=2 †"  # 2 of 2 over all labelled
+    by_hand = "kept questions read by hand: ill-posed; well-posed labels right"
+    shared_hand = header(md, "Context: the labelled pool").index(
+        f"Single-R-Zero (shared): {by_hand}"
+    )
+    separate_hand = header(md, "Context: the labelled pool").index(f"R-Zero (separate): {by_hand}")
+    assert [r[shared_hand] for r in context] == ["3/5 ill-posed; 1/2 right", "–"]
+    assert [r[separate_hand] for r in context] == ["–", "–"]
     comp = json.loads(paths["json"].read_text())
     acc = comp["rows"][1]["variants"]["shared"]["label_accuracy"]
     assert acc["accuracy"] == pytest.approx(0.7) and acc["n_judged"] == 10
     assert comp["rows"][2]["variants"]["shared"]["label_accuracy"]["n_unjudged"] == 1
     assert "Judge of shared: hand-written judge." in md
+    # a hand audit with a verdict left empty stops the comparison in one line naming it
+    hand.write_text(hand.read_text() + json.dumps({"question": "q", "verdict": None}) + "\n")
+    with pytest.raises(CompareError, match=r"hand audit .*shared-iter01.jsonl: rows 6: verdict"):
+        compare([tmp_path / "separate", tmp_path / "shared"], "math")
 
 
 def test_html_escapes_every_text(ablated, tmp_path):
