@@ -89,7 +89,8 @@ def ablate(
     Markdown file (comparison.md, or the system's own). One ablation writes OUT at a time
     (`RunLock` on OUT; each variant's run locks its own folder). A variant that sets another
     `run.task` (an arm of a control on the solver task) is run by `system_of(its config)`;
-    such a mixed ablation ends with the comparison table.
+    a grid whose system has no table of its own (`System.summary`) writes the comparison of
+    the arms finished so far (records included) after each arm, and ends with the whole.
 
     With `records`, each variant's finished run is kept as a record in RECORDS/<variant>
     (`rzero.rundir.record`: the folder without its weights), and a variant with no run in
@@ -193,6 +194,9 @@ def _ablate(
             keep_record(run_dir, records / variant)
         if system.summary is not None and not mixed:  # the table grows run by run
             system.summary(list(where.values()), out_dir)
+        elif i < len(configs):  # the comparison of the arms finished so far, records included
+            done = [v for j, v in enumerate(configs, 1) if j <= i or where[v] != out_dir / v]
+            compare([where[v] for v in done], system.name, out_dir, _hand_audits(out_dir, records))
 
     if system.summary is not None and not mixed:
         return system.summary(list(where.values()), out_dir)

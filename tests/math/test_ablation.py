@@ -4,6 +4,7 @@ One module fixture runs `ablate` for separate vs shared weights, 2 iterations of
 each, recording every checkpoint a training phase loads; the tests then read those runs.
 """
 
+import dataclasses
 import json
 import re
 import shutil
@@ -268,6 +269,17 @@ def test_a_claims_grid_runs_the_loop_and_the_pool_control_from_one_recipe(
     cfg = load_config(None, overrides)
     out = tmp_path / "claims"
     arms = ["pool-vote-0", "loop-0"]
+
+    def stopped(*args, **kwargs):
+        raise KeyboardInterrupt  # the grid stopped in its second arm
+
+    broken = dataclasses.replace(SYSTEMS["math"], iterate=stopped)
+    with pytest.raises(KeyboardInterrupt):
+        ablate(broken, cfg, arms, out, system_of=system_of)
+    # the comparison of the arm finished so far is there to read while the grid runs on
+    partial = json.loads((out / "comparison.json").read_text())
+    assert [r["name"] for r in partial["runs"]] == ["pool-vote-0"]
+
     md = ablate(SYSTEMS["math"], cfg, arms, out, system_of=system_of)
 
     pool = load_config(out / "pool-vote-0" / "config.yaml")
@@ -286,7 +298,8 @@ def test_a_claims_grid_runs_the_loop_and_the_pool_control_from_one_recipe(
     assert "challenger.beta" not in table and "solver_task.labels" not in table
     assert "/240 (" in table  # the pool's band: kept of the 240 labelled
     row = next(line for line in table.splitlines() if "/240 (" in line)
-    pool_known, pool_diverse = row.split(" | ")[4:6]
+    pool_known, pool_hand, pool_diverse = row.split(" | ")[4:7]
+    assert pool_hand == "–"  # no hand audit kept beside the runs
     assert re.fullmatch(r"\d+\.\d % of \d+", pool_known), row  # every pool answer is known
     assert re.fullmatch(r"\d\.\d\d / \d\.\d\d", pool_diverse), row
 
