@@ -37,6 +37,7 @@ class CurvePoint:
 CURVE: tuple[CurvePoint, ...] = (
     CurvePoint("shuffled-0", 0.012, -10.2, -14.4, -6.0),
     CurvePoint("vote-0", 0.186, -3.8, -7.7, 0.2),
+    CurvePoint("noisy-0.2-0", 0.2, 3.1, -0.6, 7.1),
     CurvePoint("noisy-0.5-0", 0.5, 2.7, -1.5, 6.7),
     CurvePoint("truth-0", 1.0, 25.8, 21.5, 30.2),
 )
