@@ -126,10 +126,7 @@ def _judge(run: RunDir, cfg: RZeroConfig) -> str:
     s = m.get("metrics", {})
     judge = "a judge"
     if report.is_file():
-        info = json.loads(report.read_text()).get("judge", {})
-        judge = f"judge {info.get('model')}" + (
-            " (the base model itself: machinery, not truth)" if info.get("embedded") else ""
-        )
+        judge = _judge_name(json.loads(report.read_text()).get("judge", {}))
     acc = s.get("label_accuracy")
     if acc is None:
         return f"{judge}: no label judged yet"
@@ -165,10 +162,14 @@ def _audited_afterwards(report: dict[str, Any]) -> str:
             + (f"; {need} sampled labels need a judge" if need else "")
             + " (audit/report.html)"
         )
-    who = f"judge {info.get('model')}" + (
+    return f"{_judge_name(info)}, by `rzero audit` after the run: {measured} (audit/report.html)"
+
+
+def _judge_name(info: dict[str, Any]) -> str:
+    """`judge M`, from an audit report's judge section."""
+    return f"judge {info.get('model')}" + (
         " (the base model itself: machinery, not truth)" if info.get("embedded") else ""
     )
-    return f"{who}, by `rzero audit` after the run: {measured} (audit/report.html)"
 
 
 def _independence(run: RunDir, cfg: RZeroConfig) -> str:

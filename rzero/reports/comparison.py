@@ -122,9 +122,9 @@ def _label_summary(s: dict[str, Any] | None) -> dict[str, Any] | None:
     }
 
 
-def _cell(run: dict[str, Any], k: int, name: str, hand: list[Path]) -> dict[str, Any]:
-    """One variant's numbers for iteration k (`name`: its run folder's, under which its
-    hand audit is kept in one of the folders `hand`)."""
+def _cell(run: dict[str, Any], k: int, hand: list[Path]) -> dict[str, Any]:
+    """One variant's numbers for iteration k; its hand audit is looked for in the folders
+    `hand`, under its run folder's name."""
     rd: RunDir = run["run"]
     ev = rd.marker(k, "eval")
     out: dict[str, Any] = {
@@ -155,7 +155,7 @@ def _cell(run: dict[str, Any], k: int, name: str, hand: list[Path]) -> dict[str,
             # exact, where the kept questions' answers are known: the loop's computable
             # questions (rzero.labeling.computable), the solver task's benchmark draw
             **_known_labels(lm),
-            "hand_audit": _hand_audit(hand, name, k),
+            "hand_audit": _hand_audit(hand, Path(run["path"]).name, k),
             "diversity": _diversity(rd, k, lm),
             "solver_skipped": bool(solver and solver.get("skipped")),
             "warnings": [
@@ -247,10 +247,7 @@ def build_comparison(
                     n: k * r["cfg"].solver.steps if r["cfg"].solver else k
                     for n, r in zip(names, runs, strict=True)
                 },
-                "variants": {
-                    n: _cell(r, k, Path(r["path"]).name, hand)
-                    for n, r in zip(names, runs, strict=True)
-                },
+                "variants": {n: _cell(r, k, hand) for n, r in zip(names, runs, strict=True)},
             }
         )
     first = runs[0]["cfg"]
